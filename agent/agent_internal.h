@@ -1,0 +1,11 @@
+/* agent_internal.h: what the files of agent/ share among themselves only. */
+#ifndef SS_AGENT_INTERNAL_H
+#define SS_AGENT_INTERNAL_H
+
+#include "ss_agent.h"
+
+void ss_exporters_forget(void);
+void ss_internal_threads_reset(void);
+void ss_mem_reset(void);
+
+#endif

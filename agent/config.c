@@ -1,0 +1,468 @@
+/* config.c: every setting, read once at start.
+ *
+ * The environment is the interface; a JVMTI option string may set the same
+ * keys and wins over the environment. A bad value never stops the host
+ * program: it gets one line ("stackshot: KEY=value: why; what instead") and
+ * the default is used. */
+#include "ss_agent.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Every key the agent reads, core and exporters alike. The option string
+ * is checked against this list so that a typo gets a line. */
+static const char *const known_keys[] = {
+    "SPLUNK_PROFILER_ENABLED",
+    "SPLUNK_PROFILER_CALL_STACK_INTERVAL",
+    "SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS",
+    "SPLUNK_PROFILER_LOGS_ENDPOINT",
+    "STACKSHOT_OUTPUT_DIR",
+    "STACKSHOT_EXPORTERS",
+    "STACKSHOT_MAX_DEPTH",
+    "STACKSHOT_MAX_MEMORY",
+    "STACKSHOT_LOG_LEVEL",
+    "STACKSHOT_SIGNAL",
+    "STACKSHOT_SIGNAL_TIMEOUT",
+    "STACKSHOT_SHUTDOWN_TIMEOUT",
+    "STACKSHOT_LOGS_FORMAT",
+    "STACKSHOT_LOGS_BATCH_SIZE",
+    "STACKSHOT_PROFILES_PERIOD",
+    "STACKSHOT_PROFILES_VERSION",
+    "STACKSHOT_PROFILES_METHOD",
+    "STACKSHOT_QUBERSHIP_WINDOW",
+    "STACKSHOT_QUBERSHIP_SUSPEND_THRESHOLD",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_INSECURE",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_LOGS_INSECURE",
+    "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROFILES_INSECURE",
+    "OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_PROFILES_HEADERS",
+    "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL",
+    "REMOTE_DUMP_HOST",
+    "REMOTE_DUMP_PORT_PLAIN",
+    "CLOUD_NAMESPACE",
+    "MICROSERVICE_NAME",
+    "HOSTNAME",
+    NULL,
+};
+
+bool ss_config_known_key(const char *key) {
+    for (const char *const *k = known_keys; *k; k++)
+        if (strcasecmp(*k, key) == 0)
+            return true;
+    return false;
+}
+
+/* ---- the option string ------------------------------------------- */
+
+#define MAX_OPTIONS 64
+
+static struct {
+    char *copy; /* the option string, split in place */
+    const char *key[MAX_OPTIONS];
+    const char *value[MAX_OPTIONS];
+    int n;
+} options;
+
+/* Is `p` the start of "KNOWN_KEY="? Used to split on commas only between
+ * pairs, so values such as "k1=v1,k2=v2" (OTEL headers) survive intact. */
+static bool starts_pair(const char *p) {
+    const char *eq = strchr(p, '=');
+    if (!eq || eq == p || eq - p > 127)
+        return false;
+    char key[128];
+    memcpy(key, p, (size_t)(eq - p));
+    key[eq - p] = '\0';
+    return ss_config_known_key(key);
+}
+
+int ss_config_set_options(const char *s) {
+    free(options.copy);
+    memset(&options, 0, sizeof options);
+    if (!s || !*s)
+        return 0;
+    options.copy = strdup(s);
+    if (!options.copy) {
+        ss_error("option string: out of memory; ignoring the options");
+        return 1;
+    }
+    int problems = 0;
+    char *p = options.copy;
+    while (p && *p) {
+        /* find the comma that starts the next known pair */
+        char *next = NULL;
+        for (char *c = strchr(p, ','); c; c = strchr(c + 1, ','))
+            if (starts_pair(c + 1)) {
+                next = c;
+                break;
+            }
+        if (next)
+            *next++ = '\0';
+        char *eq = strchr(p, '=');
+        if (*p == '\0') {
+            /* empty item between commas: harmless */
+        } else if (!eq || eq == p) {
+            ss_error("option '%s': expected key=value; ignoring it", p);
+            problems++;
+        } else {
+            *eq = '\0';
+            if (!ss_config_known_key(p)) {
+                ss_error("option '%s': unknown key; ignoring it", p);
+                problems++;
+            } else if (options.n == MAX_OPTIONS) {
+                ss_error("option '%s': more than %d options; ignoring it", p,
+                         MAX_OPTIONS);
+                problems++;
+            } else {
+                options.key[options.n] = p;
+                options.value[options.n] = eq + 1;
+                options.n++;
+            }
+        }
+        p = next;
+    }
+    return problems;
+}
+
+const char *ss_config_raw(const char *key) {
+    for (int i = options.n - 1; i >= 0; i--)
+        if (strcasecmp(options.key[i], key) == 0)
+            return options.value[i];
+    return getenv(key);
+}
+
+/* ---- typed readers ----------------------------------------------- */
+
+void ss_config_bad(const char *key, const char *value, const char *why,
+                   const char *fallback) {
+    ss_error("%s=%s: %s; %s", key, value, why, fallback);
+}
+
+static bool blank(const char *s) {
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    return *s == '\0';
+}
+
+bool ss_config_bool(const char *key, bool def) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return def;
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return true;
+        if (strcasecmp(v, no[i]) == 0)
+            return false;
+    }
+    ss_config_bad(key, v, "not a boolean (true or false)",
+                  def ? "using true" : "using false");
+    return def;
+}
+
+int64_t ss_config_int(const char *key, int64_t def, int64_t min, int64_t max) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return def;
+    char fallback[64];
+    snprintf(fallback, sizeof fallback, "using %lld", (long long)def);
+    errno = 0;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    while (*end && isspace((unsigned char)*end))
+        end++;
+    if (end == v || *end != '\0') {
+        ss_config_bad(key, v, "not an integer", fallback);
+        return def;
+    }
+    if (errno == ERANGE || n < min || n > max) {
+        char why[96];
+        snprintf(why, sizeof why, "out of range [%lld, %lld]", (long long)min,
+                 (long long)max);
+        ss_config_bad(key, v, why, fallback);
+        return def;
+    }
+    return n;
+}
+
+uint64_t ss_config_size(const char *key, uint64_t def, uint64_t min,
+                        uint64_t max) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return def;
+    char fallback[64];
+    snprintf(fallback, sizeof fallback, "using %llu bytes",
+             (unsigned long long)def);
+    errno = 0;
+    char *end;
+    if (*v == '-') {
+        ss_config_bad(key, v, "negative size", fallback);
+        return def;
+    }
+    unsigned long long n = strtoull(v, &end, 10);
+    if (end == v || errno == ERANGE) {
+        ss_config_bad(key, v, "not a size (bytes, or with K, M, G)", fallback);
+        return def;
+    }
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I'))
+        end++;
+    if (shift && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end != '\0') {
+        ss_config_bad(key, v, "not a size (bytes, or with K, M, G)", fallback);
+        return def;
+    }
+    if (shift && n > (UINT64_MAX >> shift)) {
+        ss_config_bad(key, v, "too large", fallback);
+        return def;
+    }
+    uint64_t bytes = (uint64_t)n << shift;
+    if (bytes < min || bytes > max) {
+        char why[96];
+        snprintf(why, sizeof why, "out of range [%llu, %llu] bytes",
+                 (unsigned long long)min, (unsigned long long)max);
+        ss_config_bad(key, v, why, fallback);
+        return def;
+    }
+    return bytes;
+}
+
+const char *ss_config_str(const char *key, const char *def) {
+    const char *v = ss_config_raw(key);
+    return (v && !blank(v)) ? v : def;
+}
+
+/* ---- signals ------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    int sig;
+} signal_names[] = {
+    {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"URG", SIGURG},       {"PWR", SIGPWR},
+    {"WINCH", SIGWINCH}, {"XCPU", SIGXCPU},   {"IO", SIGIO},
+};
+
+int ss_parse_signal(const char *s) {
+    if (!s || !*s)
+        return -1;
+    if (isdigit((unsigned char)*s)) {
+        char *end;
+        long n = strtol(s, &end, 10);
+        if (*end || n < 1 || n > SIGRTMAX)
+            return -1;
+        return (int)n;
+    }
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
+        if (strcasecmp(s, signal_names[i].name) == 0)
+            return signal_names[i].sig;
+    int base, dir;
+    if (strncasecmp(s, "RTMIN", 5) == 0) {
+        base = SIGRTMIN;
+        dir = 1;
+    } else if (strncasecmp(s, "RTMAX", 5) == 0) {
+        base = SIGRTMAX;
+        dir = -1;
+    } else {
+        return -1;
+    }
+    s += 5;
+    if (*s == '\0')
+        return base;
+    if ((dir > 0 && *s != '+') || (dir < 0 && *s != '-'))
+        return -1;
+    char *end;
+    long off = strtol(s + 1, &end, 10);
+    if (*end || end == s + 1 || off < 0 || off > SIGRTMAX - SIGRTMIN)
+        return -1;
+    return base + dir * (int)off;
+}
+
+/* Signals the agent refuses: the ones that stop, kill or are needed to
+ * report crashes, and the ones the process cannot catch. */
+static bool signal_usable(int sig) {
+    switch (sig) {
+    case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE:
+    case SIGILL: case SIGABRT: case SIGTRAP: case SIGSYS: case SIGCHLD:
+    case SIGINT: case SIGTERM: case SIGQUIT: case SIGHUP: case SIGPIPE:
+    case SIGTSTP: case SIGTTIN: case SIGTTOU: case SIGCONT: case SIGALRM:
+        return false;
+    default:
+        return sig > 0 && sig <= SIGRTMAX;
+    }
+}
+
+/* ---- the core keys ------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    uint32_t bit;
+} exporter_names[] = {
+    {"text", SS_EXPORT_TEXT},
+    {"otlp_logs", SS_EXPORT_OTLP_LOGS},
+    {"otlp_profiles", SS_EXPORT_OTLP_PROFILES},
+    {"qubership", SS_EXPORT_QUBERSHIP},
+    {"pprof", SS_EXPORT_PPROF},
+    {"flamegraph", SS_EXPORT_FLAMEGRAPH},
+};
+
+#define DEFAULT_EXPORTERS SS_EXPORT_TEXT
+
+static uint32_t parse_exporters(const char *key) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return DEFAULT_EXPORTERS;
+    uint32_t bits = 0;
+    bool none = false;
+    const char *p = v;
+    while (*p) {
+        while (*p == ',' || isspace((unsigned char)*p))
+            p++;
+        size_t n = strcspn(p, ", \t");
+        if (n == 0)
+            break;
+        bool found = false;
+        if (n == 4 && strncasecmp(p, "none", 4) == 0) {
+            none = found = true;
+        }
+        for (size_t i = 0; !found && i < sizeof exporter_names / sizeof exporter_names[0]; i++)
+            if (strlen(exporter_names[i].name) == n &&
+                strncasecmp(p, exporter_names[i].name, n) == 0) {
+                bits |= exporter_names[i].bit;
+                found = true;
+            }
+        if (!found) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "unknown exporter '%.*s' (known: text, otlp_logs, "
+                     "otlp_profiles, qubership, pprof, flamegraph, none)",
+                     (int)n, p);
+            ss_config_bad(key, v, why, "ignoring that name");
+        }
+        p += n;
+    }
+    if (!bits && !none) {
+        ss_config_bad(key, v, "no known exporter named", "using text");
+        return DEFAULT_EXPORTERS;
+    }
+    return bits;
+}
+
+static ss_log_level parse_log_level(const char *key, ss_log_level def) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return def;
+    static const char *const names[] = {"off", "error", "warn", "info", "debug"};
+    for (int i = 0; i < 5; i++)
+        if (strcasecmp(v, names[i]) == 0)
+            return (ss_log_level)i;
+    if (strcasecmp(v, "warning") == 0)
+        return SS_LOG_WARN;
+    ss_config_bad(key, v, "not a log level (off, error, warn, info, debug)",
+                  "using info");
+    return def;
+}
+
+static int parse_signal_key(const char *key, int def) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v))
+        return def;
+    int sig = ss_parse_signal(v);
+    if (sig < 0) {
+        ss_config_bad(key, v,
+                      "not a signal (a name like SIGPROF, SIGRTMIN+5, "
+                      "SIGRTMAX-3, or a number)",
+                      "using SIGRTMAX-3");
+        return def;
+    }
+    if (!signal_usable(sig)) {
+        ss_config_bad(key, v,
+                      "that signal stops, kills or reports errors in the "
+                      "process",
+                      "using SIGRTMAX-3");
+        return def;
+    }
+    return sig;
+}
+
+static void default_output_dir(char *out, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/')
+        tmp = "/tmp";
+    snprintf(out, n, "%s/stackshot-%u", tmp, (unsigned)getuid());
+}
+
+static void parse_output_dir(const char *key, char *out, size_t n) {
+    const char *v = ss_config_raw(key);
+    if (!v || blank(v)) {
+        default_output_dir(out, n);
+        return;
+    }
+    if (strlen(v) >= n - 64) {
+        char fallback[1100];
+        default_output_dir(out, n);
+        snprintf(fallback, sizeof fallback, "using %s", out);
+        ss_config_bad(key, v, "path too long", fallback);
+        return;
+    }
+    snprintf(out, n, "%s", v);
+}
+
+void ss_config_load(ss_config *c) {
+    memset(c, 0, sizeof *c);
+    c->log_level = parse_log_level("STACKSHOT_LOG_LEVEL", SS_LOG_INFO);
+    ss_log_set_level(c->log_level);
+    c->enabled = ss_config_bool("SPLUNK_PROFILER_ENABLED", false);
+    c->interval_ms = (uint32_t)ss_config_int("SPLUNK_PROFILER_CALL_STACK_INTERVAL",
+                                             1000, 5, 3600000);
+    c->include_internal =
+        ss_config_bool("SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS", false);
+    parse_output_dir("STACKSHOT_OUTPUT_DIR", c->output_dir, sizeof c->output_dir);
+    c->exporters = parse_exporters("STACKSHOT_EXPORTERS");
+    c->max_depth = (uint32_t)ss_config_int("STACKSHOT_MAX_DEPTH", 1024, 1, 65536);
+    c->max_memory = ss_config_size("STACKSHOT_MAX_MEMORY", 64ull << 20, 1ull << 20,
+                                   16ull << 30);
+    c->signal = parse_signal_key("STACKSHOT_SIGNAL", SIGRTMAX - 3);
+    c->shutdown_ms = (uint32_t)ss_config_int("STACKSHOT_SHUTDOWN_TIMEOUT", 2000, 0,
+                                             60000);
+    c->answer_ms = (uint32_t)ss_config_int("STACKSHOT_SIGNAL_TIMEOUT", 100, 1, 10000);
+}

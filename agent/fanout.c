@@ -1,0 +1,251 @@
+/* fanout.c: hands every round to every exporter, each on its own thread
+ * with its own bounded queue.
+ *
+ * The sampler only ever takes a queue's mutex for a push; exporters may be
+ * slow, stalled or retrying, and the sampler never waits for them. Memory
+ * is bounded globally: after a push, while everything queued (rounds and
+ * whatever exporters charged) exceeds STACKSHOT_MAX_MEMORY, the oldest
+ * rounds are dropped from the queues, and each drop is counted. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_EXPORTERS 8
+#define QUEUE_CAP 4096 /* rounds; the memory cap usually bites first */
+
+typedef struct exporter_slot {
+    const ss_exporter_ops *ops;
+    void *state;
+    ss_exporter_stats stats;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ss_round *ring[QUEUE_CAP];
+    size_t head, count;
+    bool stopping;
+    uint64_t deadline_ns;
+    _Atomic bool accepting; /* open succeeded and not stopped */
+    bool started;
+} exporter_slot;
+
+static exporter_slot *slots[MAX_EXPORTERS];
+static int n_slots;
+
+/* ---- the queue ----------------------------------------------------- */
+
+static ss_round *pop_locked(exporter_slot *s) {
+    if (s->count == 0)
+        return NULL;
+    ss_round *r = s->ring[s->head];
+    s->head = (s->head + 1) % QUEUE_CAP;
+    s->count--;
+    return r;
+}
+
+static void drop_oldest_locked(exporter_slot *s) {
+    ss_round *r = pop_locked(s);
+    if (r) {
+        atomic_fetch_add(&s->stats.rounds_dropped, 1);
+        ss_round_unref(r);
+    }
+}
+
+static void wait_locked(exporter_slot *s, uint64_t wait_ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + wait_ns;
+    ts.tv_sec = (time_t)(abs / 1000000000ull);
+    ts.tv_nsec = (long)(abs % 1000000000ull);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
+/* ---- the exporter thread ------------------------------------------- */
+
+static void *exporter_main(void *arg) {
+    exporter_slot *s = arg;
+    const ss_exporter_ops *ops = s->ops;
+    const ss_config *cfg = ss_config_current();
+    int rc = ops->open(&s->state, cfg, &s->stats);
+    if (rc != 0) {
+        ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
+        pthread_mutex_lock(&s->mu);
+        atomic_store(&s->accepting, false);
+        while (s->count)
+            drop_oldest_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+    }
+    uint64_t tick_ns = (uint64_t)(ops->tick_ms ? ops->tick_ms : 1000) * 1000000ull;
+    uint64_t next_tick = ss_mono_ns() + tick_ns;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->count == 0 && !s->stopping) {
+            uint64_t now = ss_mono_ns();
+            if (ops->tick && now >= next_tick)
+                break;
+            wait_locked(s, ops->tick ? next_tick - now : tick_ns);
+        }
+        ss_round *r = pop_locked(s);
+        bool stopping = s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        if (r) {
+            if (stopping && ss_mono_ns() >= s->deadline_ns) {
+                atomic_fetch_add(&s->stats.rounds_dropped, 1);
+            } else {
+                ops->consume(s->state, r);
+            }
+            ss_round_unref(r);
+        }
+        uint64_t now = ss_mono_ns();
+        if (ops->tick && now >= next_tick) {
+            ops->tick(s->state, now);
+            next_tick = now + tick_ns;
+        }
+        if (stopping && !r)
+            break;
+    }
+    ops->close(s->state, s->deadline_ns);
+    return NULL;
+}
+
+/* ---- public -------------------------------------------------------- */
+
+int ss_exporters_start(const ss_config *cfg) {
+    int started = 0;
+    for (uint32_t bit = 1; bit && n_slots < MAX_EXPORTERS; bit <<= 1) {
+        if (!(cfg->exporters & bit))
+            continue;
+        const ss_exporter_ops *ops = ss_exporter_find(bit);
+        if (!ops) {
+            ss_error("exporter %#x is not compiled into this build; skipping it", bit);
+            continue;
+        }
+        exporter_slot *s = calloc(1, sizeof *s);
+        if (!s) {
+            ss_error("%s: out of memory; exporter disabled", ops->name);
+            continue;
+        }
+        s->ops = ops;
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        atomic_store(&s->accepting, true);
+        int rc = ss_thread_start(&s->thread, ops->role, exporter_main, s);
+        if (rc != 0) {
+            ss_error("%s: cannot start its thread (%s); exporter disabled",
+                     ops->name, strerror(-rc));
+            free(s);
+            continue;
+        }
+        s->started = true;
+        slots[n_slots++] = s;
+        started++;
+    }
+    return started;
+}
+
+static void enforce_memory_limit(void) {
+    size_t limit = ss_mem_limit();
+    while (ss_mem_used() > limit) {
+        bool dropped = false;
+        for (int i = 0; i < n_slots; i++) {
+            exporter_slot *s = slots[i];
+            pthread_mutex_lock(&s->mu);
+            if (s->count) {
+                drop_oldest_locked(s);
+                dropped = true;
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        if (!dropped)
+            break; /* what is left is held by exporters themselves */
+    }
+}
+
+void ss_exporters_publish(ss_round *round) {
+    for (int i = 0; i < n_slots; i++) {
+        exporter_slot *s = slots[i];
+        if (!atomic_load(&s->accepting))
+            continue;
+        pthread_mutex_lock(&s->mu);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        if (s->count == QUEUE_CAP)
+            drop_oldest_locked(s);
+        ss_round_ref(round);
+        s->ring[(s->head + s->count) % QUEUE_CAP] = round;
+        s->count++;
+        atomic_fetch_add(&s->stats.rounds_in, 1);
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    ss_round_unref(round);
+    enforce_memory_limit();
+    if (ss_log_enabled(SS_LOG_DEBUG))
+        ss_exporters_report(SS_LOG_DEBUG);
+}
+
+void ss_exporters_report(ss_log_level level) {
+    for (int i = 0; i < n_slots; i++) {
+        ss_exporter_stats *st = &slots[i]->stats;
+        ss_log(level,
+               "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
+               "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
+               slots[i]->ops->name, (unsigned long long)atomic_load(&st->rounds_in),
+               (unsigned long long)atomic_load(&st->rounds_dropped),
+               (unsigned long long)atomic_load(&st->records_exported),
+               (unsigned long long)atomic_load(&st->records_dropped),
+               (unsigned long long)atomic_load(&st->records_rejected),
+               (unsigned long long)atomic_load(&st->retries),
+               (unsigned long long)atomic_load(&st->failures),
+               (unsigned long long)atomic_load(&st->bytes_sent));
+    }
+}
+
+void ss_exporters_stop(uint64_t deadline_ns) {
+    for (int i = 0; i < n_slots; i++) {
+        exporter_slot *s = slots[i];
+        pthread_mutex_lock(&s->mu);
+        s->stopping = true;
+        s->deadline_ns = deadline_ns;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    for (int i = 0; i < n_slots; i++) {
+        exporter_slot *s = slots[i];
+        if (ss_thread_join(s->thread, deadline_ns + 100000000ull) != 0) {
+            ss_warn("%s: did not finish within the shutdown deadline; "
+                    "abandoning what it still holds",
+                    s->ops->name);
+            s->started = false; /* still running: never free its slot */
+        }
+    }
+    ss_exporters_report(SS_LOG_INFO);
+    for (int i = 0; i < n_slots; i++) {
+        exporter_slot *s = slots[i];
+        if (!s->started)
+            continue;
+        while (s->count)
+            drop_oldest_locked(s);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        free(s);
+    }
+    n_slots = 0;
+}
+
+/* In a forked child the exporter threads do not exist and their locks may
+ * be held forever: forget the slots without touching them. Their memory
+ * stays allocated (a child cannot know what is safe to free). */
+void ss_exporters_forget(void) {
+    n_slots = 0;
+    memset(slots, 0, sizeof slots);
+}

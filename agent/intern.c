@@ -1,0 +1,186 @@
+/* intern.c: strings, functions and mappings, interned for the life of the
+ * agent.
+ *
+ * Frames point at interned ss_funcinfo / ss_mapping records instead of
+ * carrying strings, so a round of 5,000 frames is 5,000 small structs and
+ * rounds can outlive the module or class they describe (a dlclose or a
+ * class unload never leaves a dangling pointer in a queued round).
+ * Records are deduplicated by content, so the table grows with the number
+ * of distinct functions ever seen, not with the number of samples. */
+#include "ss_agent.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+    struct entry *next;
+    uint64_t hash;
+    int type; /* 0 string, 1 funcinfo, 2 mapping */
+    union {
+        const char *str;
+        ss_funcinfo fn;
+        ss_mapping map;
+    } u;
+} entry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry **buckets;
+static size_t n_buckets, n_entries;
+
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull; /* FNV-1a */
+    }
+    return h;
+}
+
+static uint64_t mix_str(uint64_t h, const char *s) {
+    if (!s)
+        return mix(h, "\xff", 1);
+    return mix(h, s, strlen(s) + 1);
+}
+
+static bool str_eq(const char *a, const char *b) {
+    if (!a || !b)
+        return a == b;
+    return strcmp(a, b) == 0;
+}
+
+static int grow(void) {
+    size_t n = n_buckets ? n_buckets * 2 : 1024;
+    entry **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return -1;
+    for (size_t i = 0; i < n_buckets; i++)
+        for (entry *e = buckets[i], *next; e; e = next) {
+            next = e->next;
+            e->next = nb[e->hash & (n - 1)];
+            nb[e->hash & (n - 1)] = e;
+        }
+    free(buckets);
+    buckets = nb;
+    n_buckets = n;
+    return 0;
+}
+
+static bool same(const entry *e, int type, const void *key) {
+    if (e->type != type)
+        return false;
+    if (type == 0)
+        return strcmp(e->u.str, key) == 0;
+    if (type == 1) {
+        const ss_funcinfo *a = &e->u.fn, *b = key;
+        return a->kind == b->kind && str_eq(a->ns, b->ns) &&
+               str_eq(a->name, b->name) && str_eq(a->file, b->file) &&
+               str_eq(a->module, b->module);
+    }
+    const ss_mapping *a = &e->u.map, *b = key;
+    return a->start == b->start && a->limit == b->limit &&
+           a->file_offset == b->file_offset && str_eq(a->path, b->path) &&
+           str_eq(a->build_id, b->build_id);
+}
+
+/* Called with the lock held. */
+static entry *find(uint64_t h, int type, const void *key) {
+    if (!n_buckets)
+        return NULL;
+    for (entry *e = buckets[h & (n_buckets - 1)]; e; e = e->next)
+        if (e->hash == h && same(e, type, key))
+            return e;
+    return NULL;
+}
+
+static entry *insert(uint64_t h, int type, size_t extra) {
+    if (n_entries >= n_buckets && grow() != 0)
+        return NULL;
+    entry *e = calloc(1, sizeof *e + extra);
+    if (!e)
+        return NULL;
+    e->hash = h;
+    e->type = type;
+    e->next = buckets[h & (n_buckets - 1)];
+    buckets[h & (n_buckets - 1)] = e;
+    n_entries++;
+    return e;
+}
+
+/* Copy s into the tail area at *tail. */
+static const char *stash(char **tail, const char *s) {
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*tail, s, n);
+    const char *r = *tail;
+    *tail += n;
+    return r;
+}
+
+static size_t len0(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+const char *ss_intern(const char *s) {
+    if (!s)
+        return NULL;
+    uint64_t h = mix_str(14695981039346656037ull, s);
+    pthread_mutex_lock(&lock);
+    entry *e = find(h, 0, s);
+    if (!e) {
+        e = insert(h, 0, len0(s));
+        if (e) {
+            char *tail = (char *)(e + 1);
+            e->u.str = stash(&tail, s);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return e ? e->u.str : NULL;
+}
+
+const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
+                                      const char *file, const char *module,
+                                      ss_frame_kind kind) {
+    ss_funcinfo key = {ns ? ns : "unknown", name ? name : "unknown",
+                       file ? file : "unknown", module, (uint8_t)kind};
+    uint64_t h = 14695981039346656037ull ^ (uint64_t)kind;
+    h = mix_str(mix_str(mix_str(mix_str(h, key.ns), key.name), key.file), module);
+    pthread_mutex_lock(&lock);
+    entry *e = find(h, 1, &key);
+    if (!e) {
+        e = insert(h, 1,
+                   len0(key.ns) + len0(key.name) + len0(key.file) + len0(module));
+        if (e) {
+            char *tail = (char *)(e + 1);
+            e->u.fn.ns = stash(&tail, key.ns);
+            e->u.fn.name = stash(&tail, key.name);
+            e->u.fn.file = stash(&tail, key.file);
+            e->u.fn.module = stash(&tail, module);
+            e->u.fn.kind = key.kind;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return e ? &e->u.fn : NULL;
+}
+
+const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
+                                    uint64_t start, uint64_t limit,
+                                    uint64_t file_offset) {
+    ss_mapping key = {path ? path : "unknown", build_id ? build_id : "", start,
+                      limit, file_offset};
+    uint64_t h = mix(mix(mix(14695981039346656037ull, &start, 8), &limit, 8),
+                     &file_offset, 8);
+    h = mix_str(mix_str(h, key.path), key.build_id);
+    pthread_mutex_lock(&lock);
+    entry *e = find(h, 2, &key);
+    if (!e) {
+        e = insert(h, 2, len0(key.path) + len0(key.build_id));
+        if (e) {
+            char *tail = (char *)(e + 1);
+            e->u.map = key;
+            e->u.map.path = stash(&tail, key.path);
+            e->u.map.build_id = stash(&tail, key.build_id);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return e ? &e->u.map : NULL;
+}

@@ -1,0 +1,116 @@
+/* lifecycle.c: starting and stopping the agent, and what fork() does to it.
+ *
+ * A source (the native sampler or the JVMTI sampler) produces rounds;
+ * exporters consume them. Start order: configuration, process facts,
+ * exporters, source. Stop order is the reverse, all within one deadline
+ * (STACKSHOT_SHUTDOWN_TIMEOUT) so the host's exit is never held up longer.
+ *
+ * fork(): the child has none of the parent's threads. It forgets the
+ * parent's exporters and sampler state without touching them (their locks
+ * may be held by threads that no longer exist) and starts afresh with its
+ * own pid, so its samples are its own. exec() needs nothing: the new image
+ * starts the agent again from the preload constructor if LD_PRELOAD and
+ * SPLUNK_PROFILER_ENABLED are still in its environment. */
+#include "agent_internal.h"
+#include "stackshot.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static ss_config config;
+static const ss_source_ops *source;
+static _Atomic bool running;
+static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool atfork_installed;
+
+const ss_config *ss_config_current(void) { return &config; }
+bool ss_agent_running(void) { return atomic_load(&running); }
+
+static void exporter_names(char *out, size_t n, uint32_t bits) {
+    static const char *const names[] = {"text", "otlp_logs", "otlp_profiles",
+                                        "qubership", "pprof", "flamegraph"};
+    out[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < 6; i++)
+        if (bits & (1u << i)) {
+            int w = snprintf(out + len, n - len, "%s%s", len ? "," : "", names[i]);
+            if (w < 0 || (size_t)w >= n - len)
+                break;
+            len += (size_t)w;
+        }
+    if (!len)
+        snprintf(out, n, "none");
+}
+
+static int start_locked(void) {
+    ss_mem_set_limit(config.max_memory);
+    ss_process_refresh();
+    ss_exporters_start(&config);
+    int rc = source->start(&config);
+    if (rc != 0) {
+        ss_error("%s sampler did not start (%s); the agent stays off",
+                 source->name, strerror(-rc));
+        ss_exporters_stop(ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull);
+        return rc;
+    }
+    atomic_store(&running, true);
+    char names[128];
+    exporter_names(names, sizeof names, config.exporters);
+    ss_info("started in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
+            (int)ss_process()->pid, source->name, config.interval_ms, names,
+            config.output_dir);
+    return 0;
+}
+
+static void child_after_fork(void) {
+    /* Only this thread exists now. Locks of the parent's agent threads may
+     * be held forever: reinitialise ours, forget the rest. */
+    pthread_mutex_init(&lifecycle_lock, NULL);
+    if (!atomic_load(&running))
+        return;
+    atomic_store(&running, false);
+    ss_internal_threads_reset();
+    ss_exporters_forget();
+    ss_mem_reset();
+    if (source->after_fork_child)
+        source->after_fork_child();
+    start_locked();
+}
+
+int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
+    pthread_mutex_lock(&lifecycle_lock);
+    if (atomic_load(&running)) {
+        pthread_mutex_unlock(&lifecycle_lock);
+        return 0;
+    }
+    if (cfg)
+        config = *cfg;
+    else
+        ss_config_load(&config);
+    source = src;
+    int rc = start_locked();
+    if (rc == 0 && !atfork_installed) {
+        pthread_atfork(NULL, NULL, child_after_fork);
+        atfork_installed = true;
+    }
+    pthread_mutex_unlock(&lifecycle_lock);
+    return rc;
+}
+
+void ss_agent_stop(void) {
+    pthread_mutex_lock(&lifecycle_lock);
+    if (atomic_exchange(&running, false)) {
+        uint64_t deadline = ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull;
+        source->stop(deadline);
+        ss_exporters_stop(deadline);
+    }
+    pthread_mutex_unlock(&lifecycle_lock);
+}
+
+/* ---- the public API (include/stackshot.h) -------------------------- */
+
+const char *stackshot_version(void) { return SS_VERSION; }
+
+void stackshot_stop(void) { ss_agent_stop(); }

@@ -1,0 +1,436 @@
+/*
+ * ss_agent.h: the agent core, as the other folders see it.
+ *
+ * This is the one header of agent/: samplers, jvmti and exporters include it
+ * and nothing else from this folder. It defines
+ *
+ *   - the agent's own logging (one line per message, on stderr);
+ *   - configuration: typed, table-driven readers of environment keys, with
+ *     the JVMTI option string taking precedence;
+ *   - the sample model: ss_frame, ss_thread_sample, ss_round;
+ *   - memory accounting for everything queued;
+ *   - the exporter interface and the fan-out of rounds to exporters;
+ *   - agent threads (named "stackshot-<role>", never sampled);
+ *   - the lifecycle of sources (native sampler, JVMTI) and exporters.
+ *
+ * Threading rules: nothing here may be called from a signal handler except
+ * the functions marked async-signal-safe.
+ */
+#ifndef SS_AGENT_H
+#define SS_AGENT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SS_VERSION "0.1.0"
+#define SS_NAME "stackshot"
+
+/* ------------------------------------------------------------------ */
+/* Time                                                                 */
+/* ------------------------------------------------------------------ */
+
+uint64_t ss_wall_ns(void);  /* CLOCK_REALTIME, nanoseconds since the epoch */
+uint64_t ss_mono_ns(void);  /* CLOCK_MONOTONIC, nanoseconds */
+void ss_sleep_ns(uint64_t ns);
+
+/* ------------------------------------------------------------------ */
+/* Logging                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_log_level {
+    SS_LOG_OFF = 0,
+    SS_LOG_ERROR,
+    SS_LOG_WARN,
+    SS_LOG_INFO,
+    SS_LOG_DEBUG,
+} ss_log_level;
+
+/* Writes "stackshot: <message>\n" to stderr with one write(2), so lines of
+ * different threads never interleave. Not async-signal-safe. */
+void ss_log(ss_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ss_vlog(ss_log_level level, const char *fmt, va_list ap);
+void ss_log_set_level(ss_log_level level);
+ss_log_level ss_log_get_level(void);
+bool ss_log_enabled(ss_log_level level);
+
+#define ss_error(...) ss_log(SS_LOG_ERROR, __VA_ARGS__)
+#define ss_warn(...) ss_log(SS_LOG_WARN, __VA_ARGS__)
+#define ss_info(...) ss_log(SS_LOG_INFO, __VA_ARGS__)
+#define ss_debug(...) ss_log(SS_LOG_DEBUG, __VA_ARGS__)
+
+/* ------------------------------------------------------------------ */
+/* Growable byte buffer                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed; /* an allocation failed; contents are truncated */
+} ss_buf;
+
+void ss_buf_init(ss_buf *b);
+void ss_buf_free(ss_buf *b);
+void ss_buf_reset(ss_buf *b); /* len = 0, keeps the allocation */
+int ss_buf_reserve(ss_buf *b, size_t extra);
+int ss_buf_append(ss_buf *b, const void *p, size_t n);
+int ss_buf_puts(ss_buf *b, const char *s);
+int ss_buf_putc(ss_buf *b, char c);
+int ss_buf_printf(ss_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                        */
+/* ------------------------------------------------------------------ */
+
+/* Exporters, as bits of ss_config.exporters. */
+enum {
+    SS_EXPORT_TEXT = 1u << 0,          /* thread-dump text to a local file */
+    SS_EXPORT_OTLP_LOGS = 1u << 1,     /* OTLP/gRPC logs, Splunk conventions */
+    SS_EXPORT_OTLP_PROFILES = 1u << 2, /* OTLP/gRPC profiles */
+    SS_EXPORT_QUBERSHIP = 1u << 3,     /* Qubership collector TCP streams */
+    SS_EXPORT_PPROF = 1u << 4,         /* pprof files */
+    SS_EXPORT_FLAMEGRAPH = 1u << 5,    /* collapsed stacks + flame graph */
+};
+
+/* The core keys, parsed once at start (ss_config_load). Exporters read
+ * their own keys through the typed readers below. */
+typedef struct ss_config {
+    bool enabled;              /* SPLUNK_PROFILER_ENABLED */
+    uint32_t interval_ms;      /* SPLUNK_PROFILER_CALL_STACK_INTERVAL */
+    bool include_internal;     /* SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS */
+    char output_dir[1024];     /* STACKSHOT_OUTPUT_DIR */
+    uint32_t exporters;        /* STACKSHOT_EXPORTERS, SS_EXPORT_* bits */
+    uint32_t max_depth;        /* STACKSHOT_MAX_DEPTH */
+    uint64_t max_memory;       /* STACKSHOT_MAX_MEMORY, bytes */
+    ss_log_level log_level;    /* STACKSHOT_LOG_LEVEL */
+    int signal;                /* STACKSHOT_SIGNAL */
+    uint32_t shutdown_ms;      /* STACKSHOT_SHUTDOWN_TIMEOUT */
+    uint32_t answer_ms;        /* STACKSHOT_SIGNAL_TIMEOUT */
+} ss_config;
+
+/* Install the JVMTI option string ("key=value,key=value"), which takes
+ * precedence over the environment. Unknown keys and malformed pairs print
+ * one line each. Returns the number of problems found. NULL clears. */
+int ss_config_set_options(const char *options);
+
+/* The value of KEY: from the option string if set there, else from the
+ * environment, else NULL. The pointer stays valid until the options change. */
+const char *ss_config_raw(const char *key);
+
+/* Typed readers. Each prints one line for a bad value
+ * ("stackshot: KEY=value: why; using <default>") and returns the default. */
+bool ss_config_bool(const char *key, bool def);
+int64_t ss_config_int(const char *key, int64_t def, int64_t min, int64_t max);
+uint64_t ss_config_size(const char *key, uint64_t def, uint64_t min, uint64_t max);
+const char *ss_config_str(const char *key, const char *def);
+
+/* Report a bad value in the one standard shape. `fallback` says what the
+ * agent does instead ("using 1000", "exporter disabled"). */
+void ss_config_bad(const char *key, const char *value, const char *why,
+                   const char *fallback);
+
+/* Parse all core keys into *cfg. Never fails: bad values fall back. */
+void ss_config_load(ss_config *cfg);
+
+/* Is `key` one this agent knows (for the option string check)? */
+bool ss_config_known_key(const char *key);
+
+/* The configuration the running agent uses (valid after start). */
+const ss_config *ss_config_current(void);
+
+/* Parse a signal spec ("SIGPROF", "PROF", "SIGRTMIN+5", "SIGRTMAX-2", "34").
+ * Returns the signal number or -1. */
+int ss_parse_signal(const char *s);
+
+/* ------------------------------------------------------------------ */
+/* Memory accounting                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Everything queued (rounds, encoded batches waiting for a retry) is
+ * charged here; the limit is STACKSHOT_MAX_MEMORY. */
+void ss_mem_charge(size_t n);
+void ss_mem_release(size_t n);
+size_t ss_mem_used(void);
+size_t ss_mem_limit(void);
+void ss_mem_set_limit(size_t limit);
+
+/* ------------------------------------------------------------------ */
+/* The sample model                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_frame_kind {
+    SS_FRAME_NATIVE = 0,
+    SS_FRAME_JAVA = 1,
+} ss_frame_kind;
+
+/* A loaded native module, as the symbol resolver saw it. Interned: never
+ * freed while the agent runs, so rounds may point at it after dlclose. */
+typedef struct ss_mapping {
+    const char *path;       /* file name as mapped, "[vdso]" for the vDSO */
+    const char *build_id;   /* GNU build id, lowercase hex; "" if none */
+    uint64_t start, limit;  /* mapped address range */
+    uint64_t file_offset;
+} ss_mapping;
+
+/* What a frame's code is. Interned by content and never freed while the
+ * agent runs: frames and caches hold plain pointers. */
+typedef struct ss_funcinfo {
+    const char *ns;      /* "java.util.HashMap", "std::vector<int>", "global", "unknown" */
+    const char *name;    /* method or function name, "unknown" */
+    const char *file;    /* "Demo.java", "demo.c", "libc.so.6", "Native Method", "unknown" */
+    const char *module;  /* Java module with version ("java.base@17.0.15"), or NULL */
+    uint8_t kind;        /* ss_frame_kind */
+} ss_funcinfo;
+
+typedef struct ss_frame {
+    const ss_funcinfo *fn;
+    const ss_mapping *map; /* native frames: the module, or NULL */
+    uint64_t addr;         /* native: instruction address; Java: bci */
+    int32_t line;          /* source line, 0 unknown */
+    uint8_t inlined;       /* inlined into the next frame (its caller) */
+} ss_frame;
+
+/* Intern a funcinfo (copies the strings). Thread-safe, not signal-safe.
+ * Returns NULL only when out of memory. */
+const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
+                                      const char *file, const char *module,
+                                      ss_frame_kind kind);
+const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
+                                    uint64_t start, uint64_t limit,
+                                    uint64_t file_offset);
+/* Intern an arbitrary string (copied; lives as long as the agent). */
+const char *ss_intern(const char *s);
+
+typedef enum ss_thread_state {
+    SS_STATE_UNKNOWN = 0,
+    SS_STATE_NEW,
+    SS_STATE_RUNNABLE,
+    SS_STATE_BLOCKED,
+    SS_STATE_WAITING,
+    SS_STATE_TIMED_WAITING,
+    SS_STATE_TERMINATED,
+    SS_STATE_STOPPED, /* native: stopped by a signal or a tracer */
+} ss_thread_state;
+
+/* "RUNNABLE", "BLOCKED", ... as java.lang.Thread.State spells them. */
+const char *ss_thread_state_name(ss_thread_state s);
+
+typedef enum ss_runtime {
+    SS_RUNTIME_NATIVE = 0,
+    SS_RUNTIME_JVM = 1,
+} ss_runtime;
+
+#define SS_UNKNOWN_U64 UINT64_MAX
+
+/* One thread in one round. Strings are owned by the round (name) or static /
+ * interned (status, state_detail). */
+typedef struct ss_thread_sample {
+    const char *name;        /* UTF-8 */
+    int64_t number;          /* jstack's #n: Java thread id; native: order first seen */
+    uint64_t tid;            /* pthread_t / JavaThread address, 0 unknown */
+    int32_t nid;             /* kernel thread id, 0 unknown */
+    int32_t prio;            /* Java priority, 0 when not Java */
+    int32_t os_prio;         /* kernel nice value */
+    bool daemon;
+    bool is_virtual;         /* Java virtual thread */
+    bool on_cpu;             /* ran since the previous round */
+    bool truncated;          /* frames beyond max depth were cut (root side) */
+    bool has_span;
+    ss_thread_state state;
+    const char *status;       /* jstack status word: "runnable", "sleeping", ... */
+    const char *state_detail; /* "parking", "sleeping", "on object monitor", NULL */
+    uint64_t cpu_ns;          /* CPU time consumed, SS_UNKNOWN_U64 unknown */
+    uint64_t cpu_delta_ns;    /* CPU time since the previous round */
+    uint64_t elapsed_ns;      /* time since the thread started, SS_UNKNOWN_U64 unknown */
+    uint64_t start_wall_ms;   /* when the thread started, epoch ms, 0 unknown */
+    uint64_t io_read_bytes;   /* storage bytes read, SS_UNKNOWN_U64 unknown */
+    uint64_t io_write_bytes;
+    uint64_t alloc_bytes;     /* bytes allocated by the thread, SS_UNKNOWN_U64 unknown */
+    uint64_t wait_ns;         /* time spent blocked/waiting, SS_UNKNOWN_U64 unknown */
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint32_t frame_start;    /* index into round->frames */
+    uint32_t frame_count;    /* leaf first */
+} ss_thread_sample;
+
+/* A round: every sampled thread at one moment. Immutable once built and
+ * shared by all exporters through a reference count. */
+typedef struct ss_round {
+    _Atomic uint32_t refs;
+    uint64_t seq;             /* 1, 2, 3 ... per process */
+    uint64_t time_ns;         /* wall clock when the round started, epoch ns */
+    uint64_t took_ns;         /* how long taking it took */
+    uint32_t interval_ms;
+    ss_runtime runtime;
+    uint32_t n_threads;       /* in sampling order */
+    ss_thread_sample *threads;
+    uint32_t n_frames;
+    ss_frame *frames;
+    uint32_t threads_skipped; /* exited or did not answer in time */
+    uint32_t threads_blocked; /* block the sampling signal: not sampled */
+    size_t bytes;             /* charged to ss_mem */
+} ss_round;
+
+static inline const ss_frame *ss_thread_frames(const ss_round *r,
+                                               const ss_thread_sample *t) {
+    return r->frames + t->frame_start;
+}
+
+void ss_round_ref(ss_round *r);
+void ss_round_unref(ss_round *r);
+
+/* Builds rounds on one thread (a sampler); reuses its scratch between rounds. */
+typedef struct ss_round_builder ss_round_builder;
+
+ss_round_builder *ss_round_builder_create(void);
+void ss_round_builder_destroy(ss_round_builder *b);
+void ss_round_builder_begin(ss_round_builder *b, uint64_t time_ns,
+                            uint32_t interval_ms, ss_runtime rt);
+/* Start a new thread; the name is copied. The returned sample is zeroed
+ * except name and unknown markers; fill the rest. Valid until the next
+ * add_thread / finish. NULL when out of memory. */
+ss_thread_sample *ss_round_builder_add_thread(ss_round_builder *b,
+                                              const char *name);
+/* Append a frame to the current thread (leaf first). */
+int ss_round_builder_add_frame(ss_round_builder *b, const ss_frame *f);
+/* Drop the current thread (for example: it turned out to be internal). */
+void ss_round_builder_drop_thread(ss_round_builder *b);
+/* The immutable round, refs = 1, memory charged; NULL when out of memory. */
+ss_round *ss_round_builder_finish(ss_round_builder *b, uint32_t skipped,
+                                  uint32_t blocked);
+
+/* ------------------------------------------------------------------ */
+/* The process being profiled                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_process_info {
+    pid_t pid;
+    pid_t ppid;
+    char exe_path[1024];         /* /proc/self/exe target */
+    char exe_name[256];          /* basename of exe_path */
+    char command_line[2048];     /* argv joined by spaces */
+    char host_name[256];
+    uint64_t start_wall_ms;      /* when the agent started, epoch ms */
+    /* JVM only (set by jvmti before exporters start); "" otherwise. */
+    char runtime_name[128];      /* java.runtime.name */
+    char runtime_version[128];   /* java.runtime.version */
+    char runtime_description[256]; /* vendor, vm name, vm version */
+    ss_runtime runtime;
+} ss_process_info;
+
+/* Filled at agent start and again in a forked child. */
+const ss_process_info *ss_process(void);
+ss_process_info *ss_process_mut(void);
+void ss_process_refresh(void);
+
+/* ------------------------------------------------------------------ */
+/* Agent threads                                                        */
+/* ------------------------------------------------------------------ */
+
+/* Start a native agent thread named "stackshot-<role>" (truncated to the
+ * kernel's 15 characters). It blocks every signal, so the host's signals
+ * go to the host's threads and the sampler never signals it; threads it
+ * creates inherit that mask. Its tid is registered as internal. */
+int ss_thread_start(pthread_t *thread, const char *role,
+                    void *(*fn)(void *), void *arg);
+
+/* Join with a deadline (monotonic ns). Returns 0 when joined, -ETIMEDOUT
+ * when the thread is still running (it is then detached). */
+int ss_thread_join(pthread_t thread, uint64_t deadline_ns);
+
+/* Register / look up internal threads by kernel tid (async-signal-safe
+ * lookup). Agent threads started by other means (JVMTI) register too. */
+void ss_internal_thread_add(pid_t tid);
+void ss_internal_thread_remove(pid_t tid);
+bool ss_internal_thread_is(pid_t tid);
+
+pid_t ss_gettid(void); /* async-signal-safe */
+
+/* ------------------------------------------------------------------ */
+/* Span context (include/stackshot.h), read by samplers                 */
+/* ------------------------------------------------------------------ */
+
+/* Read the calling thread's span context. Async-signal-safe: a handler
+ * interrupting a half-done update still reads a consistent pair. */
+bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+
+/* ------------------------------------------------------------------ */
+/* Exporters                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Counters every exporter keeps; printed at exit in one line each and on
+ * every round at debug level. */
+typedef struct ss_exporter_stats {
+    _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
+    _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
+    _Atomic uint64_t records_exported;/* records the backend accepted */
+    _Atomic uint64_t records_dropped; /* records given up (non-retryable, too big, shutdown) */
+    _Atomic uint64_t records_rejected;/* rejected by the backend (partial success) */
+    _Atomic uint64_t retries;         /* export attempts retried */
+    _Atomic uint64_t failures;        /* failed attempts */
+    _Atomic uint64_t bytes_sent;
+} ss_exporter_stats;
+
+typedef struct ss_exporter_ops {
+    const char *name;   /* as written in STACKSHOT_EXPORTERS, "otlp_logs" */
+    const char *role;   /* thread name suffix, at most 5 characters */
+    uint32_t tick_ms;   /* call tick at least this often (0: never) */
+    /* On the exporter thread, before the first round. 0 or -errno; on
+     * failure the exporter is disabled (one line says why). */
+    int (*open)(void **state, const ss_config *cfg, ss_exporter_stats *stats);
+    /* One round. The exporter borrows it; ss_round_ref to keep it. */
+    void (*consume)(void *state, ss_round *round);
+    /* Periodic work (flush, retry); may be NULL. */
+    void (*tick)(void *state, uint64_t mono_now_ns);
+    /* Flush what is held before deadline (monotonic ns), then free. */
+    void (*close)(void *state, uint64_t deadline_ns);
+} ss_exporter_ops;
+
+/* The registry of exporters compiled in (exporters/ fills it). */
+const ss_exporter_ops *ss_exporter_find(uint32_t bit);
+
+/* Start the exporters selected in cfg (one thread and one bounded queue
+ * each). Returns the number started. */
+int ss_exporters_start(const ss_config *cfg);
+/* Hand a round (one reference) to every running exporter. Never blocks on
+ * an exporter: when queued memory passes the limit the oldest rounds go. */
+void ss_exporters_publish(ss_round *round);
+/* Flush and stop every exporter before deadline (monotonic ns); prints
+ * the counters line of each. */
+void ss_exporters_stop(uint64_t deadline_ns);
+/* Print each exporter's counters (level: SS_LOG_INFO at exit). */
+void ss_exporters_report(ss_log_level level);
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A source of rounds: the native sampler or the JVMTI sampler. */
+typedef struct ss_source_ops {
+    const char *name;
+    int (*start)(const ss_config *cfg);
+    void (*stop)(uint64_t deadline_ns);
+    /* In a forked child, before start() is called again: forget the
+     * parent's threads and state without joining or locking. May be NULL. */
+    void (*after_fork_child)(void);
+} ss_source_ops;
+
+/* Start the agent with a source: load config (already loaded by the
+ * caller when cfg is not NULL), start exporters, start the source. */
+int ss_agent_start(const ss_source_ops *source, const ss_config *cfg);
+/* Stop the source, flush exporters within the shutdown deadline. */
+void ss_agent_stop(void);
+bool ss_agent_running(void);
+
+/* Is this process a JVM that loads the agent through JVMTI (so the
+ * preload constructor must stay out of its way)? */
+bool ss_process_is_jvm(void);
+
+#endif /* SS_AGENT_H */

@@ -1,0 +1,105 @@
+/* thread.c: the agent's own threads.
+ *
+ * Every agent thread is named "stackshot-<role>", blocks every signal (so
+ * the host's signals are delivered to the host's threads, and so threads
+ * it creates, such as gRPC's, inherit a mask that keeps them unsampled)
+ * and registers its kernel tid, so samplers leave it out. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+pid_t ss_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* A small lock-free set: lookups happen in signal handlers. */
+#define MAX_INTERNAL 64
+static _Atomic pid_t internal_tids[MAX_INTERNAL];
+
+void ss_internal_thread_add(pid_t tid) {
+    for (int i = 0; i < MAX_INTERNAL; i++) {
+        pid_t expected = 0;
+        if (atomic_compare_exchange_strong(&internal_tids[i], &expected, tid))
+            return;
+    }
+    /* full: the name prefix still identifies agent threads */
+}
+
+void ss_internal_thread_remove(pid_t tid) {
+    for (int i = 0; i < MAX_INTERNAL; i++) {
+        pid_t expected = tid;
+        if (atomic_compare_exchange_strong(&internal_tids[i], &expected, 0))
+            return;
+    }
+}
+
+bool ss_internal_thread_is(pid_t tid) {
+    for (int i = 0; i < MAX_INTERNAL; i++)
+        if (atomic_load_explicit(&internal_tids[i], memory_order_relaxed) == tid)
+            return true;
+    return false;
+}
+
+/* Forget every registration (a forked child has none of these threads). */
+void ss_internal_threads_reset(void) {
+    for (int i = 0; i < MAX_INTERNAL; i++)
+        atomic_store(&internal_tids[i], 0);
+}
+
+typedef struct start_args {
+    void *(*fn)(void *);
+    void *arg;
+    char name[16];
+} start_args;
+
+static void *trampoline(void *p) {
+    start_args a = *(start_args *)p;
+    free(p);
+    pthread_setname_np(pthread_self(), a.name);
+    pid_t tid = ss_gettid();
+    ss_internal_thread_add(tid);
+    void *r = a.fn(a.arg);
+    ss_internal_thread_remove(tid);
+    return r;
+}
+
+int ss_thread_start(pthread_t *thread, const char *role,
+                    void *(*fn)(void *), void *arg) {
+    start_args *a = malloc(sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->fn = fn;
+    a->arg = arg;
+    snprintf(a->name, sizeof a->name, "stackshot-%s", role);
+    /* The new thread inherits the mask in force at pthread_create: block
+     * everything around the call, then restore ours. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(thread, NULL, trampoline, a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        free(a);
+        return -rc;
+    }
+    return 0;
+}
+
+int ss_thread_join(pthread_t thread, uint64_t deadline_ns) {
+    uint64_t now_mono = ss_mono_ns();
+    uint64_t left = deadline_ns > now_mono ? deadline_ns - now_mono : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + left;
+    ts.tv_sec = (time_t)(abs / 1000000000ull);
+    ts.tv_nsec = (long)(abs % 1000000000ull);
+    int rc = pthread_timedjoin_np(thread, NULL, &ts);
+    if (rc == 0)
+        return 0;
+    pthread_detach(thread);
+    return -ETIMEDOUT;
+}

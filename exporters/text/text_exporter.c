@@ -1,0 +1,81 @@
+/* text_exporter.c: every round as thread-dump text in a local file,
+ * <STACKSHOT_OUTPUT_DIR>/<process name>.<pid>.txt, appended round by round.
+ * It is the output that needs no backend at all. */
+#include "../ss_exporters.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct text_state {
+    int fd;
+    ss_buf buf;
+    ss_exporter_stats *stats;
+    char path[1400];
+} text_state;
+
+static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
+    text_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    char name[300];
+    const ss_process_info *p = ss_process();
+    snprintf(name, sizeof name, "%s.%d.txt", p->exe_name[0] ? p->exe_name : "process",
+             (int)p->pid);
+    s->fd = ss_output_open(cfg->output_dir, name, true);
+    if (s->fd < 0) {
+        int rc = s->fd;
+        free(s);
+        return rc;
+    }
+    snprintf(s->path, sizeof s->path, "%s/%s", cfg->output_dir, name);
+    ss_info("text: writing thread dumps to %s", s->path);
+    ss_buf_init(&s->buf);
+    s->stats = stats;
+    *state = s;
+    return 0;
+}
+
+static void text_consume(void *state, ss_round *r) {
+    text_state *s = state;
+    ss_buf_reset(&s->buf);
+    ss_text_format_round_header(r, &s->buf);
+    for (uint32_t i = 0; i < r->n_threads; i++) {
+        ss_text_format_thread(r, &r->threads[i], &s->buf);
+        ss_buf_putc(&s->buf, '\n');
+    }
+    if (s->buf.failed) {
+        atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        return;
+    }
+    int rc = ss_write_all(s->fd, s->buf.data, s->buf.len);
+    if (rc != 0) {
+        atomic_fetch_add(&s->stats->failures, 1);
+        atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        ss_warn("text: write to %s failed: %s; round %llu lost", s->path,
+                strerror(-rc), (unsigned long long)r->seq);
+        return;
+    }
+    atomic_fetch_add(&s->stats->records_exported, r->n_threads);
+    atomic_fetch_add(&s->stats->bytes_sent, s->buf.len);
+}
+
+static void text_close(void *state, uint64_t deadline_ns) {
+    (void)deadline_ns;
+    text_state *s = state;
+    close(s->fd);
+    ss_buf_free(&s->buf);
+    free(s);
+}
+
+const ss_exporter_ops ss_text_exporter = {
+    .name = "text",
+    .role = "text",
+    .tick_ms = 0,
+    .open = text_open,
+    .consume = text_consume,
+    .tick = NULL,
+    .close = text_close,
+};

@@ -1,0 +1,84 @@
+/* text_format.c: one thread as thread-dump text.
+ *
+ * The body format of specs/splunk-profiling.md, which follows jstack:
+ *
+ *   "main" #1 prio=5 os_prio=0 cpu=388.96ms elapsed=3.17s tid=0x00007fd5e4017ed0 nid=0x1881 waiting on condition
+ *      java.lang.Thread.State: WAITING (parking)
+ *   	at jdk.internal.misc.Unsafe.park(java.base@17.0.15/Native Method)
+ *   	at Workload.main(Workload.java:53)
+ *
+ * Native threads use the same shape; their state line starts with
+ * "native.Thread.State:" (see README, "Native thread states"). */
+#include "../ss_exporters.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+/* Thread names go between quotes on one line: keep them on one line. */
+static void put_name(ss_buf *out, const char *name) {
+    for (const char *p = name; *p; p++)
+        ss_buf_putc(out, (*p == '\n' || *p == '\r') ? ' ' : *p);
+}
+
+static void put_state_line(ss_buf *out, const ss_round *r, const ss_thread_sample *t) {
+    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM ? "   java.lang.Thread.State: "
+                                                  : "   native.Thread.State: ");
+    ss_buf_puts(out, ss_thread_state_name(t->state));
+    if (t->state_detail)
+        ss_buf_printf(out, " (%s)", t->state_detail);
+    ss_buf_putc(out, '\n');
+}
+
+static void put_frame(ss_buf *out, const ss_frame *f) {
+    const ss_funcinfo *fn = f->fn;
+    const char *ns = fn && fn->ns ? fn->ns : "unknown";
+    const char *name = fn && fn->name ? fn->name : "unknown";
+    const char *file = fn && fn->file ? fn->file : "unknown";
+    ss_buf_printf(out, "\tat %s.%s(", ns, name);
+    if (fn && fn->module)
+        ss_buf_printf(out, "%s/", fn->module);
+    ss_buf_puts(out, file);
+    if (f->line > 0)
+        ss_buf_printf(out, ":%" PRId32, f->line);
+    ss_buf_puts(out, ")\n");
+}
+
+int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+    ss_buf_putc(out, '"');
+    put_name(out, t->name);
+    ss_buf_printf(out, "\" #%" PRId64 " ", t->number);
+    if (t->daemon)
+        ss_buf_puts(out, "daemon ");
+    double cpu_ms = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
+    double elapsed_s = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
+    ss_buf_printf(out,
+                  "prio=%" PRId32 " os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs "
+                  "tid=0x%016" PRIx64 " nid=0x%" PRIx32 " %s\n",
+                  t->prio, t->os_prio, cpu_ms, elapsed_s, t->tid, (uint32_t)t->nid,
+                  t->status ? t->status : "runnable");
+    put_state_line(out, r, t);
+    const ss_frame *f = ss_thread_frames(r, t);
+    for (uint32_t i = 0; i < t->frame_count; i++)
+        put_frame(out, &f[i]);
+    if (t->truncated) {
+        const ss_config *cfg = ss_config_current();
+        ss_buf_printf(out, "\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:%u)\n",
+                      cfg ? cfg->max_depth : 0);
+    }
+    return out->failed ? -12 : 0;
+}
+
+int ss_text_format_round_header(const ss_round *r, ss_buf *out) {
+    time_t secs = (time_t)(r->time_ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    ss_buf_printf(out,
+                  "Full thread dump stackshot round %" PRIu64 " at %s.%03uZ "
+                  "(pid %d, %u threads, %u skipped)\n\n",
+                  r->seq, when, (unsigned)((r->time_ns / 1000000ull) % 1000),
+                  (int)ss_process()->pid, r->n_threads, r->threads_skipped);
+    return out->failed ? -12 : 0;
+}

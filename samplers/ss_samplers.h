@@ -1,0 +1,39 @@
+/*
+ * ss_samplers.h: how stacks are taken, as the rest of the agent sees it.
+ *
+ *   - the native sampler (signal + libunwind), a source of rounds for any
+ *     Linux process the library is preloaded into;
+ *   - the symbol resolver (elfutils libdw), addresses to functions, files,
+ *     lines and inline chains, cached by address;
+ *   - thread facts read from /proc (name, state, nice, CPU, start time, I/O).
+ */
+#ifndef SS_SAMPLERS_H
+#define SS_SAMPLERS_H
+
+#include "../agent/ss_agent.h"
+
+/* The native sampler: a "stackshot-sampler" thread that signals every
+ * thread of the process once per interval. */
+extern const ss_source_ops ss_native_source;
+
+/* ---- symbols --------------------------------------------------------- */
+
+typedef struct ss_symbols ss_symbols;
+
+ss_symbols *ss_symbols_create(void);
+void ss_symbols_destroy(ss_symbols *s);
+
+/* Resolve one address into frames, innermost inline first, physical
+ * function last (its `inlined` is 0, the others' 1). `return_address`:
+ * the address is a return address (every frame but the leaf), so the call
+ * instruction before it is looked up. Writes at most `max` frames and
+ * returns how many (at least 1 when max >= 1: an unknown address still
+ * gives a frame naming its module or "unknown"). Not thread-safe: one
+ * resolver per sampler thread. */
+int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
+                       ss_frame *out, int max);
+
+/* Counters: lookups served from the cache vs. resolved with DWARF. */
+void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses);
+
+#endif /* SS_SAMPLERS_H */
