@@ -93,8 +93,12 @@ static struct {
     int n;
 } options;
 
-/* Is `p` the start of "KNOWN_KEY="? Used to split on commas only between
- * pairs, so values such as "k1=v1,k2=v2" (OTEL headers) survive intact. */
+/* Does `p` start a new "KEY=value" pair? Values may contain commas (OTEL
+ * headers "k1=v1,k2=v2", resource attributes, exporter lists), so a comma
+ * splits only before something shaped like an environment variable name:
+ * an upper-case identifier (or a known key in any case) followed by '='.
+ * Header and attribute keys are lower-case by convention and stay inside
+ * their value. */
 static bool starts_pair(const char *p) {
     const char *eq = strchr(p, '=');
     if (!eq || eq == p || eq - p > 127)
@@ -102,7 +106,14 @@ static bool starts_pair(const char *p) {
     char key[128];
     memcpy(key, p, (size_t)(eq - p));
     key[eq - p] = '\0';
-    return ss_config_known_key(key);
+    if (ss_config_known_key(key))
+        return true;
+    if (!isupper((unsigned char)key[0]))
+        return false;
+    for (const char *k = key; *k; k++)
+        if (!isupper((unsigned char)*k) && !isdigit((unsigned char)*k) && *k != '_')
+            return false;
+    return true;
 }
 
 int ss_config_set_options(const char *s) {
@@ -271,15 +282,6 @@ const char *ss_config_str(const char *key, const char *def) {
 
 /* ---- signals ------------------------------------------------------ */
 
-static const struct {
-    const char *name;
-    int sig;
-} signal_names[] = {
-    {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}, {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"URG", SIGURG},       {"PWR", SIGPWR},
-    {"WINCH", SIGWINCH}, {"XCPU", SIGXCPU},   {"IO", SIGIO},
-};
-
 int ss_parse_signal(const char *s) {
     if (!s || !*s)
         return -1;
@@ -292,9 +294,11 @@ int ss_parse_signal(const char *s) {
     }
     if (strncasecmp(s, "SIG", 3) == 0)
         s += 3;
-    for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
-        if (strcasecmp(s, signal_names[i].name) == 0)
-            return signal_names[i].sig;
+    for (int sig = 1; sig < SIGRTMIN; sig++) {
+        const char *abbrev = sigabbrev_np(sig); /* "PROF", "USR2", ... */
+        if (abbrev && strcasecmp(s, abbrev) == 0)
+            return sig;
+    }
     int base, dir;
     if (strncasecmp(s, "RTMIN", 5) == 0) {
         base = SIGRTMIN;
@@ -347,43 +351,50 @@ static const struct {
 
 #define DEFAULT_EXPORTERS SS_EXPORT_TEXT
 
+static uint32_t exporter_bit(const char *name, size_t n) {
+    for (size_t i = 0; i < sizeof exporter_names / sizeof exporter_names[0]; i++)
+        if (strlen(exporter_names[i].name) == n &&
+            strncasecmp(name, exporter_names[i].name, n) == 0)
+            return exporter_names[i].bit;
+    return 0;
+}
+
+/* A comma list of exporter names. Unknown names are reported and skipped;
+ * a list with no known name at all falls back to the default, in one line. */
 static uint32_t parse_exporters(const char *key) {
     const char *v = ss_config_raw(key);
     if (!v || blank(v))
         return DEFAULT_EXPORTERS;
     uint32_t bits = 0;
     bool none = false;
-    const char *p = v;
-    while (*p) {
+    char unknown[256] = "";
+    size_t n_unknown = 0;
+    for (const char *p = v; *p;) {
         while (*p == ',' || isspace((unsigned char)*p))
             p++;
         size_t n = strcspn(p, ", \t");
         if (n == 0)
             break;
-        bool found = false;
-        if (n == 4 && strncasecmp(p, "none", 4) == 0) {
-            none = found = true;
-        }
-        for (size_t i = 0; !found && i < sizeof exporter_names / sizeof exporter_names[0]; i++)
-            if (strlen(exporter_names[i].name) == n &&
-                strncasecmp(p, exporter_names[i].name, n) == 0) {
-                bits |= exporter_names[i].bit;
-                found = true;
-            }
-        if (!found) {
-            char why[160];
-            snprintf(why, sizeof why,
-                     "unknown exporter '%.*s' (known: text, otlp_logs, "
-                     "otlp_profiles, qubership, pprof, flamegraph, none)",
-                     (int)n, p);
-            ss_config_bad(key, v, why, "ignoring that name");
-        }
+        uint32_t bit = exporter_bit(p, n);
+        if (bit)
+            bits |= bit;
+        else if (n == 4 && strncasecmp(p, "none", 4) == 0)
+            none = true;
+        else if (n_unknown++ == 0)
+            snprintf(unknown, sizeof unknown, "%.*s", (int)n, p);
         p += n;
     }
-    if (!bits && !none) {
-        ss_config_bad(key, v, "no known exporter named", "using text");
-        return DEFAULT_EXPORTERS;
+    if (n_unknown) {
+        char why[400];
+        snprintf(why, sizeof why,
+                 "unknown exporter '%s' (known: text, otlp_logs, otlp_profiles, "
+                 "qubership, pprof, flamegraph, none)",
+                 unknown);
+        ss_config_bad(key, v, why,
+                      bits || none ? "ignoring the unknown names" : "using text");
     }
+    if (!bits && !none)
+        return DEFAULT_EXPORTERS;
     return bits;
 }
 

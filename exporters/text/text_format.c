@@ -61,11 +61,11 @@ int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
         put_frame(out, &f[i]);
-    if (t->truncated) {
-        const ss_config *cfg = ss_config_current();
-        ss_buf_printf(out, "\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:%u)\n",
-                      cfg ? cfg->max_depth : 0);
-    }
+    /* A cut stack ends with a marker that still parses as a frame, so
+     * readers of the grammar see it and people know the root side is gone. */
+    if (t->truncated)
+        ss_buf_printf(out, "\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:%" PRIu32 ")\n",
+                      t->frame_count);
     return out->failed ? -12 : 0;
 }
 
