@@ -1,0 +1,400 @@
+/* endpoint.c: where and how an OTLP signal is sent, from the environment.
+ *
+ * The OpenTelemetry exporter variables, each with a per-signal variant that
+ * wins (OTEL_EXPORTER_OTLP_LOGS_HEADERS over OTEL_EXPORTER_OTLP_HEADERS).
+ * Header values are secrets (x-sf-token): no message ever prints them. */
+#include "otlp.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- small parsers (pure; unit-tested) ----------------------------- */
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)tolower((unsigned char)c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int ss_otlp_percent_decode(const char *in, size_t n, char *out, size_t out_len) {
+    if (out_len < n + 1)
+        return -EINVAL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i] != '%') {
+            out[o++] = in[i];
+            continue;
+        }
+        if (i + 2 >= n)
+            return -EINVAL;
+        int hi = hexval(in[i + 1]), lo = hexval(in[i + 2]);
+        if (hi < 0 || lo < 0)
+            return -EINVAL;
+        out[o++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return (int)o;
+}
+
+/* Trim [*b, *e) of spaces and tabs. */
+static void trim(const char **b, const char **e) {
+    while (*b < *e && isspace((unsigned char)**b))
+        (*b)++;
+    while (*e > *b && isspace((unsigned char)(*e)[-1]))
+        (*e)--;
+}
+
+/* gRPC accepts metadata keys of [0-9a-z_.-] only. */
+static bool legal_key(const char *k) {
+    if (!*k)
+        return false;
+    for (const char *p = k; *p; p++)
+        if (!(isdigit((unsigned char)*p) || (*p >= 'a' && *p <= 'z') || *p == '-' ||
+              *p == '_' || *p == '.'))
+            return false;
+    return true;
+}
+
+void ss_otlp_headers_free(ss_otlp_header *list, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(list[i].key);
+        if (list[i].value) /* wipe: it may be a token */
+            memset(list[i].value, 0, strlen(list[i].value));
+        free(list[i].value);
+    }
+    free(list);
+}
+
+static int header_put(ss_otlp_header **list, size_t *n, char *key, char *value) {
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*list)[i].key, key) == 0) {
+            free((*list)[i].value);
+            (*list)[i].value = value;
+            free(key);
+            return 0;
+        }
+    ss_otlp_header *grown = realloc(*list, (*n + 1) * sizeof **list);
+    if (!grown) {
+        free(key);
+        free(value);
+        return -ENOMEM;
+    }
+    *list = grown;
+    grown[*n].key = key;
+    grown[*n].value = value;
+    (*n)++;
+    return 0;
+}
+
+int ss_otlp_parse_headers(const char *key_name, const char *s, ss_otlp_header **list,
+                          size_t *n) {
+    int bad = 0;
+    const char *p = s;
+    int item = 0;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        item++;
+        const char *b = p, *e = end;
+        trim(&b, &e);
+        p = *end ? end + 1 : end;
+        if (b == e)
+            continue; /* empty item: harmless */
+        const char *eq = memchr(b, '=', (size_t)(e - b));
+        const char *why = NULL;
+        char *key = NULL, *value = NULL;
+        if (!eq) {
+            why = "has no '='";
+        } else {
+            const char *kb = b, *ke = eq, *vb = eq + 1, *ve = e;
+            trim(&kb, &ke);
+            trim(&vb, &ve);
+            key = strndup(kb, (size_t)(ke - kb));
+            value = malloc((size_t)(ve - vb) + 1);
+            if (!key || !value) {
+                free(key);
+                free(value);
+                return -ENOMEM;
+            }
+            for (char *k = key; *k; k++)
+                *k = (char)tolower((unsigned char)*k);
+            if (!legal_key(key))
+                why = "has an empty key or one with characters gRPC metadata does not allow";
+            else if (ss_otlp_percent_decode(vb, (size_t)(ve - vb), value,
+                                            (size_t)(ve - vb) + 1) < 0)
+                why = "has a bad percent-escape in its value";
+        }
+        if (why) {
+            /* never print the item: its value may be a token */
+            ss_error("%s: header item %d %s; skipping that header", key_name, item, why);
+            free(key);
+            free(value);
+            bad++;
+            continue;
+        }
+        if (header_put(list, n, key, value) != 0)
+            return -ENOMEM;
+    }
+    return bad;
+}
+
+int ss_otlp_parse_url(const char *url, bool insecure, char *target, size_t target_len,
+                      bool *tls) {
+    const char *p = url;
+    while (isspace((unsigned char)*p))
+        p++;
+    const char *default_port = "4317";
+    bool use_tls = !insecure;
+    if (strncasecmp(p, "http://", 7) == 0) {
+        use_tls = false;
+        p += 7;
+    } else if (strncasecmp(p, "https://", 8) == 0) {
+        use_tls = true;
+        default_port = "443";
+        p += 8;
+    } else if (strstr(p, "://")) {
+        return -EINVAL; /* grpc://, unix://... : not an OTLP endpoint */
+    }
+    /* a path after the authority is ignored: gRPC has none */
+    size_t n = strcspn(p, "/?# \t");
+    if (n == 0)
+        return -EINVAL;
+    /* host, [v6]:port, host:port */
+    const char *host_end;
+    const char *port = NULL;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', n);
+        if (!close || close == p + 1)
+            return -EINVAL;
+        host_end = close + 1;
+        if (host_end < p + n) {
+            if (*host_end != ':')
+                return -EINVAL;
+            port = host_end + 1;
+        }
+    } else {
+        const char *colon = memchr(p, ':', n);
+        host_end = colon ? colon : p + n;
+        if (colon)
+            port = colon + 1;
+        if (host_end == p)
+            return -EINVAL;
+        for (const char *h = p; h < host_end; h++)
+            if (!(isalnum((unsigned char)*h) || *h == '-' || *h == '.' || *h == '_'))
+                return -EINVAL;
+    }
+    size_t port_len = port ? (size_t)(p + n - port) : 0;
+    if (port) {
+        if (port_len == 0 || port_len > 5)
+            return -EINVAL;
+        long v = 0;
+        for (size_t i = 0; i < port_len; i++) {
+            if (!isdigit((unsigned char)port[i]))
+                return -EINVAL;
+            v = v * 10 + (port[i] - '0');
+        }
+        if (v < 1 || v > 65535)
+            return -EINVAL;
+    }
+    int w = snprintf(target, target_len, "%.*s:%.*s", (int)(host_end - p), p,
+                     port ? (int)port_len : (int)strlen(default_port),
+                     port ? port : default_port);
+    if (w < 0 || (size_t)w >= target_len)
+        return -EINVAL;
+    *tls = use_tls;
+    return 0;
+}
+
+/* ---- the variables -------------------------------------------------- */
+
+/* The value of OTEL_EXPORTER_OTLP_<SIGNAL>_<NAME>, else of
+ * OTEL_EXPORTER_OTLP_<NAME>; the key used goes to key_out. */
+static const char *signal_var(const char *signal, const char *name, char *key_out,
+                              size_t key_len) {
+    snprintf(key_out, key_len, "OTEL_EXPORTER_OTLP_%s_%s", signal, name);
+    const char *v = ss_config_str(key_out, NULL);
+    if (v)
+        return v;
+    snprintf(key_out, key_len, "OTEL_EXPORTER_OTLP_%s", name);
+    return ss_config_str(key_out, NULL);
+}
+
+/* Read a PEM file whole (at most 1 MiB). NULL and one line on failure. */
+static char *read_pem(const char *key, const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size > (1 << 20)) {
+        ss_config_bad(key, path, fd < 0 ? strerror(errno) : "not a readable file under 1 MiB",
+                      "using the system's trusted roots");
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf)
+        return NULL;
+    buf[got] = '\0';
+    return buf;
+}
+
+static void load_endpoint_url(ss_otlp_endpoint *ep, const char *signal) {
+    char key[96];
+    const char *v = NULL;
+    if (strcmp(signal, "LOGS") == 0) {
+        snprintf(key, sizeof key, "SPLUNK_PROFILER_LOGS_ENDPOINT");
+        v = ss_config_str(key, NULL);
+    }
+    if (!v)
+        v = signal_var(signal, "ENDPOINT", key, sizeof key);
+    if (v) {
+        snprintf(ep->url, sizeof ep->url, "%s", v);
+        snprintf(ep->url_key, sizeof ep->url_key, "%.63s", key);
+    } else {
+        snprintf(ep->url, sizeof ep->url, "%s", SS_OTLP_DEFAULT_ENDPOINT);
+        ep->url_key[0] = '\0';
+    }
+}
+
+static bool load_insecure(const char *signal) {
+    char key[96];
+    signal_var(signal, "INSECURE", key, sizeof key);
+    return ss_config_bool(key, false);
+}
+
+static void load_target(ss_otlp_endpoint *ep, const char *signal) {
+    load_endpoint_url(ep, signal);
+    bool insecure = load_insecure(signal);
+    if (ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls) == 0)
+        return;
+    ss_config_bad(ep->url_key, ep->url,
+                  "not an endpoint (expected http://host:port or https://host:port)",
+                  "using " SS_OTLP_DEFAULT_ENDPOINT);
+    snprintf(ep->url, sizeof ep->url, "%s", SS_OTLP_DEFAULT_ENDPOINT);
+    ep->url_key[0] = '\0';
+    ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls);
+}
+
+static int load_headers(ss_otlp_endpoint *ep, const char *signal) {
+    const char *general = ss_config_str("OTEL_EXPORTER_OTLP_HEADERS", NULL);
+    if (general &&
+        ss_otlp_parse_headers("OTEL_EXPORTER_OTLP_HEADERS", general, &ep->headers,
+                              &ep->n_headers) == -ENOMEM)
+        return -ENOMEM;
+    char key[96];
+    snprintf(key, sizeof key, "OTEL_EXPORTER_OTLP_%s_HEADERS", signal);
+    const char *own = ss_config_str(key, NULL);
+    if (own && ss_otlp_parse_headers(key, own, &ep->headers, &ep->n_headers) == -ENOMEM)
+        return -ENOMEM;
+    return 0;
+}
+
+static void load_compression(ss_otlp_endpoint *ep, const char *signal) {
+    char key[96];
+    const char *v = signal_var(signal, "COMPRESSION", key, sizeof key);
+    ep->compression = SS_OTLP_COMPRESS_NONE;
+    if (!v || strcasecmp(v, "none") == 0)
+        return;
+    if (strcasecmp(v, "gzip") == 0) {
+        ep->compression = SS_OTLP_COMPRESS_GZIP;
+        return;
+    }
+    ss_config_bad(key, v, "unknown compression (gzip or none)", "sending uncompressed");
+}
+
+static void load_timeout(ss_otlp_endpoint *ep, const char *signal) {
+    char key[96];
+    const char *v = signal_var(signal, "TIMEOUT", key, sizeof key);
+    ep->timeout_ms = SS_OTLP_DEFAULT_TIMEOUT_MS;
+    if (!v)
+        return;
+    char *end;
+    errno = 0;
+    long long ms = strtoll(v, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    if (end == v || *end || errno == ERANGE) {
+        ss_config_bad(key, v, "not an integer number of milliseconds", "using 10000");
+        return;
+    }
+    if (ms < 0) {
+        ss_config_bad(key, v, "negative timeout", "using 10000");
+        return;
+    }
+    ep->timeout_ms = ms > 86400000 ? 86400000u : (uint32_t)ms;
+}
+
+static void check_protocol(const char *signal) {
+    char key[96];
+    const char *v = signal_var(signal, "PROTOCOL", key, sizeof key);
+    if (v && strcasecmp(v, "grpc") != 0)
+        ss_config_bad(key, v, "only grpc is supported by this agent", "using grpc");
+}
+
+static void load_tls_files(ss_otlp_endpoint *ep, const char *signal) {
+    char key[96];
+    const char *v = signal_var(signal, "CERTIFICATE", key, sizeof key);
+    if (v)
+        ep->root_certs_pem = read_pem(key, v);
+    const char *k = signal_var(signal, "CLIENT_KEY", key, sizeof key);
+    if (k)
+        ep->client_key_pem = read_pem(key, k);
+    const char *c = signal_var(signal, "CLIENT_CERTIFICATE", key, sizeof key);
+    if (c)
+        ep->client_cert_pem = read_pem(key, c);
+    if (!ep->client_key_pem != !ep->client_cert_pem) {
+        ss_error("OTEL_EXPORTER_OTLP_%s_CLIENT_KEY and _CLIENT_CERTIFICATE must be set "
+                 "together; not using a client certificate",
+                 signal);
+        free(ep->client_key_pem);
+        free(ep->client_cert_pem);
+        ep->client_key_pem = ep->client_cert_pem = NULL;
+    }
+}
+
+int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal) {
+    memset(ep, 0, sizeof *ep);
+    snprintf(ep->signal, sizeof ep->signal, "%s", signal);
+    load_target(ep, signal);
+    check_protocol(signal);
+    load_compression(ep, signal);
+    load_timeout(ep, signal);
+    if (ep->tls)
+        load_tls_files(ep, signal);
+    if (load_headers(ep, signal) != 0) {
+        ss_otlp_endpoint_free(ep);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void ss_otlp_endpoint_free(ss_otlp_endpoint *ep) {
+    ss_otlp_headers_free(ep->headers, ep->n_headers);
+    ep->headers = NULL;
+    ep->n_headers = 0;
+    free(ep->root_certs_pem);
+    free(ep->client_cert_pem);
+    if (ep->client_key_pem)
+        memset(ep->client_key_pem, 0, strlen(ep->client_key_pem));
+    free(ep->client_key_pem);
+    ep->root_certs_pem = ep->client_key_pem = ep->client_cert_pem = NULL;
+}

@@ -1,0 +1,243 @@
+/*
+ * otlp.h: OTLP over gRPC, as the exporters of exporters/ use it.
+ *
+ * The OTLP logs exporter (this folder) and the OTLP profiles exporter
+ * (exporters/profiles) share:
+ *
+ *   - endpoint configuration resolved per signal ("LOGS", "PROFILES") from
+ *     the OTEL_EXPORTER_OTLP_* variables: target, TLS, headers, compression,
+ *     timeout;
+ *   - a gRPC unary client on gRPC C core: one channel, one completion queue,
+ *     owned by the exporter thread that created it (not thread-safe);
+ *   - the resource (service.name, process.*, host.name, telemetry.*), as
+ *     protobuf-c structs ready to put into a request, or as a plain list;
+ *   - the retry policy: which status codes are retryable, backoff with
+ *     jitter, RetryInfo from grpc-status-details-bin.
+ *
+ * Generated protobuf-c code for the common and resource protos is compiled
+ * once (exporters/otlp/CMakeLists.txt, stackshot_protoc_c) and included as
+ * "opentelemetry/proto/common/v1/common.pb-c.h".
+ *
+ * Nothing here may be called from a signal handler. gRPC is initialised
+ * lazily by the first ss_grpc_client_create, on the calling (exporter)
+ * thread.
+ */
+#ifndef SS_OTLP_H
+#define SS_OTLP_H
+
+#include "../ss_exporters.h"
+
+#include "opentelemetry/proto/common/v1/common.pb-c.h"
+#include "opentelemetry/proto/resource/v1/resource.pb-c.h"
+
+/* ------------------------------------------------------------------ */
+/* Endpoint configuration                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_otlp_header {
+    char *key;   /* lowercased: gRPC metadata keys must be lowercase */
+    char *value; /* percent-decoded; never logged */
+} ss_otlp_header;
+
+typedef enum ss_otlp_compression {
+    SS_OTLP_COMPRESS_NONE = 0,
+    SS_OTLP_COMPRESS_GZIP = 1,
+} ss_otlp_compression;
+
+#define SS_OTLP_DEFAULT_ENDPOINT "http://localhost:4317"
+#define SS_OTLP_DEFAULT_TIMEOUT_MS 10000
+
+typedef struct ss_otlp_endpoint {
+    char signal[16];          /* "LOGS", "PROFILES" */
+    char url[1024];           /* the endpoint as configured (for messages) */
+    char url_key[64];         /* the variable it came from, "" for the default */
+    char target[1024];        /* "host:port" for gRPC C core */
+    bool tls;                 /* https://, or no scheme and not INSECURE */
+    char *root_certs_pem;     /* contents of *_CERTIFICATE; NULL: system roots */
+    char *client_key_pem;     /* *_CLIENT_KEY contents (mTLS), or NULL */
+    char *client_cert_pem;    /* *_CLIENT_CERTIFICATE contents (mTLS), or NULL */
+    ss_otlp_header *headers;  /* *_HEADERS, per-signal entries win per key */
+    size_t n_headers;
+    ss_otlp_compression compression;
+    uint32_t timeout_ms;      /* call deadline; 0 = none */
+} ss_otlp_endpoint;
+
+/* Resolve the endpoint of one signal ("LOGS" or "PROFILES") from the
+ * configuration. The endpoint is, first set wins: for LOGS
+ * SPLUNK_PROFILER_LOGS_ENDPOINT, then OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT,
+ * OTEL_EXPORTER_OTLP_ENDPOINT, http://localhost:4317. Every other setting
+ * has a per-signal variable that wins over the general one. Bad values get
+ * one line each and a safe fallback (a malformed endpoint falls back to the
+ * default endpoint). Returns 0, or -ENOMEM. Free with ss_otlp_endpoint_free. */
+int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal);
+void ss_otlp_endpoint_free(ss_otlp_endpoint *ep);
+
+/* Split an endpoint URL into a gRPC target and the TLS choice:
+ * "http://h:p" plaintext, "https://h:p" TLS, "h:p" -> !insecure. A path
+ * ("/"), if any, is ignored; a missing port becomes 4317 (http) or 443
+ * (https). Returns 0 or -EINVAL (empty host, bad port, unknown scheme). */
+int ss_otlp_parse_url(const char *url, bool insecure, char *target, size_t target_len,
+                      bool *tls);
+
+/* Percent-decode in[0..n) into out (NUL-terminated, out_len >= n + 1).
+ * Returns the decoded length or -EINVAL for a bad escape ("%4", "%zz"). */
+int ss_otlp_percent_decode(const char *in, size_t n, char *out, size_t out_len);
+
+/* Parse "k1=v1,k2=v2" (W3C-baggage-like, OTEL_EXPORTER_OTLP_HEADERS): keys
+ * trimmed and lowercased, values trimmed and percent-decoded. Appends to
+ * *list (an existing key is replaced). A malformed item (no '=', empty key,
+ * bad escape, illegal key characters) is skipped with one line naming
+ * `key_name` but never its value. Returns the number of bad items, or
+ * -ENOMEM. */
+int ss_otlp_parse_headers(const char *key_name, const char *s, ss_otlp_header **list,
+                          size_t *n);
+void ss_otlp_headers_free(ss_otlp_header *list, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* gRPC unary client                                                    */
+/* ------------------------------------------------------------------ */
+
+/* gRPC status codes (the numbers of grpc_status_code). */
+enum {
+    SS_GRPC_OK = 0,
+    SS_GRPC_CANCELLED = 1,
+    SS_GRPC_UNKNOWN = 2,
+    SS_GRPC_INVALID_ARGUMENT = 3,
+    SS_GRPC_DEADLINE_EXCEEDED = 4,
+    SS_GRPC_NOT_FOUND = 5,
+    SS_GRPC_ALREADY_EXISTS = 6,
+    SS_GRPC_PERMISSION_DENIED = 7,
+    SS_GRPC_RESOURCE_EXHAUSTED = 8,
+    SS_GRPC_FAILED_PRECONDITION = 9,
+    SS_GRPC_ABORTED = 10,
+    SS_GRPC_OUT_OF_RANGE = 11,
+    SS_GRPC_UNIMPLEMENTED = 12,
+    SS_GRPC_INTERNAL = 13,
+    SS_GRPC_UNAVAILABLE = 14,
+    SS_GRPC_DATA_LOSS = 15,
+    SS_GRPC_UNAUTHENTICATED = 16,
+};
+
+/* "UNAVAILABLE", "OK", ... ("code 42" style for unknown numbers is not
+ * returned: unknown codes give "UNKNOWN_CODE"). */
+const char *ss_grpc_status_name(int code);
+
+typedef struct ss_grpc_client ss_grpc_client;
+
+typedef struct ss_grpc_result {
+    int status;               /* SS_GRPC_*; local failures map to a code too */
+    char message[256];        /* grpc-message, or why the call failed locally */
+    ss_buf response;          /* response message bytes (only when status OK) */
+    bool has_retry_delay;     /* RetryInfo found in grpc-status-details-bin */
+    uint64_t retry_delay_ns;
+} ss_grpc_result;
+
+/* Create a client for ep (initialising gRPC on first use): one channel to
+ * ep->target with the TLS credentials, compression and user agent
+ * ("stackshot/<version>") of ep, and the headers sent as metadata on every
+ * call. ep is copied. NULL on failure (one line says why). */
+ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep);
+
+/* One unary call of method_path ("/opentelemetry.proto.collector.logs.v1.
+ * LogsService/Export") with the packed request bytes; waits for the answer
+ * until deadline_ns (monotonic, 0 = none). Fills *result (call
+ * ss_grpc_result_init before, ss_grpc_result_free after). Returns the
+ * status code (also in result->status). Blocks the calling thread only. */
+int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
+                  uint64_t deadline_ns, ss_grpc_result *result);
+
+void ss_grpc_result_init(ss_grpc_result *r);
+void ss_grpc_result_free(ss_grpc_result *r);
+
+/* Close the channel and free the client. gRPC itself stays initialised
+ * (its threads are shared; shutting it down from an exiting agent risks
+ * the host's own use). */
+void ss_grpc_client_destroy(ss_grpc_client *c);
+
+/* Decode a serialized google.rpc.Status (the grpc-status-details-bin
+ * trailer) and find a google.rpc.RetryInfo among its details. Returns true
+ * and sets *delay_ns when one is there. Never reads past n. */
+bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns);
+
+/* ------------------------------------------------------------------ */
+/* Retry policy                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_retry_policy {
+    uint64_t initial_ns;   /* first backoff (default 1 s) */
+    uint64_t max_ns;       /* cap on one backoff (default 30 s) */
+    uint32_t max_attempts; /* attempts in all, first one included (default 6) */
+} ss_retry_policy;
+
+typedef struct ss_retry_state {
+    uint32_t attempts;     /* attempts made so far */
+    uint64_t backoff_ns;   /* the current, un-jittered backoff */
+} ss_retry_state;
+
+/* The default policy (1 s initial, x2, 30 s max, 6 attempts). */
+ss_retry_policy ss_retry_policy_default(void);
+
+/* Is a call that ended with `status` worth retrying (spec: CANCELLED,
+ * DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS; and
+ * RESOURCE_EXHAUSTED only with RetryInfo)? */
+bool ss_otlp_retryable(int status, bool has_retry_info);
+
+/* After a failed attempt: may we try again, and after how long? Counts the
+ * attempt in *st. The delay is the exponential backoff with full jitter in
+ * [backoff/2, backoff], at least server_delay_ns (RetryInfo; 0 if none),
+ * never above max_ns unless the server asked for more (its delay wins, but
+ * is capped at 10 * max_ns). Returns false when attempts are exhausted.
+ * `rnd` is a 64-bit random value (tests pass fixed ones). */
+bool ss_retry_next(const ss_retry_policy *p, ss_retry_state *st, uint64_t server_delay_ns,
+                   uint64_t rnd, uint64_t *delay_ns);
+
+/* ------------------------------------------------------------------ */
+/* Resource                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_attr_type {
+    SS_ATTR_STRING = 0,
+    SS_ATTR_INT = 1,
+} ss_attr_type;
+
+/* One attribute as a plain value (for encoders that do not use the
+ * protobuf-c structs, e.g. pprof labels or the profiles dictionary). */
+typedef struct ss_attr {
+    char *key;
+    ss_attr_type type;
+    char *str;     /* SS_ATTR_STRING */
+    int64_t i;     /* SS_ATTR_INT */
+} ss_attr;
+
+typedef struct ss_otlp_resource {
+    ss_attr *attrs;        /* in order: OTEL_RESOURCE_ATTRIBUTES, then ours */
+    size_t n_attrs;
+    /* The same attributes as protobuf-c structs, pointing into attrs. */
+    Opentelemetry__Proto__Resource__V1__Resource msg;
+    Opentelemetry__Proto__Common__V1__KeyValue *kvs;
+    Opentelemetry__Proto__Common__V1__KeyValue **kv_ptrs;
+    Opentelemetry__Proto__Common__V1__AnyValue *values;
+} ss_otlp_resource;
+
+/* Build the resource of this process: OTEL_RESOURCE_ATTRIBUTES (decoded;
+ * any decoding error discards the whole variable with one line),
+ * service.name (OTEL_SERVICE_NAME > service.name from the attributes >
+ * "unknown_service:<exe name>"), process.pid, process.executable.name,
+ * process.executable.path, process.command_line, process.runtime.* (JVM),
+ * host.name, telemetry.sdk.name=stackshot, telemetry.sdk.language=cpp,
+ * telemetry.sdk.version, telemetry.distro.name/.version. Attributes the
+ * user set win over detected ones. Returns 0 or -ENOMEM. */
+int ss_otlp_resource_build(ss_otlp_resource *r);
+void ss_otlp_resource_free(ss_otlp_resource *r);
+
+/* Look up an attribute by key (NULL if absent). */
+const ss_attr *ss_otlp_resource_get(const ss_otlp_resource *r, const char *key);
+
+/* Parse "k=v,k2=v2" (OTEL_RESOURCE_ATTRIBUTES) into a list, values
+ * percent-decoded, keys and values trimmed. All or nothing: on a decoding
+ * error (no '=', empty key, bad escape) nothing is returned and
+ * -EINVAL is; -ENOMEM when out of memory. */
+int ss_otlp_parse_resource_attributes(const char *s, ss_attr **list, size_t *n);
+void ss_attrs_free(ss_attr *list, size_t n);
+
+#endif /* SS_OTLP_H */

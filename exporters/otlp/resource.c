@@ -1,0 +1,229 @@
+/* resource.c: the OTLP resource of this process.
+ *
+ * What the user says (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) wins
+ * over what the agent detects. telemetry.sdk.language is "cpp": the agent
+ * is C, which has no well-known value; "cpp" is the registry's nearest
+ * native-code value, and backends group and display it correctly, where a
+ * custom string ("c") would show up as unknown. */
+#include "otlp.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ss_attrs_free(ss_attr *list, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(list[i].key);
+        free(list[i].str);
+    }
+    free(list);
+}
+
+static int attr_add(ss_attr **list, size_t *n, const char *key, size_t klen,
+                    const char *str, int64_t i, ss_attr_type type) {
+    ss_attr *grown = realloc(*list, (*n + 1) * sizeof **list);
+    if (!grown)
+        return -ENOMEM;
+    *list = grown;
+    ss_attr *a = &grown[*n];
+    memset(a, 0, sizeof *a);
+    a->key = strndup(key, klen);
+    a->type = type;
+    a->i = i;
+    if (type == SS_ATTR_STRING)
+        a->str = strdup(str ? str : "");
+    if (!a->key || (type == SS_ATTR_STRING && !a->str)) {
+        free(a->key);
+        free(a->str);
+        return -ENOMEM;
+    }
+    (*n)++;
+    return 0;
+}
+
+static void trim(const char **b, const char **e) {
+    while (*b < *e && isspace((unsigned char)**b))
+        (*b)++;
+    while (*e > *b && isspace((unsigned char)(*e)[-1]))
+        (*e)--;
+}
+
+int ss_otlp_parse_resource_attributes(const char *s, ss_attr **list, size_t *n) {
+    ss_attr *out = NULL;
+    size_t count = 0;
+    const char *p = s;
+    int rc = 0;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        const char *b = p, *e = end;
+        p = *end ? end + 1 : end;
+        trim(&b, &e);
+        if (b == e)
+            continue;
+        const char *eq = memchr(b, '=', (size_t)(e - b));
+        if (!eq) {
+            rc = -EINVAL;
+            break;
+        }
+        const char *kb = b, *ke = eq, *vb = eq + 1, *ve = e;
+        trim(&kb, &ke);
+        trim(&vb, &ve);
+        char kbuf[256], *vbuf = malloc((size_t)(ve - vb) + 1);
+        if (!vbuf) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (ke == kb || ss_otlp_percent_decode(kb, (size_t)(ke - kb), kbuf, sizeof kbuf) < 0 ||
+            ss_otlp_percent_decode(vb, (size_t)(ve - vb), vbuf, (size_t)(ve - vb) + 1) < 0) {
+            free(vbuf);
+            rc = -EINVAL;
+            break;
+        }
+        /* a repeated key: the last one wins */
+        size_t j;
+        for (j = 0; j < count && strcmp(out[j].key, kbuf) != 0; j++)
+            ;
+        if (j < count) {
+            free(out[j].str);
+            out[j].str = vbuf;
+            continue;
+        }
+        rc = attr_add(&out, &count, kbuf, strlen(kbuf), vbuf, 0, SS_ATTR_STRING);
+        free(vbuf);
+        if (rc != 0)
+            break;
+    }
+    if (rc != 0) {
+        ss_attrs_free(out, count);
+        return rc;
+    }
+    *list = out;
+    *n = count;
+    return 0;
+}
+
+const ss_attr *ss_otlp_resource_get(const ss_otlp_resource *r, const char *key) {
+    for (size_t i = 0; i < r->n_attrs; i++)
+        if (strcmp(r->attrs[i].key, key) == 0)
+            return &r->attrs[i];
+    return NULL;
+}
+
+/* Add unless the user already set that key. */
+static int detected(ss_otlp_resource *r, const char *key, const char *str) {
+    if (ss_otlp_resource_get(r, key) || !str || !*str)
+        return 0;
+    return attr_add(&r->attrs, &r->n_attrs, key, strlen(key), str, 0, SS_ATTR_STRING);
+}
+
+static int detected_int(ss_otlp_resource *r, const char *key, int64_t v) {
+    if (ss_otlp_resource_get(r, key))
+        return 0;
+    return attr_add(&r->attrs, &r->n_attrs, key, strlen(key), NULL, v, SS_ATTR_INT);
+}
+
+static int set_service_name(ss_otlp_resource *r) {
+    const char *svc = ss_config_str("OTEL_SERVICE_NAME", NULL);
+    ss_attr *have = (ss_attr *)ss_otlp_resource_get(r, "service.name");
+    if (svc) {
+        if (have) {
+            char *copy = strdup(svc);
+            if (!copy)
+                return -ENOMEM;
+            free(have->str);
+            have->str = copy;
+            return 0;
+        }
+        return detected(r, "service.name", svc);
+    }
+    if (have)
+        return 0;
+    const ss_process_info *p = ss_process();
+    char name[300];
+    snprintf(name, sizeof name, "unknown_service%s%s", p->exe_name[0] ? ":" : "",
+             p->exe_name);
+    return detected(r, "service.name", name);
+}
+
+static int add_detected(ss_otlp_resource *r) {
+    const ss_process_info *p = ss_process();
+    int rc = 0;
+    rc |= set_service_name(r);
+    rc |= detected_int(r, "process.pid", p->pid);
+    rc |= detected(r, "process.executable.name", p->exe_name);
+    rc |= detected(r, "process.executable.path", p->exe_path);
+    rc |= detected(r, "process.command_line", p->command_line);
+    if (p->runtime == SS_RUNTIME_JVM || p->runtime_name[0]) {
+        rc |= detected(r, "process.runtime.name", p->runtime_name);
+        rc |= detected(r, "process.runtime.version", p->runtime_version);
+        rc |= detected(r, "process.runtime.description", p->runtime_description);
+    }
+    rc |= detected(r, "host.name", p->host_name);
+    rc |= detected(r, "telemetry.sdk.name", SS_NAME);
+    rc |= detected(r, "telemetry.sdk.language", "cpp");
+    rc |= detected(r, "telemetry.sdk.version", SS_VERSION);
+    rc |= detected(r, "telemetry.distro.name", SS_NAME);
+    rc |= detected(r, "telemetry.distro.version", SS_VERSION);
+    return rc ? -ENOMEM : 0;
+}
+
+/* The protobuf-c view: one KeyValue + AnyValue per attribute. */
+static int build_msg(ss_otlp_resource *r) {
+    size_t n = r->n_attrs;
+    r->kvs = calloc(n ? n : 1, sizeof *r->kvs);
+    r->kv_ptrs = calloc(n ? n : 1, sizeof *r->kv_ptrs);
+    r->values = calloc(n ? n : 1, sizeof *r->values);
+    if (!r->kvs || !r->kv_ptrs || !r->values)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        opentelemetry__proto__common__v1__key_value__init(&r->kvs[i]);
+        opentelemetry__proto__common__v1__any_value__init(&r->values[i]);
+        r->kvs[i].key = r->attrs[i].key;
+        r->kvs[i].value = &r->values[i];
+        if (r->attrs[i].type == SS_ATTR_INT) {
+            r->values[i].value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+            r->values[i].int_value = r->attrs[i].i;
+        } else {
+            r->values[i].value_case =
+                OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+            r->values[i].string_value = r->attrs[i].str;
+        }
+        r->kv_ptrs[i] = &r->kvs[i];
+    }
+    opentelemetry__proto__resource__v1__resource__init(&r->msg);
+    r->msg.n_attributes = n;
+    r->msg.attributes = r->kv_ptrs;
+    return 0;
+}
+
+int ss_otlp_resource_build(ss_otlp_resource *r) {
+    memset(r, 0, sizeof *r);
+    const char *env = ss_config_str("OTEL_RESOURCE_ATTRIBUTES", NULL);
+    if (env) {
+        int rc = ss_otlp_parse_resource_attributes(env, &r->attrs, &r->n_attrs);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc != 0)
+            ss_config_bad("OTEL_RESOURCE_ATTRIBUTES", env,
+                          "not a list of key=value with percent-encoded values",
+                          "ignoring the whole variable");
+    }
+    int rc = add_detected(r);
+    if (rc == 0)
+        rc = build_msg(r);
+    if (rc != 0)
+        ss_otlp_resource_free(r);
+    return rc;
+}
+
+void ss_otlp_resource_free(ss_otlp_resource *r) {
+    ss_attrs_free(r->attrs, r->n_attrs);
+    free(r->kvs);
+    free(r->kv_ptrs);
+    free(r->values);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,201 @@
+/* retry.c: when to try an export again, and when.
+ *
+ * OTLP's rules (specification/protocol, "Failures"): a fixed set of gRPC
+ * codes is retryable; RESOURCE_EXHAUSTED only when the server says when to
+ * come back (google.rpc.RetryInfo in grpc-status-details-bin). Backoff is
+ * exponential with jitter, and a server's delay is a floor.
+ *
+ * The RetryInfo is decoded by hand: it is three tiny messages
+ * (google.rpc.Status, google.protobuf.Any, google.rpc.RetryInfo with a
+ * google.protobuf.Duration) and a full proto build for them would be more
+ * code than this. */
+#include "otlp.h"
+
+#include <string.h>
+
+#define SEC 1000000000ull
+
+ss_retry_policy ss_retry_policy_default(void) {
+    return (ss_retry_policy){.initial_ns = 1 * SEC, .max_ns = 30 * SEC, .max_attempts = 6};
+}
+
+bool ss_otlp_retryable(int status, bool has_retry_info) {
+    switch (status) {
+    case SS_GRPC_CANCELLED:
+    case SS_GRPC_DEADLINE_EXCEEDED:
+    case SS_GRPC_ABORTED:
+    case SS_GRPC_OUT_OF_RANGE:
+    case SS_GRPC_UNAVAILABLE:
+    case SS_GRPC_DATA_LOSS:
+        return true;
+    case SS_GRPC_RESOURCE_EXHAUSTED:
+        return has_retry_info;
+    default:
+        return false;
+    }
+}
+
+bool ss_retry_next(const ss_retry_policy *p, ss_retry_state *st, uint64_t server_delay_ns,
+                   uint64_t rnd, uint64_t *delay_ns) {
+    st->attempts++;
+    if (st->attempts >= p->max_attempts)
+        return false;
+    if (st->backoff_ns == 0)
+        st->backoff_ns = p->initial_ns;
+    else if (st->backoff_ns < p->max_ns / 2)
+        st->backoff_ns *= 2;
+    else
+        st->backoff_ns = p->max_ns;
+    /* The server's delay is the floor, and backing off continues from it. */
+    uint64_t cap = p->max_ns * 10;
+    if (server_delay_ns > cap)
+        server_delay_ns = cap;
+    if (server_delay_ns > st->backoff_ns)
+        st->backoff_ns = server_delay_ns;
+    /* jitter: uniformly in [backoff/2, backoff] */
+    uint64_t half = st->backoff_ns / 2;
+    uint64_t d = half + (half ? rnd % (half + 1) : 0);
+    if (d < server_delay_ns)
+        d = server_delay_ns;
+    *delay_ns = d;
+    return true;
+}
+
+/* ---- protobuf wire reading, bounds-checked -------------------------- */
+
+typedef struct pb_reader {
+    const uint8_t *p, *end;
+} pb_reader;
+
+static bool read_varint(pb_reader *r, uint64_t *v) {
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return false;
+        uint8_t b = *r->p++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Next field: number, wire type, and for length-delimited the slice. Other
+ * wire types are skipped over. */
+static bool next_field(pb_reader *r, uint32_t *num, uint32_t *wt, pb_reader *slice,
+                       uint64_t *value) {
+    uint64_t key;
+    if (!read_varint(r, &key))
+        return false;
+    *num = (uint32_t)(key >> 3);
+    *wt = (uint32_t)(key & 7);
+    switch (*wt) {
+    case 0:
+        return read_varint(r, value);
+    case 1:
+        if (r->end - r->p < 8)
+            return false;
+        r->p += 8;
+        return true;
+    case 5:
+        if (r->end - r->p < 4)
+            return false;
+        r->p += 4;
+        return true;
+    case 2: {
+        uint64_t len;
+        if (!read_varint(r, &len) || len > (uint64_t)(r->end - r->p))
+            return false;
+        slice->p = r->p;
+        slice->end = r->p + len;
+        r->p += len;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* google.protobuf.Duration{seconds=1 int64, nanos=2 int32} */
+static bool decode_duration(pb_reader r, uint64_t *ns) {
+    uint64_t secs = 0, nanos = 0;
+    while (r.p < r.end) {
+        uint32_t num, wt;
+        pb_reader s;
+        uint64_t v = 0;
+        if (!next_field(&r, &num, &wt, &s, &v))
+            return false;
+        if (num == 1 && wt == 0)
+            secs = v;
+        else if (num == 2 && wt == 0)
+            nanos = v;
+    }
+    if ((int64_t)secs < 0 || secs > 86400 * 365)
+        return false;
+    if ((int64_t)nanos < 0 || nanos >= SEC)
+        nanos = 0;
+    *ns = secs * SEC + nanos;
+    return true;
+}
+
+/* google.rpc.RetryInfo{retry_delay=1 Duration} */
+static bool decode_retry_info(pb_reader r, uint64_t *ns) {
+    while (r.p < r.end) {
+        uint32_t num, wt;
+        pb_reader s;
+        uint64_t v;
+        if (!next_field(&r, &num, &wt, &s, &v))
+            return false;
+        if (num == 1 && wt == 2)
+            return decode_duration(s, ns);
+    }
+    *ns = 0; /* RetryInfo without a delay: retry, no floor */
+    return true;
+}
+
+static const char retry_info_type[] = "type.googleapis.com/google.rpc.RetryInfo";
+
+/* google.protobuf.Any{type_url=1, value=2} */
+static bool decode_any(pb_reader r, uint64_t *ns) {
+    bool is_retry = false;
+    pb_reader value = {0};
+    bool has_value = false;
+    while (r.p < r.end) {
+        uint32_t num, wt;
+        pb_reader s;
+        uint64_t v;
+        if (!next_field(&r, &num, &wt, &s, &v))
+            return false;
+        if (num == 1 && wt == 2)
+            is_retry = (size_t)(s.end - s.p) == sizeof retry_info_type - 1 &&
+                       memcmp(s.p, retry_info_type, sizeof retry_info_type - 1) == 0;
+        else if (num == 2 && wt == 2) {
+            value = s;
+            has_value = true;
+        }
+    }
+    if (!is_retry)
+        return false;
+    if (!has_value) {
+        *ns = 0;
+        return true;
+    }
+    return decode_retry_info(value, ns);
+}
+
+bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns) {
+    /* google.rpc.Status{code=1, message=2, details=3 repeated Any} */
+    pb_reader r = {p, p + n};
+    while (r.p < r.end) {
+        uint32_t num, wt;
+        pb_reader s;
+        uint64_t v;
+        if (!next_field(&r, &num, &wt, &s, &v))
+            return false;
+        if (num == 3 && wt == 2 && decode_any(s, delay_ns))
+            return true;
+    }
+    return false;
+}
