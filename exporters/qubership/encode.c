@@ -1,0 +1,162 @@
+/* encode.c: records back to bytes (spec §4). The agent's stream writers
+ * use ss_qb_write_call / ss_qb_write_event; ss_qb_encode re-encodes a
+ * whole decoded file, phrase framing included. */
+#include "decode.h"
+
+#include <errno.h>
+
+void ss_qb_write_event(ss_buf *b, const ss_qb_event *e) {
+    int32_t d = e->delta;
+    uint8_t type = e->type & 3;
+    /* One byte when the delta fits the header's 5 bits; otherwise the low
+     * 5 bits stay in the header and delta >> 5 (arithmetic) follows. */
+    if (!e->extended && d >= 0 && d <= 31) {
+        ss_qb_put_u8(b, (uint8_t)(type | (uint32_t)d << 2));
+    } else {
+        ss_qb_put_u8(b, (uint8_t)(0x80 | type | ((uint32_t)d & 0x1F) << 2));
+        ss_qb_put_varint(b, (uint32_t)(d >> 5));
+    }
+    switch (type) {
+    case SS_QB_ENTER:
+        ss_qb_put_varint(b, e->id);
+        break;
+    case SS_QB_TAG:
+        ss_qb_put_varint(b, e->id);
+        ss_qb_put_u8(b, e->param_type);
+        if (e->param_type == SS_QB_PARAM_BIG || e->param_type == SS_QB_PARAM_BIG_DEDUP) {
+            ss_qb_put_varint(b, e->file_index);
+            ss_qb_put_varint(b, e->value_offset);
+        } else {
+            ss_qb_put_varstring_be16(b, e->value.be16, e->value.units);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+void ss_qb_write_call(ss_buf *b, const ss_qb_call *c, uint32_t format) {
+    ss_qb_put_zigzag(b, c->time);
+    ss_qb_put_varint(b, c->method);
+    ss_qb_put_varlong(b, c->duration);
+    ss_qb_put_varint(b, c->calls);
+    if (format >= 1) {
+        ss_qb_put_varint(b, c->thread_index);
+        if (c->has_name)
+            ss_qb_put_varstring_be16(b, c->thread_name.be16, c->thread_name.units);
+        ss_qb_put_varint(b, c->logs_written);
+        ss_qb_put_varint(b, c->logs_diff);
+    }
+    ss_qb_put_varint(b, c->trace_file_index);
+    ss_qb_put_varint(b, c->buffer_offset);
+    ss_qb_put_varint(b, c->record_index);
+    if (format >= 2) {
+        ss_qb_put_varlong(b, c->cpu);
+        ss_qb_put_varlong(b, c->wait);
+        ss_qb_put_varlong(b, c->memory);
+    }
+    if (format >= 3) {
+        ss_qb_put_varlong(b, c->file_read);
+        ss_qb_put_varlong(b, c->file_written);
+        ss_qb_put_varlong(b, c->net_read);
+        ss_qb_put_varlong(b, c->net_written);
+    }
+    if (format >= 4) {
+        ss_qb_put_varint(b, c->transactions);
+        ss_qb_put_varint(b, c->queue_wait);
+    }
+    ss_qb_put_varint(b, c->n_params);
+    for (uint32_t i = 0; i < c->n_params; i++) {
+        const ss_qb_call_param *p = &c->params[i];
+        ss_qb_put_varint(b, p->id);
+        ss_qb_put_varint(b, p->count);
+        for (uint32_t k = 0; k < p->count; k++)
+            ss_qb_put_varstring_be16(b, p->values[k].be16, p->values[k].units);
+    }
+}
+
+static void encode_records(const ss_qb_file *f, ss_buf *b) {
+    switch (f->type) {
+    case SS_QB_DICTIONARY:
+    case SS_QB_POS_DICTIONARY:
+        for (size_t i = 0; i < f->n_words; i++) {
+            if (f->type == SS_QB_POS_DICTIONARY)
+                ss_qb_put_varint(b, f->words[i].id);
+            ss_qb_put_varstring_be16(b, f->words[i].word.be16, f->words[i].word.units);
+        }
+        break;
+    case SS_QB_PARAMS:
+        ss_qb_put_u8(b, f->params_version);
+        for (size_t i = 0; i < f->n_params; i++) {
+            const ss_qb_param *p = &f->params[i];
+            ss_qb_put_varstring_be16(b, p->name.be16, p->name.units);
+            ss_qb_put_u8(b, p->index);
+            ss_qb_put_u8(b, p->list);
+            ss_qb_put_varint(b, p->order);
+            ss_qb_put_varstring_be16(b, p->signature.be16, p->signature.units);
+        }
+        break;
+    case SS_QB_SUSPEND:
+        ss_qb_put_be64(b, (uint64_t)f->suspend_base);
+        for (size_t i = 0; i < f->n_suspends; i++) {
+            ss_qb_put_varint(b, f->suspends[i].delta);
+            ss_qb_put_varint(b, f->suspends[i].duration);
+        }
+        break;
+    case SS_QB_CALLS:
+        if (f->calls_format > 0) {
+            ss_qb_put_be64(b, (uint64_t)SS_QB_CALLS_MAGIC << 32 | f->calls_format);
+        }
+        ss_qb_put_be64(b, (uint64_t)f->calls_start);
+        for (size_t i = 0; i < f->n_calls; i++)
+            ss_qb_write_call(b, &f->calls[i], f->calls_format);
+        break;
+    case SS_QB_TRACE:
+        ss_qb_put_be64(b, (uint64_t)f->trace_start);
+        for (size_t i = 0; i < f->n_chunks; i++) {
+            const ss_qb_chunk *c = &f->chunks[i];
+            ss_qb_put_be64(b, (uint64_t)c->thread_id);
+            ss_qb_put_be64(b, (uint64_t)c->real_time);
+            for (uint32_t k = 0; k < c->n_events; k++)
+                ss_qb_write_event(b, &f->events[c->first_event + k]);
+            ss_qb_put_u8(b, SS_QB_FINISH);
+        }
+        break;
+    case SS_QB_SQL:
+    case SS_QB_XML:
+        for (size_t i = 0; i < f->n_values; i++)
+            ss_qb_put_varstring_be16(b, f->values[i].value.be16, f->values[i].value.units);
+        break;
+    default:
+        break;
+    }
+}
+
+int ss_qb_encode(const ss_qb_file *f, ss_buf *out) {
+    if (!f->framed) {
+        encode_records(f, out);
+        return out->failed ? -ENOMEM : 0;
+    }
+    ss_buf payload;
+    ss_buf_init(&payload);
+    encode_records(f, &payload);
+    /* Same phrase sizes as decoded; a payload that differs in length
+     * cannot be framed the same way. */
+    size_t pos = 0;
+    int rc = 0;
+    for (size_t i = 0; i < f->n_phrases && rc == 0; i++) {
+        if (f->phrases[i] > payload.len - pos) {
+            rc = -EBADMSG;
+            break;
+        }
+        ss_qb_put_be32(out, f->phrases[i]);
+        ss_buf_append(out, payload.data + pos, f->phrases[i]);
+        pos += f->phrases[i];
+    }
+    if (rc == 0 && pos != payload.len)
+        rc = -EBADMSG;
+    if (rc == 0 && (payload.failed || out->failed))
+        rc = -ENOMEM;
+    ss_buf_free(&payload);
+    return rc;
+}
