@@ -2,11 +2,14 @@
 #include "ss_exporters.h"
 
 extern const ss_exporter_ops ss_text_exporter;
+extern const ss_exporter_ops ss_otlp_logs_exporter;
 
 const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
     switch (bit) {
     case SS_EXPORT_TEXT:
         return &ss_text_exporter;
+    case SS_EXPORT_OTLP_LOGS:
+        return &ss_otlp_logs_exporter;
     default:
         return NULL;
     }

@@ -177,6 +177,12 @@ typedef struct ss_retry_state {
 /* The default policy (1 s initial, x2, 30 s max, 6 attempts). */
 ss_retry_policy ss_retry_policy_default(void);
 
+/* The default policy adjusted by STACKSHOT_OTLP_RETRY_INITIAL (ms, default
+ * 1000), STACKSHOT_OTLP_RETRY_MAX (ms, default 30000) and
+ * STACKSHOT_OTLP_RETRY_ATTEMPTS (default 6); bad values get one line and
+ * the default. */
+ss_retry_policy ss_retry_policy_load(void);
+
 /* Is a call that ended with `status` worth retrying (spec: CANCELLED,
  * DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS; and
  * RESOURCE_EXHAUSTED only with RetryInfo)? */

@@ -199,3 +199,15 @@ bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns) {
     }
     return false;
 }
+
+ss_retry_policy ss_retry_policy_load(void) {
+    ss_retry_policy p = ss_retry_policy_default();
+    p.initial_ns = (uint64_t)ss_config_int("STACKSHOT_OTLP_RETRY_INITIAL", 1000, 10, 600000) *
+                   1000000ull;
+    p.max_ns = (uint64_t)ss_config_int("STACKSHOT_OTLP_RETRY_MAX", 30000, 10, 3600000) *
+               1000000ull;
+    if (p.max_ns < p.initial_ns)
+        p.max_ns = p.initial_ns;
+    p.max_attempts = (uint32_t)ss_config_int("STACKSHOT_OTLP_RETRY_ATTEMPTS", 6, 1, 1000);
+    return p;
+}

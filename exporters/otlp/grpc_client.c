@@ -1,0 +1,277 @@
+/* grpc_client.c: unary gRPC calls on gRPC C core, for the OTLP exporters.
+ *
+ * One channel and one completion queue per client; the exporter thread that
+ * created the client is the only one that uses it, so nothing here locks.
+ * A call is one batch (send metadata, message, close; receive metadata,
+ * message, status) and one wait on the queue: gRPC's own threads do the I/O,
+ * and the deadline we give the call bounds the wait.
+ *
+ * gRPC is initialised on first use, on the calling (exporter) thread, and
+ * never shut down: its threads may be shared with a host that uses gRPC
+ * too, and grpc_shutdown from an exiting process can block. The threads
+ * gRPC starts inherit the exporter thread's name ("stackshot-...") and its
+ * blocked signal mask, so samplers leave them out like the agent's own. */
+#include "otlp.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ss_grpc_client {
+    char target[1024];
+    grpc_channel *channel;
+    grpc_completion_queue *cq;
+    grpc_metadata *md; /* ep->headers as metadata, sent on every call */
+    size_t n_md;
+};
+
+static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
+
+static void grpc_init_once(void) {
+    grpc_init();
+}
+
+const char *ss_grpc_status_name(int code) {
+    static const char *const names[] = {
+        "OK",        "CANCELLED",         "UNKNOWN",       "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+        "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",   "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    if (code < 0 || code >= (int)(sizeof names / sizeof names[0]))
+        return "UNKNOWN_CODE";
+    return names[code];
+}
+
+void ss_grpc_result_init(ss_grpc_result *r) {
+    memset(r, 0, sizeof *r);
+    ss_buf_init(&r->response);
+}
+
+void ss_grpc_result_free(ss_grpc_result *r) {
+    ss_buf_free(&r->response);
+}
+
+/* ---- channel ------------------------------------------------------- */
+
+static grpc_channel_credentials *make_credentials(const ss_otlp_endpoint *ep) {
+    if (!ep->tls)
+        return grpc_insecure_credentials_create();
+    grpc_ssl_pem_key_cert_pair pair = {ep->client_key_pem, ep->client_cert_pem};
+    bool mtls = ep->client_key_pem && ep->client_cert_pem;
+    /* NULL roots: gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,
+     * else the bundled /usr/share/grpc/roots.pem on Debian). */
+    return grpc_ssl_credentials_create(ep->root_certs_pem, mtls ? &pair : NULL, NULL, NULL);
+}
+
+static int make_metadata(ss_grpc_client *c, const ss_otlp_endpoint *ep) {
+    if (ep->n_headers == 0)
+        return 0;
+    c->md = calloc(ep->n_headers, sizeof *c->md);
+    if (!c->md)
+        return -ENOMEM;
+    for (size_t i = 0; i < ep->n_headers; i++) {
+        c->md[i].key = grpc_slice_from_copied_string(ep->headers[i].key);
+        c->md[i].value = grpc_slice_from_copied_string(ep->headers[i].value);
+    }
+    c->n_md = ep->n_headers;
+    return 0;
+}
+
+ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
+    pthread_once(&grpc_once, grpc_init_once);
+    ss_grpc_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        ss_error("otlp: out of memory creating the gRPC client");
+        return NULL;
+    }
+    snprintf(c->target, sizeof c->target, "%s", ep->target);
+    if (make_metadata(c, ep) != 0) {
+        ss_error("otlp: out of memory creating the gRPC client");
+        ss_grpc_client_destroy(c);
+        return NULL;
+    }
+    char user_agent[64];
+    snprintf(user_agent, sizeof user_agent, "%s/%s", SS_NAME, SS_VERSION);
+    grpc_arg args[6];
+    int n = 0;
+    args[n++] = (grpc_arg){.type = GRPC_ARG_STRING,
+                           .key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING,
+                           .value.string = user_agent};
+    /* We retry ourselves, by the OTLP rules, and count every attempt. */
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES,
+                           .value.integer = 0};
+    /* A collector that comes back is found within seconds, not minutes. */
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                           .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                           .value.integer = 5000};
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                           .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                           .value.integer = 500};
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                           .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                           .value.integer = 4 << 20};
+    if (ep->compression == SS_OTLP_COMPRESS_GZIP)
+        args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                               .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+                               .value.integer = GRPC_COMPRESS_GZIP};
+    grpc_channel_args chargs = {.num_args = (size_t)n, .args = args};
+    grpc_channel_credentials *creds = make_credentials(ep);
+    if (!creds) {
+        ss_error("otlp: cannot create %s credentials for %s", ep->tls ? "TLS" : "plaintext",
+                 c->target);
+        ss_grpc_client_destroy(c);
+        return NULL;
+    }
+    c->channel = grpc_channel_create(c->target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    c->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!c->channel || !c->cq) {
+        ss_error("otlp: cannot create a gRPC channel to %s", c->target);
+        ss_grpc_client_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+void ss_grpc_client_destroy(ss_grpc_client *c) {
+    if (!c)
+        return;
+    if (c->channel)
+        grpc_channel_destroy(c->channel);
+    if (c->cq) {
+        grpc_completion_queue_shutdown(c->cq);
+        for (;;) {
+            grpc_event ev =
+                grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+            if (ev.type == GRPC_QUEUE_SHUTDOWN)
+                break;
+        }
+        grpc_completion_queue_destroy(c->cq);
+    }
+    for (size_t i = 0; i < c->n_md; i++) {
+        grpc_slice_unref(c->md[i].key);
+        grpc_slice_unref(c->md[i].value);
+    }
+    free(c->md);
+    free(c);
+}
+
+/* ---- one call ------------------------------------------------------ */
+
+static gpr_timespec call_deadline(uint64_t deadline_ns) {
+    if (deadline_ns == 0)
+        return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    uint64_t now = ss_mono_ns();
+    uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_nanos((int64_t)left, GPR_TIMESPAN));
+}
+
+static void copy_slice(char *dst, size_t n, grpc_slice s) {
+    size_t len = GRPC_SLICE_LENGTH(s);
+    if (len >= n)
+        len = n - 1;
+    memcpy(dst, GRPC_SLICE_START_PTR(s), len);
+    dst[len] = '\0';
+}
+
+static void read_response(grpc_byte_buffer *bb, ss_buf *out) {
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, bb))
+        return;
+    grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+    ss_buf_append(out, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+    grpc_slice_unref(all);
+    grpc_byte_buffer_reader_destroy(&reader);
+}
+
+static void find_retry_info(const grpc_metadata_array *trailers, ss_grpc_result *r) {
+    for (size_t i = 0; i < trailers->count; i++) {
+        const grpc_metadata *m = &trailers->metadata[i];
+        if (!grpc_slice_str_cmp(m->key, "grpc-status-details-bin") &&
+            ss_grpc_decode_retry_info(GRPC_SLICE_START_PTR(m->value),
+                                      GRPC_SLICE_LENGTH(m->value), &r->retry_delay_ns)) {
+            r->has_retry_delay = true;
+            return;
+        }
+    }
+}
+
+int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
+                  uint64_t deadline_ns, ss_grpc_result *result) {
+    grpc_slice method = grpc_slice_from_static_string(method_path);
+    grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                               c->cq, method, NULL,
+                                               call_deadline(deadline_ns), NULL);
+    if (!call) {
+        result->status = SS_GRPC_INTERNAL;
+        snprintf(result->message, sizeof result->message, "cannot create a call");
+        return result->status;
+    }
+    grpc_slice payload = grpc_slice_from_copied_buffer(bytes, len);
+    grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&payload, 1);
+    grpc_slice_unref(payload);
+    grpc_byte_buffer *recv_bb = NULL;
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = c->n_md;
+    ops[0].data.send_initial_metadata.metadata = c->md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send_bb;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv_bb;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+
+    void *tag = (void *)c;
+    grpc_call_error err = grpc_call_start_batch(call, ops, 6, tag, NULL);
+    if (err != GRPC_CALL_OK) {
+        result->status = SS_GRPC_INTERNAL;
+        snprintf(result->message, sizeof result->message, "call rejected locally (%s)",
+                 grpc_call_error_to_string(err));
+    } else {
+        /* The call's deadline ends it; the queue returns our tag then. */
+        grpc_event ev;
+        do {
+            ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != tag);
+        result->status = (int)status;
+        copy_slice(result->message, sizeof result->message, details);
+        if (status == GRPC_STATUS_OK && recv_bb)
+            read_response(recv_bb, &result->response);
+        find_retry_info(&trailing, result);
+    }
+    result->has_retry_delay = result->has_retry_delay && result->status != SS_GRPC_OK;
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_byte_buffer_destroy(send_bb);
+    if (recv_bb)
+        grpc_byte_buffer_destroy(recv_bb);
+    grpc_call_unref(call);
+    return result->status;
+}

@@ -1,0 +1,41 @@
+/*
+ * logs.h: the OTLP call-stack logs exporter, inside exporters/otlp.
+ *
+ * Private to this folder (and its tests and benchmark): the encoder that
+ * turns a round into ExportLogsServiceRequest bytes, Splunk conventions.
+ */
+#ifndef SS_OTLP_LOGS_H
+#define SS_OTLP_LOGS_H
+
+#include "otlp.h"
+
+#define SS_LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+#define SS_LOGS_SCOPE_NAME "otel.profiling"
+#define SS_LOGS_SCOPE_VERSION "0.1.0"
+#define SS_LOGS_SOURCETYPE "otel.profiling"
+#define SS_LOGS_DEFAULT_BATCH 512
+#define SS_LOGS_MAX_REQUEST (4u << 20) /* uncompressed; gRPC servers' default cap */
+
+/* Reused scratch of the encoder (bodies, protobuf-c structs). */
+typedef struct ss_logs_encoder {
+    ss_buf bodies;
+    size_t *offsets;
+    size_t cap; /* records the arrays below hold */
+    void *records, *record_ptrs, *kvs, *kv_ptrs, *values;
+} ss_logs_encoder;
+
+void ss_logs_encoder_init(ss_logs_encoder *e);
+void ss_logs_encoder_free(ss_logs_encoder *e);
+
+/* Encode the threads of round r from index `first` as one request: one
+ * LogRecord per thread, at most max_records of them and at most max_bytes
+ * packed, appended to out (reset first). *n_records gets the number of
+ * records in the request, *n_dropped the threads skipped because a single
+ * record alone exceeds max_bytes. Returns the number of threads consumed
+ * (records + dropped; 0 only when first >= n_threads), or -ENOMEM. */
+int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_round *r,
+                   uint32_t first, uint32_t max_records, size_t max_bytes,
+                   uint64_t observed_ns, ss_buf *out, uint32_t *n_records,
+                   uint32_t *n_dropped);
+
+#endif /* SS_OTLP_LOGS_H */

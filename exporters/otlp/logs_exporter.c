@@ -1,0 +1,306 @@
+/* logs_exporter.c: the "otlp_logs" exporter: call stacks as OTLP logs over
+ * gRPC, by the Splunk profiling conventions.
+ *
+ * Each round is encoded at once into one or more requests (at most
+ * STACKSHOT_LOGS_BATCH_SIZE records and 4 MiB each) that wait in a FIFO of
+ * packed bytes until the backend takes them. The FIFO is charged to the
+ * agent's memory account; past STACKSHOT_MAX_MEMORY its oldest requests go,
+ * counted. Sending happens in consume and in tick, one call at a time on
+ * this exporter's own thread; a failed call sets a backoff gate that later
+ * ticks respect, so the thread never sleeps inside consume. */
+#include "logs.h"
+
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct pending {
+    struct pending *next;
+    uint32_t records;
+    uint32_t attempts;
+    size_t len, charged;
+    uint8_t bytes[];
+} pending;
+
+typedef struct logs_state {
+    ss_exporter_stats *stats;
+    ss_otlp_endpoint ep;
+    ss_grpc_client *client;
+    ss_otlp_resource res;
+    ss_logs_encoder enc;
+    ss_buf out;
+    ss_retry_policy policy;
+    ss_retry_state retry;   /* of the request at the head */
+    uint64_t not_before_ns; /* backoff gate (monotonic) */
+    uint32_t batch_size;
+    pending *head, *tail;
+    size_t n_pending;
+    uint64_t rnd;
+    int last_status;        /* to log a change of state once, not every call */
+    bool unimplemented_told, partial_told, cap_told;
+} logs_state;
+
+static uint64_t next_rnd(logs_state *s) {
+    /* xorshift64: jitter only, not security */
+    s->rnd ^= s->rnd << 13;
+    s->rnd ^= s->rnd >> 7;
+    s->rnd ^= s->rnd << 17;
+    return s->rnd;
+}
+
+/* ---- the FIFO ------------------------------------------------------ */
+
+static void pop_head(logs_state *s) {
+    pending *p = s->head;
+    s->head = p->next;
+    if (!s->head)
+        s->tail = NULL;
+    s->n_pending--;
+    ss_mem_release(p->charged);
+    free(p);
+    s->retry = (ss_retry_state){0};
+}
+
+static void drop_head(logs_state *s) {
+    atomic_fetch_add(&s->stats->records_dropped, s->head->records);
+    pop_head(s);
+}
+
+static int push(logs_state *s, const ss_buf *b, uint32_t records) {
+    pending *p = malloc(sizeof *p + b->len);
+    if (!p)
+        return -ENOMEM;
+    p->next = NULL;
+    p->records = records;
+    p->attempts = 0;
+    p->len = b->len;
+    p->charged = sizeof *p + b->len;
+    memcpy(p->bytes, b->data, b->len);
+    ss_mem_charge(p->charged);
+    if (s->tail)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    s->n_pending++;
+    return 0;
+}
+
+/* Past the memory cap the oldest requests go; the newest always stays. */
+static void enforce_cap(logs_state *s) {
+    size_t limit = ss_mem_limit();
+    while (s->n_pending > 1 && ss_mem_used() > limit) {
+        if (!s->cap_told) {
+            ss_warn("otlp_logs: the backend is not taking data; dropping the oldest "
+                    "batches to stay within STACKSHOT_MAX_MEMORY (%zu bytes)",
+                    limit);
+            s->cap_told = true;
+        }
+        drop_head(s);
+    }
+}
+
+/* ---- one attempt --------------------------------------------------- */
+
+static void on_response(logs_state *s, const ss_grpc_result *res, uint32_t records) {
+    uint64_t rejected = 0;
+    Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceResponse *resp =
+        opentelemetry__proto__collector__logs__v1__export_logs_service_response__unpack(
+            NULL, res->response.len, (const uint8_t *)res->response.data);
+    if (resp && resp->partial_success) {
+        const char *msg = resp->partial_success->error_message;
+        int64_t n = resp->partial_success->rejected_log_records;
+        rejected = n > 0 ? ((uint64_t)n > records ? records : (uint64_t)n) : 0;
+        if (rejected || (msg && *msg)) {
+            ss_log(s->partial_told ? SS_LOG_DEBUG : SS_LOG_WARN,
+                   "otlp_logs: the backend accepted a batch partially: %" PRIu64
+                   " of %u records rejected (%s); not retried",
+                   rejected, records, msg && *msg ? msg : "no message");
+            s->partial_told = true;
+        }
+    }
+    if (resp)
+        opentelemetry__proto__collector__logs__v1__export_logs_service_response__free_unpacked(
+            resp, NULL);
+    atomic_fetch_add(&s->stats->records_rejected, rejected);
+    atomic_fetch_add(&s->stats->records_exported, records - rejected);
+}
+
+static void tell_failure(logs_state *s, const ss_grpc_result *res, const char *what) {
+    if (res->status == SS_GRPC_UNIMPLEMENTED) {
+        if (!s->unimplemented_told)
+            ss_error("otlp_logs: %s (%s) answers UNIMPLEMENTED to LogsService/Export: it is "
+                     "not an OTLP/gRPC receiver with a logs pipeline (check the port: 4317 "
+                     "is OTLP/gRPC, 4318 OTLP/HTTP, which this agent does not speak); "
+                     "dropping the data",
+                     s->ep.url, s->ep.target);
+        s->unimplemented_told = true;
+        s->last_status = res->status;
+        return;
+    }
+    ss_log(res->status == s->last_status ? SS_LOG_DEBUG : SS_LOG_WARN,
+           "otlp_logs: export to %s failed: %s%s%s; %s", s->ep.url,
+           ss_grpc_status_name(res->status), res->message[0] ? ": " : "", res->message,
+           what);
+    s->last_status = res->status;
+}
+
+/* Send the head request once. Returns true when the FIFO may go on (the
+ * head was delivered or dropped), false when it waits for a retry. */
+static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns, bool final) {
+    pending *p = s->head;
+    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
+    if (cap_ns && (!deadline || deadline > cap_ns))
+        deadline = cap_ns;
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    int st = ss_grpc_unary(s->client, SS_LOGS_METHOD, p->bytes, p->len, deadline, &res);
+    bool go_on = true;
+    if (st == SS_GRPC_OK) {
+        if (s->last_status != SS_GRPC_OK)
+            ss_info("otlp_logs: delivering to %s again", s->ep.url);
+        s->last_status = SS_GRPC_OK;
+        atomic_fetch_add(&s->stats->bytes_sent, p->len);
+        on_response(s, &res, p->records);
+        pop_head(s);
+    } else {
+        atomic_fetch_add(&s->stats->failures, 1);
+        uint64_t delay;
+        if (!final && ss_otlp_retryable(st, res.has_retry_delay) &&
+            ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
+            char what[96];
+            snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
+            tell_failure(s, &res, what);
+            atomic_fetch_add(&s->stats->retries, 1);
+            s->not_before_ns = ss_mono_ns() + delay;
+            go_on = false;
+        } else {
+            tell_failure(s, &res, "dropping the batch");
+            drop_head(s);
+        }
+    }
+    ss_grpc_result_free(&res);
+    return go_on;
+}
+
+/* Send what is due, oldest first, until something must wait. */
+static void pump(logs_state *s) {
+    while (s->head && ss_mono_ns() >= s->not_before_ns)
+        if (!send_head(s, ss_mono_ns(), 0, false))
+            break;
+}
+
+/* ---- the exporter -------------------------------------------------- */
+
+static void logs_free(logs_state *s) {
+    while (s->head)
+        drop_head(s);
+    ss_grpc_client_destroy(s->client);
+    ss_otlp_resource_free(&s->res);
+    ss_otlp_endpoint_free(&s->ep);
+    ss_logs_encoder_free(&s->enc);
+    ss_buf_free(&s->out);
+    free(s);
+}
+
+static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
+    (void)cfg;
+    logs_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->stats = stats;
+    ss_logs_encoder_init(&s->enc);
+    ss_buf_init(&s->out);
+    s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+    s->policy = ss_retry_policy_load();
+    s->batch_size = (uint32_t)ss_config_int("STACKSHOT_LOGS_BATCH_SIZE", SS_LOGS_DEFAULT_BATCH,
+                                            1, 100000);
+    const char *fmt = ss_config_str("STACKSHOT_LOGS_FORMAT", "text");
+    if (strcmp(fmt, "text") != 0)
+        ss_config_bad("STACKSHOT_LOGS_FORMAT", fmt,
+                      strcmp(fmt, "pprof") == 0 ? "pprof bodies are not supported yet"
+                                                : "unknown format (text or pprof)",
+                      "using text");
+    int rc = ss_otlp_endpoint_load(&s->ep, "LOGS");
+    if (rc == 0)
+        rc = ss_otlp_resource_build(&s->res);
+    if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
+        rc = -EIO;
+    if (rc != 0) {
+        logs_free(s);
+        return rc;
+    }
+    ss_info("otlp_logs: sending call stacks to %s (%s, %s%s, %u headers, timeout %u ms)",
+            s->ep.url, s->ep.target, s->ep.tls ? "TLS" : "plaintext",
+            s->ep.compression == SS_OTLP_COMPRESS_GZIP ? ", gzip" : "",
+            (unsigned)s->ep.n_headers, (unsigned)s->ep.timeout_ms);
+    *state = s;
+    return 0;
+}
+
+static void logs_consume(void *state, ss_round *r) {
+    logs_state *s = state;
+    uint64_t observed = ss_wall_ns();
+    uint32_t first = 0;
+    while (first < r->n_threads) {
+        uint32_t records, dropped;
+        int used = ss_logs_encode(&s->enc, &s->res, r, first, s->batch_size,
+                                  SS_LOGS_MAX_REQUEST, observed, &s->out, &records, &dropped);
+        if (used < 0 || (records && push(s, &s->out, records) != 0)) {
+            atomic_fetch_add(&s->stats->records_dropped, r->n_threads - first);
+            ss_warn("otlp_logs: out of memory encoding round %" PRIu64 "; its records are lost",
+                    r->seq);
+            break;
+        }
+        if (dropped) {
+            atomic_fetch_add(&s->stats->records_dropped, dropped);
+            ss_warn("otlp_logs: %u call stacks of round %" PRIu64 " exceed %u bytes each; "
+                    "dropped",
+                    dropped, r->seq, SS_LOGS_MAX_REQUEST);
+        }
+        first += (uint32_t)used;
+    }
+    enforce_cap(s);
+    pump(s);
+}
+
+static void logs_tick(void *state, uint64_t now) {
+    (void)now;
+    logs_state *s = state;
+    enforce_cap(s);
+    pump(s);
+}
+
+/* One last attempt for everything still held, within the deadline; what
+ * cannot go is counted as dropped. */
+static void logs_close(void *state, uint64_t deadline_ns) {
+    logs_state *s = state;
+    while (s->head) {
+        uint64_t now = ss_mono_ns();
+        if (now + 1000000 >= deadline_ns)
+            break;
+        if (!send_head(s, now, deadline_ns, true))
+            break;
+    }
+    if (s->head) {
+        size_t lost = 0;
+        for (pending *p = s->head; p; p = p->next)
+            lost += p->records;
+        ss_warn("otlp_logs: %zu records not delivered before the shutdown deadline", lost);
+    }
+    logs_free(s);
+}
+
+const ss_exporter_ops ss_otlp_logs_exporter = {
+    .name = "otlp_logs",
+    .role = "otlpl",
+    .tick_ms = 100,
+    .open = logs_open,
+    .consume = logs_consume,
+    .tick = logs_tick,
+    .close = logs_close,
+};
