@@ -40,12 +40,12 @@ bool ss_retry_next(const ss_retry_policy *p, ss_retry_state *st, uint64_t server
     st->attempts++;
     if (st->attempts >= p->max_attempts)
         return false;
+    /* Double up to max_ns; above it only a server's delay takes us, and
+     * then backing off goes on from there (never back down). */
     if (st->backoff_ns == 0)
         st->backoff_ns = p->initial_ns;
-    else if (st->backoff_ns < p->max_ns / 2)
-        st->backoff_ns *= 2;
-    else
-        st->backoff_ns = p->max_ns;
+    else if (st->backoff_ns < p->max_ns)
+        st->backoff_ns = st->backoff_ns < p->max_ns / 2 ? st->backoff_ns * 2 : p->max_ns;
     /* The server's delay is the floor, and backing off continues from it. */
     uint64_t cap = p->max_ns * 10;
     if (server_delay_ns > cap)
