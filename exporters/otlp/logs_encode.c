@@ -117,10 +117,8 @@ static void fill_record(LogRecord *rec, AnyValue *body, KeyValue *own_kv, AnyVal
 /* Bytes a length-delimited field of size n takes in its parent. */
 static size_t field_size(size_t n) {
     size_t v = 1;
-    while (n >= 0x80) {
-        n >>= 7;
+    for (size_t x = n; x >= 0x80; x >>= 7)
         v++;
-    }
     return 1 + v + n;
 }
 
