@@ -1,0 +1,119 @@
+// lib.js: what the otlp_logs end-to-end tests share: running a program with
+// the agent, reading the text exporter's thread dumps, the counters line.
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const {spawn} = require('child_process');
+
+// Exit code ctest treats as "skipped" (SKIP_RETURN_CODE).
+const SKIP = 77;
+
+function skip(why) {
+    console.log(`SKIP: ${why}`);
+    process.exit(SKIP);
+}
+
+// The npm packages are installed by `npm ci` in this folder (.ci/install-deps).
+function requireDeps() {
+    const nm = path.join(__dirname, 'node_modules');
+    for (const p of ['@elastic/mockotlpserver', '@grpc/grpc-js', '@grpc/proto-loader']) {
+        if (!fs.existsSync(path.join(nm, p))) {
+            skip(`${p} is not installed: run "npm ci" in ${__dirname}`);
+        }
+    }
+}
+
+function tmpDir(tag) {
+    return fs.mkdtempSync(path.join(os.tmpdir(), `stackshot-otlp-${tag}-`));
+}
+
+// Run `program args` with env added to a clean copy of ours; resolve with
+// {code, signal, stdout, stderr, pid, ms}. Killed after timeoutMs.
+function run(program, args, env, opts = {}) {
+    const full = {...process.env};
+    for (const k of Object.keys(full)) {
+        if (/^(OTEL_|SPLUNK_|STACKSHOT_)/.test(k)) delete full[k];
+    }
+    Object.assign(full, env);
+    const t0 = Date.now();
+    return new Promise((resolve) => {
+        const child = spawn(program, args, {env: full, stdio: ['ignore', 'pipe', 'pipe']});
+        let stdout = '', stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs || 60000);
+        child.on('exit', (code, signal) => {
+            clearTimeout(timer);
+            resolve({code, signal, stdout, stderr, pid: child.pid, ms: Date.now() - t0});
+        });
+    });
+}
+
+// The text exporter's file: rounds of thread blocks.
+//   Full thread dump stackshot round <seq> at <ISO> (pid <p>, <n> threads, <k> skipped)
+//   <blank>
+//   <block> <blank> <block> <blank> ...
+function parseTextDump(file) {
+    const text = fs.readFileSync(file, 'utf8');
+    const rounds = [];
+    const headerRe = /^Full thread dump stackshot round (\d+) at (\S+) \(pid (\d+), (\d+) threads/;
+    const parts = text.split(/^(?=Full thread dump stackshot round )/m);
+    for (const part of parts) {
+        const m = headerRe.exec(part);
+        if (!m) continue;
+        const body = part.slice(part.indexOf('\n\n') + 2);
+        const blocks = body.split(/\n\n/).filter((b) => b.length).map((b) => b + '\n');
+        const threads = blocks.map((block) => ({name: /^"(.*)" #/.exec(block)[1], block}));
+        rounds.push({seq: Number(m[1]), iso: m[2], pid: Number(m[3]), n: Number(m[4]), threads});
+    }
+    return rounds;
+}
+
+function textFile(dir) {
+    const files = fs.readdirSync(dir).filter((f) => f.endsWith('.txt'));
+    if (files.length !== 1) throw new Error(`expected one .txt in ${dir}, got ${files}`);
+    return path.join(dir, files[0]);
+}
+
+// "otlp_logs: rounds 3 in, 0 dropped; records 9 exported, 0 dropped, 0
+// rejected; 0 retries, 0 failures; 4042 bytes sent"
+function counters(stderr, name = 'otlp_logs') {
+    const re = new RegExp(
+        `${name}: rounds (\\d+) in, (\\d+) dropped; records (\\d+) exported, (\\d+) dropped, ` +
+            `(\\d+) rejected; (\\d+) retries, (\\d+) failures; (\\d+) bytes sent`,
+        'g'
+    );
+    let m, last = null;
+    while ((m = re.exec(stderr))) last = m;
+    if (!last) throw new Error(`no ${name} counters line in:\n${stderr}`);
+    const [, roundsIn, roundsDropped, exported, dropped, rejected, retries, failures, bytes] =
+        last.map(Number);
+    return {roundsIn, roundsDropped, exported, dropped, rejected, retries, failures, bytes};
+}
+
+// ns (string) -> the ISO time the text header prints (milliseconds, Z).
+function isoOfNs(ns) {
+    return new Date(Number(BigInt(ns) / 1000000n)).toISOString();
+}
+
+function sleep(ms) {
+    return new Promise((r) => setTimeout(r, ms));
+}
+
+// A loopback port nothing listens on (yet).
+function freePort() {
+    const net = require('net');
+    return new Promise((resolve, reject) => {
+        const srv = net.createServer();
+        srv.listen(0, '127.0.0.1', () => {
+            const port = srv.address().port;
+            srv.close(() => resolve(port));
+        });
+        srv.on('error', reject);
+    });
+}
+
+module.exports = {SKIP, skip, requireDeps, tmpDir, run, parseTextDump, textFile, counters,
+    isoOfNs, sleep, freePort};

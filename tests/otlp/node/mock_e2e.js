@@ -1,0 +1,173 @@
+// mock_e2e.js: otlp_logs against a receiver this project did not write.
+//
+//   node mock_e2e.js <case>
+//
+// Starts @elastic/mockotlpserver (its own bundled official protos) on a
+// free loopback port, runs a program with the agent exporting to it
+// (STACKSHOT_EXPORTERS=otlp_logs,text) and checks what the server decoded:
+// the resource, the scope, every attribute, one record per thread per
+// round, each body equal to the text exporter's block for the same thread
+// in the same round, trace/span ids on the thread that set a span.
+//
+// Cases (add one to the table below: e.g. a Java demo run with
+// -agentpath; `program`/`args`/`env` say how to run it, the rest what to
+// expect):
+//   driver   the agent core with a scripted source (tests/otlp/otlp_driver)
+//   preload  the native demo with LD_PRELOAD=libstackshot.so (real sampler)
+// Paths come from the environment: OTLP_DRIVER, OTLP_DEMO, STACKSHOT_LIB.
+'use strict';
+
+const assert = require('assert/strict');
+const os = require('os');
+const lib = require('./lib');
+
+lib.requireDeps();
+const {MockOtlpServer, normalizeLogs} = require('@elastic/mockotlpserver');
+
+const INTERVAL = 200;
+const TRACE = '0102030405060708090a0b0c0d0e0f10';
+const SPAN = 'a1a2a3a4a5a6a7a8';
+
+const cases = {
+    driver: () => ({
+        program: process.env.OTLP_DRIVER,
+        args: ['4'],
+        env: {},
+        exeName: 'otlp_driver',
+        rounds: 4, // exactly
+        threads: ['otlp-spinner', 'otlp-sleeper', 'otlp-traced'],
+        traced: 'otlp-traced',
+    }),
+    preload: () => ({
+        program: process.env.OTLP_DEMO,
+        args: ['1500'],
+        env: {LD_PRELOAD: process.env.STACKSHOT_LIB},
+        exeName: 'otlp_demo',
+        rounds: 0, // at least one; the sampler decides how many
+        threads: ['otlp-spinner', 'otlp-sleeper', 'otlp-traced'],
+        traced: 'otlp-traced',
+        // The sampler may not be built into this tree yet.
+        skipIf: (res) =>
+            /sampler did not start/.test(res.stderr) && 'the native sampler did not start',
+    }),
+};
+
+function attrsOf(rec) {
+    return rec.attributes || {};
+}
+
+function checkResource(res, c, pid) {
+    const a = res.attributes;
+    assert.equal(a['service.name'], 'otlp-e2e', 'OTEL_SERVICE_NAME wins');
+    assert.equal(a['deployment.environment'], 'test,ci', 'percent-decoded attribute');
+    assert.equal(String(a['process.pid']), String(pid));
+    assert.equal(a['process.executable.name'], c.exeName);
+    assert.ok(a['process.executable.path'].endsWith('/' + c.exeName));
+    assert.ok(a['process.command_line'].includes(c.exeName));
+    assert.equal(a['host.name'], os.hostname());
+    assert.equal(a['telemetry.sdk.name'], 'stackshot');
+    assert.equal(a['telemetry.sdk.language'], 'cpp');
+    assert.match(a['telemetry.sdk.version'], /^\d+\.\d+\.\d+$/);
+    assert.equal(a['telemetry.distro.name'], 'stackshot');
+    assert.equal(a['telemetry.distro.version'], a['telemetry.sdk.version']);
+}
+
+function checkRecord(rec, block) {
+    const a = attrsOf(rec);
+    assert.equal(rec.body, block, 'body = the text exporter block');
+    assert.equal(a['com.splunk.sourcetype'], 'otel.profiling');
+    assert.equal(String(a['source.event.period']), String(INTERVAL));
+    assert.equal(a['source.event.name'], 'wall');
+    const head = /^"(.*)" #\d+ .* nid=0x([0-9a-f]+) /.exec(block);
+    assert.ok(head, `thread line of ${block}`);
+    assert.equal(a['thread.name'], head[1]);
+    assert.equal(Number(a['thread.id']), parseInt(head[2], 16), 'thread.id = nid');
+    const state = /Thread\.State: (\w+)/.exec(block);
+    assert.equal(a['thread.state'], state[1]);
+}
+
+async function main() {
+    const name = process.argv[2] || 'driver';
+    const c = cases[name]();
+    if (!c.program) lib.skip(`no program for case ${name} (environment not set)`);
+    const got = [];
+    const server = new MockOtlpServer({
+        services: ['grpc'],
+        grpcHostname: '127.0.0.1',
+        grpcPort: 0,
+        logLevel: 'warn',
+        onLogs: (logs) => got.push(normalizeLogs(logs)),
+    });
+    await server.start();
+    const out = lib.tmpDir(name);
+    const res = await lib.run(c.program, c.args, {
+        SPLUNK_PROFILER_ENABLED: 'true',
+        SPLUNK_PROFILER_CALL_STACK_INTERVAL: String(INTERVAL),
+        STACKSHOT_EXPORTERS: 'otlp_logs,text',
+        STACKSHOT_OUTPUT_DIR: out,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.grpcUrl.port}`,
+        OTEL_SERVICE_NAME: 'otlp-e2e',
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test%2Cci',
+        ...c.env,
+    });
+    await lib.sleep(200);
+    await server.close();
+    if (c.skipIf && c.skipIf(res)) lib.skip(c.skipIf(res));
+    process.stderr.write(res.stderr);
+    assert.equal(res.code, 0, 'the host program exits normally');
+
+    const rounds = lib.parseTextDump(lib.textFile(out));
+    if (c.rounds) assert.equal(rounds.length, c.rounds, 'rounds in the text file');
+    assert.ok(rounds.length >= 1, 'at least one round');
+
+    // Flatten: every request has one resource and one scope (otel.profiling only).
+    const byTime = new Map();
+    for (const req of got) {
+        for (const rl of req.resourceLogs) {
+            checkResource(rl.resource, c, res.pid);
+            assert.equal(rl.scopeLogs.length, 1, 'one ScopeLogs per request');
+            const sl = rl.scopeLogs[0];
+            assert.deepEqual(sl.scope, {name: 'otel.profiling', version: '0.1.0'});
+            for (const rec of sl.logRecords) {
+                if (!byTime.has(rec.timeUnixNano)) byTime.set(rec.timeUnixNano, []);
+                byTime.get(rec.timeUnixNano).push(rec);
+            }
+        }
+    }
+    const times = [...byTime.keys()].sort((x, y) => (BigInt(x) < BigInt(y) ? -1 : 1));
+    assert.equal(times.length, rounds.length, 'one group of records per round');
+    let total = 0;
+    times.forEach((t, i) => {
+        const round = rounds[i];
+        const recs = byTime.get(t);
+        assert.equal(lib.isoOfNs(t), round.iso, `round ${round.seq} time`);
+        assert.equal(recs.length, round.threads.length, `one record per thread, round ${i}`);
+        const names = recs.map((r) => attrsOf(r)['thread.name']).sort();
+        assert.deepEqual(names, round.threads.map((x) => x.name).sort());
+        for (const want of c.threads) assert.ok(names.includes(want), `${want} in round ${i}`);
+        for (const n of names) assert.ok(!/^stackshot-/.test(n), `agent thread ${n} exported`);
+        for (const rec of recs) {
+            const th = round.threads.find((x) => x.name === attrsOf(rec)['thread.name']);
+            checkRecord(rec, th.block);
+            assert.ok(BigInt(rec.observedTimeUnixNano) >= BigInt(t), 'observed after sampled');
+            if (attrsOf(rec)['thread.name'] === c.traced) {
+                assert.equal(rec.traceId, TRACE);
+                assert.equal(rec.spanId, SPAN);
+            } else {
+                assert.ok(!rec.traceId, 'no trace id outside a span');
+                assert.ok(!rec.spanId, 'no span id outside a span');
+            }
+            total++;
+        }
+    });
+    const k = lib.counters(res.stderr);
+    assert.equal(k.exported, total, 'counters: every record exported');
+    assert.equal(k.dropped, 0);
+    assert.equal(k.failures, 0);
+    console.log(`ok: ${name}: ${rounds.length} rounds, ${total} records, decoded by mockotlpserver`);
+}
+
+main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+});
