@@ -1,0 +1,189 @@
+/* agent.c: the JVMTI entry points.
+ *
+ *   java -agentpath:/path/libstackshot.so[=KEY=value,KEY=value] ...
+ *   jcmd <pid> JVMTI.agent_load /path/libstackshot.so "KEY=value,..."
+ *
+ * The option string sets the same keys as the environment and wins over
+ * it. A bad option gets one line and is ignored; the JVM always starts
+ * (every path returns JNI_OK). When SPLUNK_PROFILER_ENABLED is not true
+ * the agent does nothing else: no JVMTI environment, no capability, no
+ * event, no thread.
+ *
+ * Capabilities, only these:
+ *   can_get_thread_cpu_time    cpu= of every thread (GetThreadCpuTime)
+ *   can_get_source_file_name   the file of each frame, as jstack prints it
+ *   can_get_line_numbers       the line of each frame (GetLineNumberTable)
+ *   can_support_virtual_threads  JDK 21+, when offered: virtual threads'
+ *                              events and stacks (vthreads.c)
+ * None of them slows the JVM down: they are all "always available"
+ * capabilities that change no compiled code (unlike, say, breakpoints or
+ * can_access_local_variables).
+ *
+ * Events: VMInit (start sampling once the VM is live, from -agentpath),
+ * VMDeath (flush and stop within STACKSHOT_SHUTDOWN_TIMEOUT), ThreadStart
+ * (record the new thread's kernel tid: the callback runs on that thread),
+ * and on JDK 21+ VirtualThreadStart/End. */
+#include "jvmti_internal.h"
+
+#include <string.h>
+
+jvmtiEnv *ss_jvmti;
+JavaVM *ss_jvm;
+
+static ss_config config;
+static bool want_vthreads;
+
+/* jvmtiEventCallbacks of the JDK 17 headers, plus the two JDK 21 slots
+ * that follow SampledObjectAlloc (events 87 and 88). A JDK 17 VM copies
+ * only the part it knows. */
+typedef struct callbacks21 {
+    jvmtiEventCallbacks base;
+    void(JNICALL *virtual_thread_start)(jvmtiEnv *, JNIEnv *, jthread);
+    void(JNICALL *virtual_thread_end)(jvmtiEnv *, JNIEnv *, jthread);
+} callbacks21;
+
+static void property(const char *key, char *out, size_t n) {
+    char *v = NULL;
+    out[0] = '\0';
+    if ((*ss_jvmti)->GetSystemProperty(ss_jvmti, key, &v) == JVMTI_ERROR_NONE && v) {
+        ss_mutf8_to_utf8(v, out, n);
+        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)v);
+    }
+}
+
+static void fill_runtime_facts(void) {
+    ss_process_info *p = ss_process_mut();
+    char vendor[96], name[96], version[64];
+    property("java.runtime.name", p->runtime_name, sizeof p->runtime_name);
+    property("java.runtime.version", p->runtime_version, sizeof p->runtime_version);
+    property("java.vm.vendor", vendor, sizeof vendor);
+    property("java.vm.name", name, sizeof name);
+    property("java.vm.version", version, sizeof version);
+    snprintf(p->runtime_description, sizeof p->runtime_description, "%s %s %s", vendor,
+             name, version);
+    p->runtime = SS_RUNTIME_JVM;
+}
+
+/* The VM is live: facts, JNI ids, virtual threads, then the agent. */
+static void go_live(JNIEnv *env) {
+    fill_runtime_facts();
+    ss_jthreads_init(env);
+    if (want_vthreads) {
+        uint32_t max = (uint32_t)ss_config_int("STACKSHOT_MAX_VIRTUAL_THREADS", 1000, 0,
+                                               1000000);
+        if (max && ss_vthreads_enable(ss_jvmti, max) != 0)
+            ss_warn("jvmti: virtual threads could not be tracked; only platform "
+                    "threads are sampled");
+    }
+    ss_agent_start(&ss_jvmti_source, &config);
+}
+
+static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread) {
+    (void)jvmti;
+    ss_jthreads_note_current(thread); /* VMInit runs on the main thread */
+    go_live(env);
+}
+
+static void JNICALL on_vm_death(jvmtiEnv *jvmti, JNIEnv *env) {
+    (void)jvmti;
+    (void)env;
+    ss_agent_stop();
+}
+
+static void JNICALL on_thread_start(jvmtiEnv *jvmti, JNIEnv *env, jthread thread) {
+    (void)jvmti;
+    (void)env;
+    ss_jthreads_note_current(thread);
+}
+
+static bool request_capabilities(void) {
+    jvmtiCapabilities pot, want;
+    memset(&pot, 0, sizeof pot);
+    memset(&want, 0, sizeof want);
+    (*ss_jvmti)->GetPotentialCapabilities(ss_jvmti, &pot);
+    want.can_get_thread_cpu_time = pot.can_get_thread_cpu_time;
+    want.can_get_source_file_name = pot.can_get_source_file_name;
+    want.can_get_line_numbers = pot.can_get_line_numbers;
+    want_vthreads = ss_vthreads_capable(ss_jvmti, &want);
+    if ((*ss_jvmti)->AddCapabilities(ss_jvmti, &want) != JVMTI_ERROR_NONE) {
+        ss_error("jvmti: the JVM refused the capabilities the agent needs; the agent "
+                 "stays off");
+        return false;
+    }
+    if (!pot.can_get_thread_cpu_time)
+        ss_warn("jvmti: no thread CPU time in this JVM; cpu=0ms is printed");
+    return true;
+}
+
+static bool install_events(bool live) {
+    callbacks21 cb;
+    memset(&cb, 0, sizeof cb);
+    cb.base.VMInit = on_vm_init;
+    cb.base.VMDeath = on_vm_death;
+    cb.base.ThreadStart = on_thread_start;
+    cb.virtual_thread_start = ss_vthread_start_cb;
+    cb.virtual_thread_end = ss_vthread_end_cb;
+    jint size = want_vthreads ? (jint)sizeof cb : (jint)sizeof cb.base;
+    if ((*ss_jvmti)->SetEventCallbacks(ss_jvmti, &cb.base, size) != JVMTI_ERROR_NONE)
+        return false;
+    jvmtiEvent events[] = {JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_THREAD_START,
+                           JVMTI_EVENT_VM_INIT};
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
+        if (live && events[i] == JVMTI_EVENT_VM_INIT)
+            continue;
+        if ((*ss_jvmti)->SetEventNotificationMode(ss_jvmti, JVMTI_ENABLE, events[i],
+                                                  NULL) != JVMTI_ERROR_NONE)
+            return false;
+    }
+    return true;
+}
+
+/* Shared by both entry points. `live`: attached to a running VM. */
+static void load(JavaVM *vm, const char *options, bool live) {
+    ss_config_set_options(options);
+    ss_config_load(&config);
+    if (!config.enabled)
+        return;
+    if (ss_jvmti) {
+        ss_info("jvmti: already loaded in this JVM; ignoring the second load");
+        return;
+    }
+    ss_jvm = vm;
+    jvmtiEnv *j = NULL;
+    if ((*vm)->GetEnv(vm, (void **)&j, JVMTI_VERSION_1_2) != JNI_OK || !j) {
+        ss_error("jvmti: this JVM offers no JVMTI 1.2 environment; the agent stays off");
+        return;
+    }
+    ss_jvmti = j;
+    if (!request_capabilities())
+        return;
+    if (!install_events(live)) {
+        ss_error("jvmti: could not enable the agent's events; the agent stays off");
+        return;
+    }
+    if (live) {
+        JNIEnv *env = NULL;
+        if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK || !env) {
+            ss_error("jvmti: attach without a JNI environment; the agent stays off");
+            return;
+        }
+        go_live(env);
+    }
+}
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
+    (void)reserved;
+    load(vm, options, false);
+    return JNI_OK;
+}
+
+JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *reserved) {
+    (void)reserved;
+    load(vm, options, true);
+    return JNI_OK;
+}
+
+JNIEXPORT void JNICALL Agent_OnUnload(JavaVM *vm) {
+    (void)vm;
+    ss_agent_stop();
+}

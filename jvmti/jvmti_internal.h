@@ -1,0 +1,117 @@
+/* jvmti_internal.h: what the files of jvmti/ share among themselves only.
+ *
+ *   agent.c     Agent_OnLoad / Agent_OnAttach, capabilities, events, facts
+ *   sampler.c   the ss_source_ops: the "stackshot-sampler" JVM agent thread
+ *   resolve.c   jmethodID + bci -> class, method, file, module, line (cached)
+ *   classname.c class signatures as jstack prints them, modified UTF-8
+ *   threads.c   thread metadata as jstack prints it, the internal-thread rule
+ *   nid.c       kernel tids of threads the agent did not see start
+ *   vthreads.c  virtual threads (JDK 21+)
+ */
+#ifndef SS_JVMTI_INTERNAL_H
+#define SS_JVMTI_INTERNAL_H
+
+#include <jni.h>
+#include <jvmti.h>
+
+#include "../agent/ss_agent.h"
+
+/* JDK 21+ additions, by their published numbers: the agent compiles
+ * against the JDK 17 headers. */
+#define SS_JVMTI_EVENT_VIRTUAL_THREAD_START 87
+#define SS_JVMTI_EVENT_VIRTUAL_THREAD_END 88
+
+/* The one JVMTI environment and VM of this process (set in agent.c). */
+extern jvmtiEnv *ss_jvmti;
+extern JavaVM *ss_jvm;
+
+/* ---- sampler.c ---------------------------------------------------- */
+
+extern const ss_source_ops ss_jvmti_source;
+
+/* ---- classname.c -------------------------------------------------- */
+
+/* "Ljava/util/HashMap;" -> "java.util.HashMap"; hidden classes
+ * ("LDemo$$Lambda$14.0x0000000800c03000;") -> "Demo$$Lambda$14/0x0000000800c03000",
+ * as jstack prints them. Writes at most n bytes, always terminated. */
+void ss_jclass_name(const char *signature, char *out, size_t n);
+
+/* Modified UTF-8 (JNI, JVMTI strings) -> standard UTF-8: "\xC0\x80" becomes
+ * NUL-free '?' and surrogate pairs become 4-byte sequences. */
+void ss_mutf8_to_utf8(const char *in, char *out, size_t n);
+
+/* ---- resolve.c ---------------------------------------------------- */
+
+typedef struct ss_jresolver ss_jresolver;
+
+ss_jresolver *ss_jresolver_create(void);
+void ss_jresolver_destroy(ss_jresolver *r);
+/* One Java frame. Always fills *out (an unresolvable method becomes
+ * "unknown.unknown(unknown)"); returns 0, or -1 when the method ID was
+ * invalid (its class was unloaded). Sampler thread only. */
+int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci,
+                ss_frame *out);
+void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods,
+                        uint64_t *invalid);
+
+/* ---- threads.c ---------------------------------------------------- */
+
+/* JNI ids of java.lang.Thread fields, looked up once the VM is live. */
+int ss_jthreads_init(JNIEnv *env);
+
+/* Record the calling thread's kernel tid in its JVMTI thread-local storage
+ * (ThreadStart and VMInit run on the thread itself). */
+void ss_jthreads_note_current(jthread thread);
+
+/* Fill a sample for one platform thread. Returns 1 to keep it, 0 to leave it
+ * out (an agent thread, or an internal one when !include_internal). The
+ * name is added to the builder here, so the caller adds frames after. */
+typedef struct ss_nid_matcher ss_nid_matcher;
+int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
+                       jint state, bool include_internal, ss_nid_matcher *nids,
+                       ss_thread_sample **out);
+/* The kernel tid recorded for a thread, 0 when not known yet. */
+pid_t ss_jthreads_known_nid(jthread thread);
+
+/* The thread's Java id (jstack's #n), -1 when unknown. */
+int64_t ss_jthreads_id(JNIEnv *env, jthread thread);
+
+/* Status word and state detail from JVMTI thread state bits. */
+void ss_jthreads_state(jint st, ss_thread_sample *t);
+
+
+/* ---- nid.c -------------------------------------------------------- */
+
+/* Find the kernel tid of a Java thread the agent did not see start: match
+ * its name against /proc/self/task/<tid>/comm (first 15 bytes, as HotSpot
+ * names native threads) and, when several tids match, pick the one whose
+ * CPU clock equals the thread's JVMTI CPU time. Returns 0 when unknown.
+ * `taken` lists tids already assigned (not candidates). */
+ss_nid_matcher *ss_nid_matcher_create(void);
+void ss_nid_matcher_destroy(ss_nid_matcher *m);
+void ss_nid_matcher_begin(ss_nid_matcher *m); /* once per round, lazily scans */
+void ss_nid_matcher_take(ss_nid_matcher *m, pid_t tid);
+pid_t ss_nid_match(ss_nid_matcher *m, const char *name, uint64_t cpu_ns);
+
+/* Start time of a kernel thread (from /proc/self/task/<tid>/stat), epoch
+ * ms; 0 when unknown. */
+uint64_t ss_task_start_wall_ms(pid_t tid);
+
+/* ---- vthreads.c --------------------------------------------------- */
+
+/* Ask for virtual-thread support (JDK 21+). Adds the capability to *caps
+ * when the VM offers it; returns true when it did. */
+bool ss_vthreads_capable(jvmtiEnv *jvmti, jvmtiCapabilities *caps);
+/* After capabilities are in force: set up the live list (cap `max`). */
+int ss_vthreads_enable(jvmtiEnv *jvmti, uint32_t max);
+/* The callbacks, installed by agent.c. */
+void JNICALL ss_vthread_start_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread vt);
+void JNICALL ss_vthread_end_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread vt);
+/* Local refs to up to `max` live virtual threads (caller's local frame).
+ * Returns how many; *dropped counts the ones not tracked (over the cap). */
+uint32_t ss_vthreads_snapshot(JNIEnv *env, jthread *out, uint32_t max,
+                              uint64_t *dropped);
+bool ss_vthreads_active(void);
+uint32_t ss_vthreads_cap(void);
+
+#endif /* SS_JVMTI_INTERNAL_H */

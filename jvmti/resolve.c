@@ -1,0 +1,306 @@
+/* resolve.c: Java frames, resolved once per method and cached.
+ *
+ * A frame from GetAllStackTraces is a jmethodID and a bci. Everything jstack
+ * prints about it (class, method, source file, module@version, line) is a
+ * function of the method and the bci, so the cache is keyed by jmethodID and
+ * holds the method's line-number table; the line is looked up per frame.
+ *
+ * Why per jmethodID is correct:
+ *  - HotSpot never reuses a jmethodID for another method. When a class
+ *    loader is unloaded its jmethodIDs are cleared, not freed, and every
+ *    JVMTI call on them returns JVMTI_ERROR_INVALID_METHODID: that is how
+ *    an unloaded method is detected, and such a frame becomes "unknown"
+ *    without anything being dereferenced. A method already cached keeps
+ *    its (copied, interned) strings, which stay valid.
+ *  - A stack is taken at a safepoint, the resolution happens after it; a
+ *    class unloaded in between gives INVALID_METHODID here, same path.
+ *  - Redefinition (RedefineClasses / RetransformClasses) keeps jmethodIDs
+ *    of surviving methods but may change their line tables. The cache keeps
+ *    the table it first saw; docs/java.md states it. Agents that redefine
+ *    classes (debuggers, some APM agents) change line numbers of the
+ *    redefined methods only, and only when the bytecode's lines moved.
+ *
+ * The hash table is open addressing, grown at half full; the sampler thread
+ * is its only user. */
+#include "jvmti_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct line_entry {
+    int32_t start; /* bci */
+    int32_t line;
+} line_entry;
+
+typedef struct method_entry {
+    jmethodID key;
+    const ss_funcinfo *fn;
+    line_entry *lines;
+    uint32_t n_lines;
+    bool native;
+} method_entry;
+
+struct ss_jresolver {
+    method_entry *slots;
+    uint32_t cap, used;
+    uint64_t invalid;
+    jclass module_cls, descriptor_cls, optional_cls;
+    jmethodID get_name, get_descriptor, raw_version, or_else;
+    bool module_ids_tried;
+};
+
+ss_jresolver *ss_jresolver_create(void) {
+    ss_jresolver *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->cap = 1024;
+    r->slots = calloc(r->cap, sizeof *r->slots);
+    if (!r->slots) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ss_jresolver_destroy(ss_jresolver *r) {
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->cap; i++)
+        free(r->slots[i].lines);
+    free(r->slots);
+    /* the global refs of the module classes live as long as the VM */
+    free(r);
+}
+
+void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods, uint64_t *invalid) {
+    *methods = r->used;
+    *invalid = r->invalid;
+}
+
+static uint32_t hash_ptr(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static method_entry *lookup(ss_jresolver *r, jmethodID m) {
+    uint32_t mask = r->cap - 1;
+    for (uint32_t i = hash_ptr(m) & mask;; i = (i + 1) & mask)
+        if (r->slots[i].key == m || r->slots[i].key == NULL)
+            return &r->slots[i];
+}
+
+static int grow(ss_jresolver *r) {
+    uint32_t old_cap = r->cap;
+    method_entry *old = r->slots;
+    method_entry *slots = calloc((size_t)old_cap * 2, sizeof *slots);
+    if (!slots)
+        return -1;
+    r->slots = slots;
+    r->cap = old_cap * 2;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].key)
+            *lookup(r, old[i].key) = old[i];
+    free(old);
+    return 0;
+}
+
+/* ---- modules ------------------------------------------------------ */
+
+static jclass global_class(JNIEnv *env, const char *name) {
+    jclass c = (*env)->FindClass(env, name);
+    if (!c) {
+        (*env)->ExceptionClear(env);
+        return NULL;
+    }
+    jclass g = (*env)->NewGlobalRef(env, c);
+    (*env)->DeleteLocalRef(env, c);
+    return g;
+}
+
+static void module_ids(ss_jresolver *r, JNIEnv *env) {
+    if (r->module_ids_tried)
+        return;
+    r->module_ids_tried = true;
+    r->module_cls = global_class(env, "java/lang/Module");
+    r->descriptor_cls = global_class(env, "java/lang/module/ModuleDescriptor");
+    r->optional_cls = global_class(env, "java/util/Optional");
+    if (!r->module_cls || !r->descriptor_cls || !r->optional_cls)
+        return;
+    r->get_name = (*env)->GetMethodID(env, r->module_cls, "getName", "()Ljava/lang/String;");
+    r->get_descriptor = (*env)->GetMethodID(env, r->module_cls, "getDescriptor",
+                                            "()Ljava/lang/module/ModuleDescriptor;");
+    r->raw_version = (*env)->GetMethodID(env, r->descriptor_cls, "rawVersion",
+                                         "()Ljava/util/Optional;");
+    r->or_else = (*env)->GetMethodID(env, r->optional_cls, "orElse",
+                                     "(Ljava/lang/Object;)Ljava/lang/Object;");
+    if ((*env)->ExceptionCheck(env)) {
+        (*env)->ExceptionClear(env);
+        r->get_name = NULL;
+    }
+}
+
+static bool copy_jstring(JNIEnv *env, jstring s, char *out, size_t n) {
+    if (!s)
+        return false;
+    const char *c = (*env)->GetStringUTFChars(env, s, NULL);
+    if (!c) {
+        (*env)->ExceptionClear(env);
+        return false;
+    }
+    ss_mutf8_to_utf8(c, out, n);
+    (*env)->ReleaseStringUTFChars(env, s, c);
+    return true;
+}
+
+/* jstack prints a named module as "name@version/" (or "name/" when it has
+ * no version) and nothing for the unnamed module. HotSpot records the
+ * version given to Module.defineModule0, the descriptor's raw version. */
+static bool module_of(ss_jresolver *r, JNIEnv *env, jclass cls, char *out, size_t n) {
+    module_ids(r, env);
+    if (!r->get_name || !r->get_descriptor || !r->raw_version || !r->or_else)
+        return false;
+    bool named = false;
+    if ((*env)->PushLocalFrame(env, 8) != 0) {
+        (*env)->ExceptionClear(env);
+        return false;
+    }
+    jobject mod = (*env)->GetModule(env, cls);
+    jstring name = mod ? (*env)->CallObjectMethod(env, mod, r->get_name) : NULL;
+    if (!(*env)->ExceptionCheck(env) && copy_jstring(env, name, out, n)) {
+        named = true;
+        jobject desc = (*env)->CallObjectMethod(env, mod, r->get_descriptor);
+        jobject opt = desc && !(*env)->ExceptionCheck(env)
+                          ? (*env)->CallObjectMethod(env, desc, r->raw_version)
+                          : NULL;
+        jobject ver = opt && !(*env)->ExceptionCheck(env)
+                          ? (*env)->CallObjectMethod(env, opt, r->or_else, NULL)
+                          : NULL;
+        char v[128];
+        if (ver && !(*env)->ExceptionCheck(env) && copy_jstring(env, ver, v, sizeof v)) {
+            size_t len = strlen(out);
+            snprintf(out + len, n - len, "@%s", v);
+        }
+    }
+    if ((*env)->ExceptionCheck(env))
+        (*env)->ExceptionClear(env);
+    (*env)->PopLocalFrame(env, NULL);
+    return named;
+}
+
+/* ---- one method ------------------------------------------------------ */
+
+static const ss_funcinfo *unknown_fn(void) {
+    return ss_funcinfo_intern("unknown", "unknown", "unknown", NULL, SS_FRAME_JAVA);
+}
+
+static void load_lines(method_entry *e, jmethodID m) {
+    jint n = 0;
+    jvmtiLineNumberEntry *t = NULL;
+    if ((*ss_jvmti)->GetLineNumberTable(ss_jvmti, m, &n, &t) != JVMTI_ERROR_NONE || n <= 0)
+        return;
+    e->lines = malloc((size_t)n * sizeof *e->lines);
+    if (e->lines) {
+        for (jint i = 0; i < n; i++) {
+            e->lines[i].start = (int32_t)t[i].start_location;
+            e->lines[i].line = (int32_t)t[i].line_number;
+        }
+        e->n_lines = (uint32_t)n;
+    }
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)t);
+}
+
+/* Fill e for method m. Returns -1 when the method ID is no longer valid. */
+static int resolve_method(ss_jresolver *r, JNIEnv *env, jmethodID m, method_entry *e) {
+    jvmtiEnv *j = ss_jvmti;
+    jclass cls = NULL;
+    char *mname = NULL, *sig = NULL, *src = NULL;
+    jvmtiError err = (*j)->GetMethodDeclaringClass(j, m, &cls);
+    if (err != JVMTI_ERROR_NONE) {
+        e->fn = unknown_fn();
+        return -1;
+    }
+    if ((*j)->GetMethodName(j, m, &mname, NULL, NULL) != JVMTI_ERROR_NONE)
+        mname = NULL;
+    if ((*j)->GetClassSignature(j, cls, &sig, NULL) != JVMTI_ERROR_NONE)
+        sig = NULL;
+    jboolean native = JNI_FALSE;
+    (*j)->IsMethodNative(j, m, &native);
+    e->native = native;
+    if ((*j)->GetSourceFileName(j, cls, &src) != JVMTI_ERROR_NONE)
+        src = NULL;
+    if (!native)
+        load_lines(e, m);
+
+    char cname[1024], name[512], file[512], module[256];
+    ss_jclass_name(sig, cname, sizeof cname);
+    ss_mutf8_to_utf8(mname ? mname : "unknown", name, sizeof name);
+    /* jstack: "Native Method", the source file, or "Unknown Source" */
+    if (native)
+        snprintf(file, sizeof file, "Native Method");
+    else
+        ss_mutf8_to_utf8(src ? src : "Unknown Source", file, sizeof file);
+    bool named = module_of(r, env, cls, module, sizeof module);
+    e->fn = ss_funcinfo_intern(cname, name, file, named ? module : NULL, SS_FRAME_JAVA);
+    if (!e->fn)
+        e->fn = unknown_fn();
+    (*j)->Deallocate(j, (unsigned char *)mname);
+    (*j)->Deallocate(j, (unsigned char *)sig);
+    (*j)->Deallocate(j, (unsigned char *)src);
+    (*env)->DeleteLocalRef(env, cls);
+    return 0;
+}
+
+/* HotSpot's Method::line_number_from_bci: an entry starting exactly at the
+ * bci wins; otherwise the last entry with the greatest start below it. */
+static int32_t line_at(const method_entry *e, jlocation bci) {
+    int32_t best_bci = 0, best_line = 0;
+    for (uint32_t i = 0; i < e->n_lines; i++) {
+        const line_entry *l = &e->lines[i];
+        if (l->start == bci)
+            return l->line;
+        if (l->start < bci && l->start >= best_bci) {
+            best_bci = l->start;
+            best_line = l->line;
+        }
+    }
+    return best_line;
+}
+
+int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci, ss_frame *out) {
+    memset(out, 0, sizeof *out);
+    out->addr = (uint64_t)bci;
+    if (!m) {
+        out->fn = unknown_fn();
+        return -1;
+    }
+    method_entry *e = lookup(r, m);
+    if (!e->key) {
+        if (r->used + 1 > r->cap / 2) {
+            if (grow(r) != 0) {
+                /* no room to cache: resolve without keeping it */
+                method_entry tmp = {.key = m};
+                int rc = resolve_method(r, env, m, &tmp);
+                out->fn = tmp.fn;
+                out->line = tmp.native ? 0 : line_at(&tmp, bci);
+                free(tmp.lines);
+                return rc;
+            }
+            e = lookup(r, m);
+        }
+        method_entry fresh = {.key = m};
+        if (resolve_method(r, env, m, &fresh) != 0) {
+            /* unloaded: not cached, the ID stays invalid forever anyway */
+            r->invalid++;
+            out->fn = fresh.fn;
+            return -1;
+        }
+        *e = fresh;
+        r->used++;
+    }
+    out->fn = e->fn;
+    out->line = e->native ? 0 : line_at(e, bci);
+    return 0;
+}

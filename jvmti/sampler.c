@@ -1,0 +1,346 @@
+/* sampler.c: the JVMTI source of rounds.
+ *
+ * One JVM agent thread, "stackshot-sampler" (RunAgentThread: a daemon Java
+ * thread that runs native code and so never holds up a safepoint while it
+ * waits), takes every interval the stacks of all platform threads with one
+ * GetAllStackTraces call, then resolves and describes them outside of any
+ * VM operation, and publishes one round. Nothing is done in JVMTI event
+ * callbacks beyond recording a tid or a virtual thread.
+ *
+ * GetAllStackTraces or GetThreadListStackTraces? Both take every stack in
+ * one VM operation (a safepoint on JDK 17; handshakes on newer JDKs), but
+ * the list variant first needs GetAllThreads, a second pass over the thread
+ * list, and its stacks can miss threads started in between. Measured with
+ * bench/java (JDK 17, 2 cores, 104 threads, 200 rounds, STACKSHOT_JVMTI_STACKS
+ * switches them): see docs/java.md, "Sampling cost"; GetAllStackTraces was
+ * the cheaper of the two, so it is the default. */
+#include "jvmti_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    bool alive;
+    uint32_t interval_ms;
+    uint32_t max_depth;
+    uint32_t max_vthreads;
+    bool include_internal;
+    bool use_list;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+typedef struct sampler {
+    ss_round_builder *builder;
+    ss_jresolver *resolver;
+    ss_nid_matcher *nids;
+    int32_t *order;
+    int64_t *ids;
+    uint32_t cap_order;
+    jthread *vthreads;
+    jvmtiFrameInfo *frames;
+    uint64_t rounds, last_invalid_report;
+} sampler;
+
+/* ---- one round -------------------------------------------------------- */
+
+static jvmtiError take_stacks(jvmtiStackInfo **si, jint *n) {
+    jint depth = (jint)S.max_depth + 1; /* one more: tells a cut stack */
+    if (!S.use_list)
+        return (*ss_jvmti)->GetAllStackTraces(ss_jvmti, depth, si, n);
+    jint nt = 0;
+    jthread *ts = NULL;
+    jvmtiError err = (*ss_jvmti)->GetAllThreads(ss_jvmti, &nt, &ts);
+    if (err != JVMTI_ERROR_NONE)
+        return err;
+    err = (*ss_jvmti)->GetThreadListStackTraces(ss_jvmti, nt, ts, depth, si);
+    *n = nt;
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
+    return err;
+}
+
+static void add_frames(sampler *s, JNIEnv *env, ss_thread_sample *t,
+                       const jvmtiFrameInfo *f, jint count) {
+    uint32_t n = (uint32_t)(count > 0 ? count : 0);
+    if (n > S.max_depth) {
+        n = S.max_depth;
+        t->truncated = true;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        ss_frame fr;
+        ss_jresolve(s->resolver, env, f[i].method, f[i].location, &fr);
+        ss_round_builder_add_frame(s->builder, &fr);
+    }
+}
+
+static int grow_order(sampler *s, uint32_t n) {
+    if (n <= s->cap_order)
+        return 0;
+    int32_t *o = realloc(s->order, n * sizeof *o);
+    if (o)
+        s->order = o;
+    int64_t *ids = realloc(s->ids, n * sizeof *ids);
+    if (ids)
+        s->ids = ids;
+    if (!o || !ids)
+        return -1;
+    s->cap_order = n;
+    return 0;
+}
+
+static int64_t *sort_ids; /* qsort has no context argument */
+static int by_id(const void *a, const void *b) {
+    int64_t x = sort_ids[*(const int32_t *)a], y = sort_ids[*(const int32_t *)b];
+    return (x > y) - (x < y);
+}
+
+/* Platform threads, in Java thread id order (jstack's order too). */
+static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n) {
+    uint32_t skipped = 0;
+    if (grow_order(s, (uint32_t)n) != 0)
+        return (uint32_t)n;
+    ss_nid_matcher_begin(s->nids);
+    for (jint i = 0; i < n; i++) {
+        s->order[i] = i;
+        s->ids[i] = ss_jthreads_id(env, si[i].thread);
+        pid_t known = ss_jthreads_known_nid(si[i].thread);
+        if (known)
+            ss_nid_matcher_take(s->nids, known);
+    }
+    sort_ids = s->ids;
+    qsort(s->order, (size_t)n, sizeof *s->order, by_id);
+    for (jint k = 0; k < n; k++) {
+        const jvmtiStackInfo *info = &si[s->order[k]];
+        if (!(info->state & JVMTI_THREAD_STATE_ALIVE)) {
+            skipped++; /* exited between the listing and the stack */
+            continue;
+        }
+        ss_thread_sample *t = NULL;
+        int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
+                                      S.include_internal, s->nids, &t);
+        if (keep < 0)
+            break;
+        if (keep > 0)
+            add_frames(s, env, t, info->frame_buffer, info->frame_count);
+    }
+    return skipped;
+}
+
+/* Virtual threads: each its own stack, mounted or not. */
+static uint32_t add_virtual(sampler *s, JNIEnv *env) {
+    uint64_t untracked = 0;
+    uint32_t n = ss_vthreads_snapshot(env, s->vthreads, S.max_vthreads, &untracked);
+    uint32_t skipped = (uint32_t)(untracked > UINT32_MAX ? UINT32_MAX : untracked);
+    for (uint32_t i = 0; i < n; i++) {
+        jthread vt = s->vthreads[i];
+        jint state = 0, count = 0;
+        jvmtiThreadInfo ti;
+        memset(&ti, 0, sizeof ti);
+        if ((*ss_jvmti)->GetThreadState(ss_jvmti, vt, &state) != JVMTI_ERROR_NONE ||
+            !(state & JVMTI_THREAD_STATE_ALIVE) ||
+            (*ss_jvmti)->GetStackTrace(ss_jvmti, vt, 0, (jint)S.max_depth + 1, s->frames,
+                                       &count) != JVMTI_ERROR_NONE ||
+            (*ss_jvmti)->GetThreadInfo(ss_jvmti, vt, &ti) != JVMTI_ERROR_NONE) {
+            skipped++;
+            continue;
+        }
+        char name[512];
+        ss_mutf8_to_utf8(ti.name ? ti.name : "", name, sizeof name);
+        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti.name);
+        ss_thread_sample *t = ss_round_builder_add_thread(s->builder, name);
+        if (!t)
+            break;
+        t->number = ss_jthreads_id(env, vt);
+        t->is_virtual = true;
+        t->daemon = ti.is_daemon;
+        t->prio = ti.priority;
+        ss_jthreads_state(state, t);
+        add_frames(s, env, t, s->frames, count);
+    }
+    return skipped;
+}
+
+static void take_round(sampler *s, JNIEnv *env) {
+    if ((*env)->PushLocalFrame(env, 512) != 0) {
+        (*env)->ExceptionClear(env);
+        return;
+    }
+    uint64_t t0 = ss_mono_ns();
+    ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
+    jvmtiStackInfo *si = NULL;
+    jint n = 0;
+    jvmtiError err = take_stacks(&si, &n);
+    uint64_t t1 = ss_mono_ns();
+    if (err != JVMTI_ERROR_NONE) {
+        (*env)->PopLocalFrame(env, NULL);
+        if (err != JVMTI_ERROR_WRONG_PHASE)
+            ss_warn("jvmti: taking stacks failed (JVMTI error %d); round skipped", (int)err);
+        return;
+    }
+    uint32_t skipped = add_platform(s, env, si, n);
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)si);
+    if (ss_vthreads_active())
+        skipped += add_virtual(s, env);
+    (*env)->PopLocalFrame(env, NULL);
+    ss_round *r = ss_round_builder_finish(s->builder, skipped, 0);
+    uint64_t t2 = ss_mono_ns();
+    s->rounds++;
+    if (!r) {
+        ss_warn("jvmti: out of memory building round %llu; round lost",
+                (unsigned long long)s->rounds);
+        return;
+    }
+    r->took_ns = t2 - t0;
+    if (ss_log_enabled(SS_LOG_DEBUG))
+        ss_debug("jvmti: round %llu: %d threads listed, %u kept, %u frames; stacks "
+                 "%.1f us, total %.1f us, %.2f us/thread",
+                 (unsigned long long)r->seq, (int)n, r->n_threads, r->n_frames,
+                 (double)(t1 - t0) / 1e3, (double)(t2 - t0) / 1e3,
+                 n > 0 ? (double)(t2 - t0) / 1e3 / n : 0.0);
+    pthread_mutex_lock(&S.mu);
+    bool stopping = S.stop;
+    pthread_mutex_unlock(&S.mu);
+    if (stopping || !ss_agent_running())
+        ss_round_unref(r); /* the exporters may already be gone */
+    else
+        ss_exporters_publish(r);
+}
+
+/* ---- the agent thread ------------------------------------------------- */
+
+static void abs_mono(struct timespec *ts, uint64_t ns) {
+    ts->tv_sec = (time_t)(ns / 1000000000ull);
+    ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+static bool sampler_init(sampler *s) {
+    memset(s, 0, sizeof *s);
+    s->builder = ss_round_builder_create();
+    s->resolver = ss_jresolver_create();
+    s->nids = ss_nid_matcher_create();
+    s->frames = malloc(((size_t)S.max_depth + 1) * sizeof *s->frames);
+    s->vthreads = S.max_vthreads ? malloc(S.max_vthreads * sizeof *s->vthreads) : NULL;
+    return s->builder && s->resolver && s->nids && s->frames &&
+           (s->vthreads || !S.max_vthreads);
+}
+
+static void sampler_free(sampler *s) {
+    ss_round_builder_destroy(s->builder);
+    ss_jresolver_destroy(s->resolver);
+    ss_nid_matcher_destroy(s->nids);
+    free(s->frames);
+    free(s->vthreads);
+    free(s->order);
+    free(s->ids);
+}
+
+static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
+    (void)jvmti;
+    (void)arg;
+    pid_t me = ss_gettid();
+    ss_internal_thread_add(me);
+    sampler s;
+    if (!sampler_init(&s)) {
+        ss_error("jvmti: out of memory starting the sampler; no samples");
+    } else {
+        uint64_t next = ss_mono_ns();
+        pthread_mutex_lock(&S.mu);
+        while (!S.stop) {
+            pthread_mutex_unlock(&S.mu);
+            take_round(&s, env);
+            uint64_t now = ss_mono_ns();
+            next += (uint64_t)S.interval_ms * 1000000ull;
+            if (next < now) /* fell behind: skip, never burst */
+                next = now + (uint64_t)S.interval_ms * 1000000ull;
+            struct timespec ts;
+            abs_mono(&ts, next);
+            pthread_mutex_lock(&S.mu);
+            while (!S.stop && pthread_cond_timedwait(&S.cv, &S.mu, &ts) != ETIMEDOUT) {
+            }
+        }
+        pthread_mutex_unlock(&S.mu);
+        uint64_t methods, invalid;
+        ss_jresolver_stats(s.resolver, &methods, &invalid);
+        ss_debug("jvmti: sampler done after %llu rounds (%llu methods cached, %llu "
+                 "frames of unloaded methods)",
+                 (unsigned long long)s.rounds, (unsigned long long)methods,
+                 (unsigned long long)invalid);
+    }
+    sampler_free(&s);
+    ss_internal_thread_remove(me);
+    pthread_mutex_lock(&S.mu);
+    S.alive = false;
+    pthread_cond_broadcast(&S.cv);
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* ---- ss_source_ops ------------------------------------------------------ */
+
+static int jvmti_start(const ss_config *cfg) {
+    JNIEnv *env = NULL;
+    if (!ss_jvm || (*ss_jvm)->GetEnv(ss_jvm, (void **)&env, JNI_VERSION_1_6) != JNI_OK)
+        return -EINVAL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&S.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    S.interval_ms = cfg->interval_ms;
+    S.max_depth = cfg->max_depth;
+    S.include_internal = cfg->include_internal;
+    const char *how = ss_config_str("STACKSHOT_JVMTI_STACKS", "all");
+    S.use_list = strcmp(how, "list") == 0;
+    if (!S.use_list && strcmp(how, "all") != 0)
+        ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all' or 'list'", "using all");
+    S.max_vthreads = ss_vthreads_active() ? ss_vthreads_cap() : 0;
+    S.stop = false;
+
+    jclass tc = (*env)->FindClass(env, "java/lang/Thread");
+    jmethodID ctor = tc ? (*env)->GetMethodID(env, tc, "<init>", "(Ljava/lang/String;)V") : NULL;
+    jstring name = ctor ? (*env)->NewStringUTF(env, "stackshot-sampler") : NULL;
+    jobject thread = name ? (*env)->NewObject(env, tc, ctor, name) : NULL;
+    if (!thread) {
+        (*env)->ExceptionClear(env);
+        return -ENOMEM;
+    }
+    S.alive = true;
+    jvmtiError err = (*ss_jvmti)->RunAgentThread(ss_jvmti, thread, sampler_main, NULL,
+                                                  JVMTI_THREAD_NORM_PRIORITY);
+    (*env)->DeleteLocalRef(env, thread);
+    (*env)->DeleteLocalRef(env, name);
+    (*env)->DeleteLocalRef(env, tc);
+    if (err != JVMTI_ERROR_NONE) {
+        S.alive = false;
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+/* Ask the sampler to stop and wait for it until the deadline: at VMDeath
+ * the JVM's exit must not wait longer. A sampler still inside a JVMTI call
+ * at the deadline finishes that call and exits by itself. */
+static void jvmti_stop(uint64_t deadline_ns) {
+    pthread_mutex_lock(&S.mu);
+    S.stop = true;
+    pthread_cond_broadcast(&S.cv);
+    struct timespec ts;
+    abs_mono(&ts, deadline_ns);
+    while (S.alive && pthread_cond_timedwait(&S.cv, &S.mu, &ts) != ETIMEDOUT) {
+    }
+    bool late = S.alive;
+    pthread_mutex_unlock(&S.mu);
+    if (late)
+        ss_warn("jvmti: the sampler did not stop before the shutdown deadline; "
+                "leaving it to the JVM");
+}
+
+const ss_source_ops ss_jvmti_source = {
+    .name = "jvmti",
+    .start = jvmti_start,
+    .stop = jvmti_stop,
+    .after_fork_child = NULL,
+};
