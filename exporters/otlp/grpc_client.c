@@ -27,9 +27,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A channel that failed to connect is replaced, at most this often. */
+#define RECONNECT_NS 1000000000ull
+
 struct ss_grpc_client {
     char target[1024];
+    char user_agent[64];
+    grpc_arg args[8];
+    grpc_channel_args chargs;
+    grpc_channel_credentials *creds;
     grpc_channel *channel;
+    uint64_t channel_born_ns;
+    bool replace_channel; /* the last call found no connection */
     grpc_completion_queue *cq;
     grpc_metadata *md; /* ep->headers as metadata, sent on every call */
     size_t n_md;
@@ -89,6 +98,49 @@ static int make_metadata(ss_grpc_client *c, const ss_otlp_endpoint *ep) {
     return 0;
 }
 
+static void set_args(ss_grpc_client *c, const ss_otlp_endpoint *ep) {
+    grpc_arg *args = c->args;
+    int n = 0;
+    args[n++] = (grpc_arg){.type = GRPC_ARG_STRING,
+                           .key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING,
+                           .value.string = c->user_agent};
+    /* We retry ourselves, by the OTLP rules, and count every attempt. */
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES,
+                           .value.integer = 0};
+    /* Channels are replaced when they cannot connect (see ss_grpc_unary):
+     * a private subchannel pool makes the new channel really connect anew
+     * instead of sharing the old one's backoff. */
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                           .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+                           .value.integer = 1};
+    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                           .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                           .value.integer = 4 << 20};
+    if (ep->compression == SS_OTLP_COMPRESS_GZIP)
+        args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                               .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+                               .value.integer = GRPC_COMPRESS_GZIP};
+    c->chargs = (grpc_channel_args){.num_args = (size_t)n, .args = args};
+}
+
+/* While a channel backs off from a failed connect, its calls fail at once
+ * (UNAVAILABLE) without trying, and gRPC C core 1.51 may take several
+ * seconds (up to minutes: its backoff grows to 120 s) to try again; a
+ * collector that restarts would be ignored that long. A fresh channel
+ * connects on its first call, so a channel whose call found no connection
+ * is replaced before the next call, at most once a second. */
+static void maybe_replace_channel(ss_grpc_client *c) {
+    if (!c->replace_channel || ss_mono_ns() - c->channel_born_ns < RECONNECT_NS)
+        return;
+    grpc_channel *fresh = grpc_channel_create(c->target, c->creds, &c->chargs);
+    if (!fresh)
+        return;
+    grpc_channel_destroy(c->channel);
+    c->channel = fresh;
+    c->channel_born_ns = ss_mono_ns();
+    c->replace_channel = false;
+}
+
 ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
     pthread_once(&grpc_once, grpc_init_once);
     ss_grpc_client *c = calloc(1, sizeof *c);
@@ -102,40 +154,17 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
         ss_grpc_client_destroy(c);
         return NULL;
     }
-    char user_agent[64];
-    snprintf(user_agent, sizeof user_agent, "%s/%s", SS_NAME, SS_VERSION);
-    grpc_arg args[6];
-    int n = 0;
-    args[n++] = (grpc_arg){.type = GRPC_ARG_STRING,
-                           .key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING,
-                           .value.string = user_agent};
-    /* We retry ourselves, by the OTLP rules, and count every attempt. */
-    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES,
-                           .value.integer = 0};
-    /* A collector that comes back is found within seconds, not minutes. */
-    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
-                           .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                           .value.integer = 5000};
-    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
-                           .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-                           .value.integer = 500};
-    args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
-                           .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-                           .value.integer = 4 << 20};
-    if (ep->compression == SS_OTLP_COMPRESS_GZIP)
-        args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
-                               .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
-                               .value.integer = GRPC_COMPRESS_GZIP};
-    grpc_channel_args chargs = {.num_args = (size_t)n, .args = args};
-    grpc_channel_credentials *creds = make_credentials(ep);
-    if (!creds) {
+    snprintf(c->user_agent, sizeof c->user_agent, "%s/%s", SS_NAME, SS_VERSION);
+    set_args(c, ep);
+    c->creds = make_credentials(ep);
+    if (!c->creds) {
         ss_error("otlp: cannot create %s credentials for %s", ep->tls ? "TLS" : "plaintext",
                  c->target);
         ss_grpc_client_destroy(c);
         return NULL;
     }
-    c->channel = grpc_channel_create(c->target, creds, &chargs);
-    grpc_channel_credentials_release(creds);
+    c->channel = grpc_channel_create(c->target, c->creds, &c->chargs);
+    c->channel_born_ns = ss_mono_ns();
     c->cq = grpc_completion_queue_create_for_next(NULL);
     if (!c->channel || !c->cq) {
         ss_error("otlp: cannot create a gRPC channel to %s", c->target);
@@ -150,6 +179,8 @@ void ss_grpc_client_destroy(ss_grpc_client *c) {
         return;
     if (c->channel)
         grpc_channel_destroy(c->channel);
+    if (c->creds)
+        grpc_channel_credentials_release(c->creds);
     if (c->cq) {
         grpc_completion_queue_shutdown(c->cq);
         for (;;) {
@@ -211,6 +242,7 @@ static void find_retry_info(const grpc_metadata_array *trailers, ss_grpc_result 
 
 int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
                   uint64_t deadline_ns, ss_grpc_result *result) {
+    maybe_replace_channel(c);
     grpc_slice method = grpc_slice_from_static_string(method_path);
     grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
                                                c->cq, method, NULL,
@@ -264,6 +296,9 @@ int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes,
         if (status == GRPC_STATUS_OK && recv_bb)
             read_response(recv_bb, &result->response);
         find_retry_info(&trailing, result);
+        if (status == GRPC_STATUS_UNAVAILABLE &&
+            grpc_channel_check_connectivity_state(c->channel, 0) != GRPC_CHANNEL_READY)
+            c->replace_channel = true;
     }
     result->has_retry_delay = result->has_retry_delay && result->status != SS_GRPC_OK;
     grpc_slice_unref(details);

@@ -152,7 +152,7 @@ static void tell_failure(logs_state *s, const ss_grpc_result *res, const char *w
 
 /* Send the head request once. Returns true when the FIFO may go on (the
  * head was delivered or dropped), false when it waits for a retry. */
-static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns, bool final) {
+static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns) {
     pending *p = s->head;
     uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
     if (cap_ns && (!deadline || deadline > cap_ns))
@@ -171,7 +171,7 @@ static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns, bool final) 
     } else {
         atomic_fetch_add(&s->stats->failures, 1);
         uint64_t delay;
-        if (!final && ss_otlp_retryable(st, res.has_retry_delay) &&
+        if (ss_otlp_retryable(st, res.has_retry_delay) &&
             ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
             char what[96];
             snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
@@ -191,7 +191,7 @@ static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns, bool final) 
 /* Send what is due, oldest first, until something must wait. */
 static void pump(logs_state *s) {
     while (s->head && ss_mono_ns() >= s->not_before_ns)
-        if (!send_head(s, ss_mono_ns(), 0, false))
+        if (!send_head(s, ss_mono_ns(), 0))
             break;
 }
 
@@ -276,16 +276,22 @@ static void logs_tick(void *state, uint64_t now) {
     pump(s);
 }
 
-/* One last attempt for everything still held, within the deadline; what
- * cannot go is counted as dropped. */
+/* Deliver what is still held before the deadline: the usual rules
+ * (backoff, server delays, retries), each call's deadline capped by the
+ * shutdown deadline; what cannot go in time is counted as dropped. */
 static void logs_close(void *state, uint64_t deadline_ns) {
     logs_state *s = state;
     while (s->head) {
         uint64_t now = ss_mono_ns();
         if (now + 1000000 >= deadline_ns)
             break;
-        if (!send_head(s, now, deadline_ns, true))
-            break;
+        if (now < s->not_before_ns) {
+            if (s->not_before_ns >= deadline_ns)
+                break;
+            ss_sleep_ns(s->not_before_ns - now);
+            continue;
+        }
+        send_head(s, now, deadline_ns);
     }
     if (s->head) {
         size_t lost = 0;

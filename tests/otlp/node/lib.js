@@ -18,7 +18,8 @@ function skip(why) {
 // The npm packages are installed by `npm ci` in this folder (.ci/install-deps).
 function requireDeps() {
     const nm = path.join(__dirname, 'node_modules');
-    for (const p of ['@elastic/mockotlpserver', '@grpc/grpc-js', '@grpc/proto-loader']) {
+    for (const p of ['@elastic/mockotlpserver', '@grpc/grpc-js', '@grpc/proto-loader',
+        'protobufjs']) {
         if (!fs.existsSync(path.join(nm, p))) {
             skip(`${p} is not installed: run "npm ci" in ${__dirname}`);
         }

@@ -1,0 +1,263 @@
+// failure_e2e.js: otlp_logs when the backend misbehaves.
+//
+//   node failure_e2e.js <case>
+//
+// Each case starts a scripted receiver (receiver.js) and runs the agent core
+// with a scripted source (OTLP_DRIVER: 3 threads a round, one in a span)
+// exporting to it, then checks what arrived, the counters line printed at
+// exit and the agent's messages. Short intervals and timeouts keep every
+// case within a few seconds.
+'use strict';
+
+const assert = require('assert/strict');
+const lib = require('./lib');
+
+lib.requireDeps();
+const {Receiver, RawReceiver} = require('./receiver');
+
+const INTERVAL = 150;
+const THREADS = 3;
+
+function baseEnv(port, extra = {}) {
+    return {
+        SPLUNK_PROFILER_ENABLED: 'true',
+        SPLUNK_PROFILER_CALL_STACK_INTERVAL: String(INTERVAL),
+        STACKSHOT_EXPORTERS: 'otlp_logs',
+        STACKSHOT_OUTPUT_DIR: lib.tmpDir('fail'),
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: '2000',
+        STACKSHOT_OTLP_RETRY_INITIAL: '100',
+        STACKSHOT_OTLP_RETRY_MAX: '400',
+        STACKSHOT_SHUTDOWN_TIMEOUT: '3000',
+        ...extra,
+    };
+}
+
+function driver(rounds, env, threads = THREADS) {
+    return lib.run(process.env.OTLP_DRIVER, [String(rounds), String(threads)], env);
+}
+
+// Every (round, thread) delivered exactly once, and nothing else.
+function assertExactlyOnce(recv, rounds, threads = THREADS) {
+    const seen = new Map();
+    for (const r of recv.delivered()) {
+        const key = `${r.time}/${r.name}`;
+        seen.set(key, (seen.get(key) || 0) + 1);
+    }
+    for (const [key, n] of seen) assert.equal(n, 1, `${key} delivered ${n} times`);
+    const times = new Set([...seen.keys()].map((k) => k.split('/')[0]));
+    assert.equal(times.size, rounds, 'every round delivered');
+    assert.equal(seen.size, rounds * threads, 'every record delivered');
+}
+
+const cases = {
+    // UNAVAILABLE twice, then OK: retried with backoff, each record once.
+    async unavailable_then_ok() {
+        const recv = new Receiver((i) => (i < 2 ? {code: 14, details: 'warming up'} : {}));
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        assertExactlyOnce(recv, 3);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.exported, 9);
+        assert.equal(k.dropped, 0);
+        assert.equal(k.failures, 2);
+        assert.equal(k.retries, 2);
+        assert.match(res.stderr, /export to .* failed: UNAVAILABLE: warming up; retrying in \d+ ms/);
+        assert.match(res.stderr, /delivering to .* again/);
+        // the retries were spaced by the backoff (100 ms initial, jittered down to half)
+        assert.ok(recv.calls[1].t - recv.calls[0].t >= 40, 'backoff before the 1st retry');
+        assert.ok(recv.calls[2].t - recv.calls[1].t >= 90, 'longer backoff before the 2nd');
+        // the request carries event_name (v1.11 field 12): our protos decode it
+        const rec = recv.delivered()[0].rec;
+        assert.equal(rec.event_name, 'otel.profiling');
+    },
+
+    // RESOURCE_EXHAUSTED with RetryInfo: retried no earlier than asked.
+    async resource_exhausted_retry_info() {
+        const recv = new Receiver((i) =>
+            i === 0 ? {code: 8, details: 'slow down', retryDelayMs: 800} : {});
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        assertExactlyOnce(recv, 3);
+        const gap = recv.calls[1].t - recv.calls[0].t;
+        assert.ok(gap >= 780, `server delay honoured (${gap} ms)`);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.retries, 1);
+        assert.equal(k.dropped, 0);
+        assert.match(res.stderr, /RESOURCE_EXHAUSTED: slow down; retrying in (\d+) ms/);
+        const ms = Number(/RESOURCE_EXHAUSTED: slow down; retrying in (\d+) ms/.exec(res.stderr)[1]);
+        assert.ok(ms >= 800, `announced delay ${ms} >= 800`);
+    },
+
+    // RESOURCE_EXHAUSTED without RetryInfo is not retryable: dropped, counted.
+    async resource_exhausted_plain() {
+        const recv = new Receiver((i) => (i === 0 ? {code: 8, details: 'quota'} : {}));
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.dropped, 3);
+        assert.equal(k.exported, 6);
+        assert.equal(k.retries, 0);
+        assert.equal(recv.calls.length, 3, 'the rejected batch was not sent again');
+        assert.match(res.stderr, /RESOURCE_EXHAUSTED: quota; dropping the batch/);
+    },
+
+    // INVALID_ARGUMENT: dropped and counted, never retried.
+    async invalid_argument() {
+        const recv = new Receiver(() => ({code: 3, details: 'bad request'}));
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.exported, 0);
+        assert.equal(k.dropped, 9);
+        assert.equal(k.failures, 3);
+        assert.equal(k.retries, 0);
+        assert.equal(recv.calls.length, 3);
+        // logged once at warning level, not once per batch
+        assert.equal(res.stderr.match(/INVALID_ARGUMENT/g).length, 1);
+    },
+
+    // Partial success: rejected records counted, the rest exported, no retry.
+    async partial_success() {
+        const recv = new Receiver(() => ({partial: {rejected: 1, message: 'one bad record'}}));
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.rejected, 3);
+        assert.equal(k.exported, 6);
+        assert.equal(k.retries, 0);
+        assert.equal(recv.calls.length, 3);
+        assert.equal(res.stderr.match(/accepted a batch partially: 1 of 3 records rejected \(one bad record\); not retried/g).length, 1);
+    },
+
+    // A receiver that never answers the first call: the deadline ends it,
+    // it is retried, and the retry is delivered.
+    async deadline() {
+        const recv = new Receiver((i) => (i === 0 ? {hang: true} : {}));
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port, {OTEL_EXPORTER_OTLP_TIMEOUT: '300'}));
+        await recv.close();
+        assert.equal(res.code, 0);
+        assert.match(res.stderr, /DEADLINE_EXCEEDED.*retrying in/);
+        assertExactlyOnce(recv, 3); // the held call was never answered OK
+        const k = lib.counters(res.stderr);
+        assert.equal(k.exported, 9);
+        assert.ok(k.retries >= 1);
+        assert.ok(res.ms < 6000, `no long stall (${res.ms} ms)`);
+    },
+
+    // No receiver for a while, then one appears: data after the gap arrives,
+    // what the gap costs is bounded by STACKSHOT_MAX_MEMORY and counted.
+    async gap_then_receiver() {
+        const port = await lib.freePort();
+        const threads = 300, rounds = 24;
+        const running = driver(rounds, baseEnv(port, {
+            STACKSHOT_MAX_MEMORY: '1M',
+            STACKSHOT_OTLP_RETRY_ATTEMPTS: '1000',
+            STACKSHOT_OTLP_RETRY_MAX: '200',
+        }), threads);
+        await lib.sleep(2000);
+        const recv = new Receiver(() => ({}));
+        await recv.start(port);
+        const res = await running;
+        await recv.close();
+        assert.equal(res.code, 0);
+        const k = lib.counters(res.stderr);
+        const total = rounds * threads;
+        assert.ok(k.dropped > 0 || k.roundsDropped > 0, 'the gap cost something');
+        assert.match(res.stderr, /dropping the oldest batches to stay within STACKSHOT_MAX_MEMORY/);
+        // nothing lost silently: every record exported or counted as dropped
+        assert.equal(k.exported + k.dropped + k.roundsDropped * threads, total,
+            JSON.stringify(k));
+        // the rounds after the gap arrived, the last one included
+        const times = [...new Set(recv.delivered().map((r) => r.time))].sort();
+        assert.ok(times.length >= 5, `rounds after the gap: ${times.length}`);
+        assert.equal(k.exported, recv.delivered().length);
+        // bounded: what waited during the gap (1 MiB cap) is far less than
+        // what the gap produced
+        const perRecord = k.bytes / Math.max(k.exported, 1);
+        const gapRounds = Math.floor(2000 / INTERVAL);
+        assert.ok(k.dropped * perRecord > 0.3 * gapRounds * threads * perRecord - 1024 * 1024,
+            'the oldest went');
+    },
+
+    // Headers: lowercase keys, decoded values; never printed. User agent.
+    async headers() {
+        const recv = new RawReceiver();
+        const port = await recv.start();
+        const res = await driver(2, baseEnv(port, {
+            OTEL_EXPORTER_OTLP_HEADERS: 'X-SF-Token=s3cr%3Dt%2Cvalue,Other-Key=1',
+            OTEL_EXPORTER_OTLP_LOGS_HEADERS: 'other-key=logs',
+            STACKSHOT_LOG_LEVEL: 'debug',
+        }));
+        await recv.close();
+        assert.equal(res.code, 0);
+        assert.ok(recv.calls.length >= 2);
+        const c = recv.calls[0];
+        assert.ok(c.names.includes('x-sf-token'), `header names on the wire: ${c.names}`);
+        assert.ok(!c.names.includes('X-SF-Token'));
+        assert.equal(c.headers['x-sf-token'], 's3cr=t,value');
+        assert.equal(c.headers['other-key'], 'logs', 'per-signal headers win');
+        assert.match(c.headers['user-agent'], /^stackshot\/\d+\.\d+\.\d+ /);
+        assert.equal(c.headers['content-type'], 'application/grpc');
+        assert.ok(!/s3cr/.test(res.stderr), 'a header value appeared in the logs');
+        assert.equal(c.compressed, 0);
+        const req = RawReceiver.decode(c.message);
+        assert.equal(req.resource_logs[0].scope_logs[0].log_records.length, 3);
+    },
+
+    // gzip: the message goes compressed and decodes to the same request.
+    async gzip() {
+        const recv = new RawReceiver();
+        const port = await recv.start();
+        const res = await driver(2, baseEnv(port, {OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip'}));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const c = recv.calls[0];
+        assert.equal(c.headers['grpc-encoding'], 'gzip');
+        assert.equal(c.compressed, 1, 'compressed-flag byte');
+        assert.ok(c.wireLength < c.message.length, 'smaller on the wire');
+        const req = RawReceiver.decode(c.message);
+        const recs = req.resource_logs[0].scope_logs[0].log_records;
+        assert.equal(recs.length, 3);
+        assert.match(recs[0].body.string_value, /^"otlp-spinner" #2 /);
+    },
+
+    // A gRPC server without LogsService: one clear line, data dropped.
+    async unimplemented() {
+        const recv = new Receiver(() => ({}), {withService: false});
+        const port = await recv.start();
+        const res = await driver(3, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const lines = res.stderr.split('\n').filter((l) => /UNIMPLEMENTED/.test(l));
+        assert.equal(lines.length, 1, lines.join('\n'));
+        assert.match(lines[0], /not an OTLP\/gRPC receiver with a logs pipeline/);
+        const k = lib.counters(res.stderr);
+        assert.equal(k.dropped, 9);
+        assert.equal(k.retries, 0);
+    },
+};
+
+async function main() {
+    const name = process.argv[2];
+    if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
+    if (!process.env.OTLP_DRIVER) lib.skip('OTLP_DRIVER is not set');
+    await cases[name]();
+    console.log(`ok: ${name}`);
+}
+
+main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+});
