@@ -168,7 +168,9 @@ int ss_otlp_parse_url(const char *url, bool insecure, char *target, size_t targe
         return -EINVAL; /* grpc://, unix://... : not an OTLP endpoint */
     }
     /* a path after the authority is ignored: gRPC has none */
-    size_t n = strcspn(p, "/?# \t");
+    size_t n = strcspn(p, "/?#");
+    while (n > 0 && isspace((unsigned char)p[n - 1]))
+        n--;
     if (n == 0)
         return -EINVAL;
     /* host, [v6]:port, host:port */

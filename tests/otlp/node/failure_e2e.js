@@ -249,6 +249,55 @@ const cases = {
     },
 };
 
+// Bad configuration: one line per bad value, safe fallbacks, the host
+// program runs on and exits 0, secrets never printed.
+cases.bad_config = async () => {
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start();
+    const res = await driver(2, baseEnv(port, {
+        // malformed: falls back to the default endpoint (localhost:4317)
+        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://bad host name:1',
+        OTEL_EXPORTER_OTLP_HEADERS: 'tokenwithoutequals,x-ok=1',
+        OTEL_EXPORTER_OTLP_TIMEOUT: 'ten',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+        OTEL_RESOURCE_ATTRIBUTES: 'a=1,b=%zz',
+        STACKSHOT_LOGS_BATCH_SIZE: 'many',
+        STACKSHOT_SHUTDOWN_TIMEOUT: '1000',
+    }));
+    await recv.close();
+    assert.equal(res.code, 0, 'the host keeps running and exits 0');
+    const lines = res.stderr.split('\n');
+    const one = (re) => {
+        const hits = lines.filter((l) => re.test(l));
+        assert.equal(hits.length, 1, `${re}: ${hits.join(' | ')}`);
+        return hits[0];
+    };
+    one(/OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http:\/\/bad host name:1: not an endpoint.*; using http:\/\/localhost:4317/);
+    one(/OTEL_EXPORTER_OTLP_HEADERS: header item 1 has no '='; skipping that header/);
+    one(/OTEL_EXPORTER_OTLP_TIMEOUT=ten: not an integer number of milliseconds; using 10000/);
+    one(/OTEL_EXPORTER_OTLP_PROTOCOL=http\/protobuf: only grpc is supported/);
+    one(/OTEL_RESOURCE_ATTRIBUTES=.*ignoring the whole variable/);
+    one(/STACKSHOT_LOGS_BATCH_SIZE=many/);
+    assert.ok(!/tokenwithoutequals/.test(res.stderr), 'a header item was printed');
+    lib.counters(res.stderr); // the counters line is there
+};
+
+// The endpoint precedence, end to end: SPLUNK_PROFILER_LOGS_ENDPOINT beats
+// the OTEL variables (which point nowhere here).
+cases.splunk_endpoint = async () => {
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start();
+    const dead = await lib.freePort();
+    const res = await driver(2, baseEnv(dead, {
+        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: `http://127.0.0.1:${dead}`,
+        SPLUNK_PROFILER_LOGS_ENDPOINT: `http://127.0.0.1:${port}`,
+    }));
+    await recv.close();
+    assert.equal(res.code, 0);
+    assert.equal(recv.delivered().length, 6);
+    assert.equal(lib.counters(res.stderr).exported, 6);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
