@@ -52,7 +52,7 @@ void ss_jresolver_destroy(ss_jresolver *r);
 int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci,
                 ss_frame *out);
 void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods,
-                        uint64_t *invalid);
+                        uint64_t *invalid, uint64_t *clears);
 
 /* ---- threads.c ---------------------------------------------------- */
 

@@ -21,11 +21,16 @@
  *    redefined methods only, and only when the bytecode's lines moved.
  *
  * The hash table is open addressing, grown at half full; the sampler thread
- * is its only user. */
+ * is its only user. It is bounded: a program that keeps loading classes
+ * (generated proxies, scripts, a class-unloading loop) would grow it
+ * forever, so at MAX_METHODS entries it is emptied and refilled from the
+ * next stacks (the strings stay interned; only line tables are re-read). */
 #include "jvmti_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define MAX_METHODS 32768
 
 typedef struct line_entry {
     int32_t start; /* bci */
@@ -43,7 +48,7 @@ typedef struct method_entry {
 struct ss_jresolver {
     method_entry *slots;
     uint32_t cap, used;
-    uint64_t invalid;
+    uint64_t invalid, clears;
     jclass module_cls, descriptor_cls, optional_cls;
     jmethodID get_name, get_descriptor, raw_version, or_else;
     bool module_ids_tried;
@@ -72,9 +77,11 @@ void ss_jresolver_destroy(ss_jresolver *r) {
     free(r);
 }
 
-void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods, uint64_t *invalid) {
+void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods, uint64_t *invalid,
+                        uint64_t *clears) {
     *methods = r->used;
     *invalid = r->invalid;
+    *clears = r->clears;
 }
 
 static uint32_t hash_ptr(const void *p) {
@@ -83,6 +90,14 @@ static uint32_t hash_ptr(const void *p) {
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     return (uint32_t)x;
+}
+
+static void clear(ss_jresolver *r) {
+    for (uint32_t i = 0; i < r->cap; i++)
+        free(r->slots[i].lines);
+    memset(r->slots, 0, (size_t)r->cap * sizeof *r->slots);
+    r->used = 0;
+    r->clears++;
 }
 
 static method_entry *lookup(ss_jresolver *r, jmethodID m) {
@@ -278,6 +293,10 @@ int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci, ss_fra
     }
     method_entry *e = lookup(r, m);
     if (!e->key) {
+        if (r->used >= MAX_METHODS) {
+            clear(r);
+            e = lookup(r, m);
+        }
         if (r->used + 1 > r->cap / 2) {
             if (grow(r) != 0) {
                 /* no room to cache: resolve without keeping it */

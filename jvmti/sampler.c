@@ -263,12 +263,12 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
             }
         }
         pthread_mutex_unlock(&S.mu);
-        uint64_t methods, invalid;
-        ss_jresolver_stats(s.resolver, &methods, &invalid);
-        ss_debug("jvmti: sampler done after %llu rounds (%llu methods cached, %llu "
-                 "frames of unloaded methods)",
+        uint64_t methods, invalid, clears;
+        ss_jresolver_stats(s.resolver, &methods, &invalid, &clears);
+        ss_debug("jvmti: sampler done after %llu rounds (%llu methods cached, cache "
+                 "emptied %llu times, %llu frames of unloaded methods)",
                  (unsigned long long)s.rounds, (unsigned long long)methods,
-                 (unsigned long long)invalid);
+                 (unsigned long long)clears, (unsigned long long)invalid);
     }
     sampler_free(&s);
     ss_internal_thread_remove(me);

@@ -8,6 +8,8 @@
  * Runs for argv[0] seconds (default 30), then exits. Every thread except
  * busy-worker stops in one known place, so its stack is the same in jstack
  * and in the agent's output. Prints "ready" on stdout once they are there.
+ * On JDK 21+ it also starts a virtual thread, "virtual-sleeper", sleeping in
+ * Demo.virtualSleeper (through reflection, so the file compiles with JDK 17).
  */
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.locks.LockSupport;
@@ -107,6 +109,26 @@ public class Demo {
         }
     }
 
+    static void virtualSleeper() {
+        while (!done)
+            sleepQuietly(60_000);
+    }
+
+    /* Thread.ofVirtual().name("virtual-sleeper").start(Demo::virtualSleeper),
+     * when this JDK has virtual threads. */
+    static boolean startVirtual() {
+        try {
+            Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
+            Class<?> api = Class.forName("java.lang.Thread$Builder");
+            builder = api.getMethod("name", String.class).invoke(builder, "virtual-sleeper");
+            Runnable r = Demo::virtualSleeper;
+            api.getMethod("start", Runnable.class).invoke(builder, r);
+            return true;
+        } catch (ReflectiveOperationException e) {
+            return false;
+        }
+    }
+
     static Thread start(String name, Runnable r) {
         Thread t = new Thread(r, name);
         t.setDaemon(true);
@@ -130,6 +152,8 @@ public class Demo {
         }, "w\u00f6rker-\u7ebf\u7a0b");
         lambda.start(); /* not a daemon: prints daemon-less in jstack */
         ready.await();
+        if (startVirtual())
+            System.out.println("virtual");
         /* monitor-blocked needs the holder to own heldLock first */
         Thread blocked = start("monitor-blocked", Demo::blocked);
         while (blocked.getState() != Thread.State.BLOCKED)

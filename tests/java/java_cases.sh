@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Java agent cases that need no jstack comparison:
+#   java_cases.sh <case> <java_home> <libstackshot.so> <classes dir>
+# cases:
+#   bad_option   a bad option string prints one line per bad item, the JVM
+#                runs normally and the agent still samples with the good ones
+#   disabled     without SPLUNK_PROFILER_ENABLED=true the agent starts no
+#                thread (no "stackshot-" in /proc comm nor in jstack) and
+#                writes nothing; the same run enabled shows the thread
+#                (so the check can fail)
+#   churn        classes loaded and unloaded in a loop (custom loaders, GC),
+#                sampled every 10 ms for STACKSHOT_CHURN_SECONDS (default 20)
+#                without a crash, frames of the churned classes resolved
+set -uo pipefail
+case_=$1 jh=$2 lib=$3 classes=$4
+java=$jh/bin/java
+tmp=$(mktemp -d /tmp/ss-java-case.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+unset SPLUNK_PROFILER_ENABLED SPLUNK_PROFILER_CALL_STACK_INTERVAL STACKSHOT_OUTPUT_DIR \
+      STACKSHOT_LOG_LEVEL STACKSHOT_EXPORTERS SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Start the demo in the background; wait for "ready". Sets $pid.
+start_demo() {
+    local seconds=$1; shift
+    "$java" "$@" -cp "$classes" Demo "$seconds" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 1 300); do
+        grep -q '^ready' "$tmp/out" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    fail "demo did not get ready: $(cat "$tmp/err")"
+    return 1
+}
+
+agent_threads() { # names of stackshot threads of $pid, from /proc
+    cat /proc/"$pid"/task/*/comm 2>/dev/null | grep -c '^stackshot-' || true
+}
+
+case $case_ in
+bad_option)
+    # (a comma splits only before KEY=: "garbage" must come first to be an item)
+    opts="garbage,SPLUNK_PROFILER_ENABLED=true,NOT_A_KEY=1,SPLUNK_PROFILER_CALL_STACK_INTERVAL=abc,STACKSHOT_OUTPUT_DIR=$tmp/o"
+    "$java" "-agentpath:$lib=$opts" -cp "$classes" Demo 2 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "JVM exit code $rc"
+    grep -q '^ready' "$tmp/out" || fail "demo did not run"
+    grep '^stackshot: ' "$tmp/err" | grep -v -e 'started in pid' -e 'text: ' >"$tmp/lines"
+    cat "$tmp/lines"
+    expect=$(printf '%s\n' \
+        "stackshot: option 'garbage': expected key=value; ignoring it" \
+        "stackshot: option 'NOT_A_KEY': unknown key; ignoring it" \
+        "stackshot: SPLUNK_PROFILER_CALL_STACK_INTERVAL=abc: not an integer; using 1000")
+    [ "$(cat "$tmp/lines")" = "$expect" ] || fail "expected exactly these lines:
+$expect"
+    grep -q 'at Demo.sleeper(Demo.java:' "$tmp"/o/java.*.txt 2>/dev/null ||
+        fail "the agent did not sample with the good options"
+    # disabled and a bad option: still one line, still runs
+    "$java" "-agentpath:$lib=bogus" -cp "$classes" Demo 1 >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] || fail "JVM with a bare bad option failed"
+    [ "$(grep -c '^stackshot: ' "$tmp/err")" -eq 1 ] || fail "bare bad option: $(cat "$tmp/err")"
+    ;;
+disabled)
+    start_demo 30 "-agentpath:$lib=STACKSHOT_OUTPUT_DIR=$tmp/off" || exit 1
+    sleep 0.5
+    n=$(agent_threads)
+    [ "$n" -eq 0 ] || fail "disabled agent runs $n stackshot threads"
+    "$jh/bin/jstack" "$pid" >"$tmp/jstack"
+    grep -q '"main"' "$tmp/jstack" || fail "jstack did not work"
+    ! grep -q '"stackshot-' "$tmp/jstack" || fail "jstack shows a stackshot thread"
+    [ ! -e "$tmp/off" ] || fail "disabled agent created $tmp/off"
+    [ ! -s "$tmp/err" ] || fail "disabled agent printed: $(cat "$tmp/err")"
+    kill "$pid"; wait "$pid" 2>/dev/null
+    # control: enabled, the thread is there
+    export SPLUNK_PROFILER_ENABLED=true
+    start_demo 30 "-agentpath:$lib=STACKSHOT_OUTPUT_DIR=$tmp/on" || exit 1
+    sleep 0.5
+    [ "$(agent_threads)" -gt 0 ] || fail "control: enabled agent shows no stackshot thread"
+    "$jh/bin/jstack" "$pid" | grep -q '"stackshot-sampler"' ||
+        fail "control: jstack does not show stackshot-sampler"
+    kill "$pid"; wait "$pid" 2>/dev/null
+    ;;
+churn)
+    secs=${STACKSHOT_CHURN_SECONDS:-20}
+    SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=10 \
+        STACKSHOT_OUTPUT_DIR=$tmp/o \
+        "$java" -Xlog:class+unload=info:file="$tmp/unload.log" "-agentpath:$lib" \
+        -cp "$classes" ClassChurn "$secs" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    cat "$tmp/out"
+    [ $rc -eq 0 ] || fail "JVM exit code $rc: $(tail -5 "$tmp/err")"
+    unloaded=$(grep -c ChurnPayload "$tmp/unload.log" || true)
+    [ "$unloaded" -gt 100 ] || fail "only $unloaded classes unloaded: the test tests nothing"
+    f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
+    rounds=$(grep -c '^Full thread dump' "$f" 2>/dev/null || echo 0)
+    [ "$rounds" -gt $((secs * 20)) ] || fail "only $rounds rounds in ${secs}s at 10 ms"
+    grep -q 'at ChurnPayload.descend(ClassChurn.java:' "$f" ||
+        fail "no resolved ChurnPayload frame"
+    ! grep -v 'text: rounds' "$tmp/err" | grep -i '^stackshot: .*\(error\|warn\|fail\)' ||
+        fail "agent complained"
+    echo "unloaded $unloaded classes, $rounds rounds, $(grep -c 'unknown.unknown' "$f") frames of unloaded methods"
+    ;;
+*)
+    echo "unknown case $case_"; exit 2 ;;
+esac
+[ $fails -eq 0 ] && echo "OK: $case_" || { echo "$fails failure(s)"; exit 1; }
