@@ -1,0 +1,319 @@
+/* bench_otlp_logs.c: what the otlp_logs exporter costs.
+ *
+ *   bench_otlp_logs [rounds]      (default 200)
+ *
+ * Synthetic rounds of 100 threads, 50 frames each (Java-like names), built
+ * with ss_round_builder. Prints, each against a baseline measured in the
+ * same run:
+ *   1. encoding: records/s and bytes per record of the OTLP request, plain
+ *      and gzip-compressed, against formatting the same bodies as text only;
+ *   2. export on loopback to an in-process gRPC C-core server that answers
+ *      OK: records/s, without and with gzip, against encoding alone;
+ *   3. resident memory the exporter adds (gRPC initialised, channel,
+ *      resource, one request in flight), measured before the server exists;
+ *   4. cost on a host workload while the agent runs with the receiver down
+ *      (otlp_logs to a closed port, a round every 20 ms) against the agent
+ *      running with no exporter at all: the ratio of the workload's time.
+ * Timings are never asserted; they vary with the machine. */
+#include "exporters/otlp/logs.h"
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define THREADS 100
+#define DEPTH 50
+
+static ss_round *make_round(uint64_t seq) {
+    ss_round_builder *b = ss_round_builder_create();
+    ss_round_builder_begin(b, ss_wall_ns(), 1000, SS_RUNTIME_JVM);
+    const ss_funcinfo *fns[DEPTH];
+    for (int d = 0; d < DEPTH; d++) {
+        char ns[64], name[64], file[64];
+        snprintf(ns, sizeof ns, "com.example.service.layer%d.Component%d", d % 7, d);
+        snprintf(name, sizeof name, "handleRequest%d", d);
+        snprintf(file, sizeof file, "Component%d.java", d);
+        fns[d] = ss_funcinfo_intern(ns, name, file, d < 5 ? "java.base@17.0.15" : NULL,
+                                    SS_FRAME_JAVA);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "http-nio-8080-exec-%d", i);
+        ss_thread_sample *t = ss_round_builder_add_thread(b, name);
+        t->number = 30 + i;
+        t->nid = 10000 + i;
+        t->tid = 0x7f0000001000ull + (uint64_t)i * 0x1000;
+        t->prio = 5;
+        t->state = i % 3 ? SS_STATE_WAITING : SS_STATE_RUNNABLE;
+        t->status = i % 3 ? "waiting on condition" : "runnable";
+        t->state_detail = i % 3 ? "parking" : NULL;
+        t->cpu_ns = 1000000ull * (uint64_t)(i + seq);
+        t->elapsed_ns = 5000000000ull;
+        t->has_span = i % 4 == 0;
+        for (int d = 0; d < DEPTH; d++) {
+            ss_frame f = {.fn = fns[(d + i) % DEPTH], .line = 100 + d, .addr = (uint64_t)d};
+            ss_round_builder_add_frame(b, &f);
+        }
+    }
+    ss_round *r = ss_round_builder_finish(b, 0, 0);
+    ss_round_builder_destroy(b);
+    return r;
+}
+
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+static size_t rss_kib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE) / 1024;
+}
+
+static size_t gzip_len(const void *p, size_t n) {
+    uLongf out = compressBound(n);
+    Bytef *buf = malloc(out);
+    /* gRPC's gzip uses zlib's default level */
+    z_stream z = {0};
+    deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    z.next_in = (Bytef *)p;
+    z.avail_in = (uInt)n;
+    z.next_out = buf;
+    z.avail_out = (uInt)out;
+    deflate(&z, Z_FINISH);
+    size_t len = z.total_out;
+    deflateEnd(&z);
+    free(buf);
+    return len;
+}
+
+/* ---- an OK-answering gRPC server on its own thread ------------------ */
+
+static grpc_server *server;
+static grpc_completion_queue *server_cq;
+
+static void wait_tag(grpc_completion_queue *cq, void *tag) {
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || ev.tag == tag)
+            return;
+    }
+}
+
+static void *server_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        grpc_call *call = NULL;
+        grpc_call_details details;
+        grpc_metadata_array md;
+        grpc_call_details_init(&details);
+        grpc_metadata_array_init(&md);
+        if (grpc_server_request_call(server, &call, &details, &md, server_cq, server_cq,
+                                     (void *)1) != GRPC_CALL_OK)
+            return NULL;
+        wait_tag(server_cq, (void *)1);
+        grpc_byte_buffer *in = NULL;
+        grpc_op ops[2];
+        memset(ops, 0, sizeof ops);
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[1].op = GRPC_OP_RECV_MESSAGE;
+        ops[1].data.recv_message.recv_message = &in;
+        grpc_call_start_batch(call, ops, 2, (void *)2, NULL);
+        wait_tag(server_cq, (void *)2);
+        grpc_slice empty = grpc_empty_slice();
+        grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&empty, 0);
+        int cancelled = 0;
+        grpc_op ops2[3];
+        memset(ops2, 0, sizeof ops2);
+        ops2[0].op = GRPC_OP_SEND_MESSAGE;
+        ops2[0].data.send_message.send_message = out;
+        ops2[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops2[1].data.send_status_from_server.status = GRPC_STATUS_OK;
+        ops2[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops2[2].data.recv_close_on_server.cancelled = &cancelled;
+        grpc_call_start_batch(call, ops2, 3, (void *)3, NULL);
+        wait_tag(server_cq, (void *)3);
+        grpc_byte_buffer_destroy(out);
+        if (in)
+            grpc_byte_buffer_destroy(in);
+        grpc_call_unref(call);
+        grpc_call_details_destroy(&details);
+        grpc_metadata_array_destroy(&md);
+    }
+}
+
+static int start_server(void) {
+    server = grpc_server_create(NULL, NULL);
+    server_cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(server, server_cq, NULL);
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(server, "127.0.0.1:0", creds);
+    grpc_server_credentials_release(creds);
+    grpc_server_start(server);
+    pthread_t t;
+    pthread_create(&t, NULL, server_main, NULL);
+    pthread_detach(t);
+    return port;
+}
+
+/* ---- the host workload ---------------------------------------------- */
+
+static uint64_t workload(void) {
+    uint64_t t0 = ss_mono_ns();
+    volatile uint64_t x = 1;
+    for (uint64_t i = 0; i < 400000000ull; i++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return ss_mono_ns() - t0;
+}
+
+static _Atomic bool source_stop;
+static pthread_t source_thread;
+
+static void *source_main(void *arg) {
+    (void)arg;
+    uint64_t seq = 0;
+    while (!atomic_load(&source_stop)) {
+        ss_exporters_publish(make_round(++seq));
+        ss_sleep_ns(20000000);
+    }
+    return NULL;
+}
+
+static int source_start(const ss_config *cfg) {
+    (void)cfg;
+    atomic_store(&source_stop, false);
+    return ss_thread_start(&source_thread, "bench", source_main, NULL);
+}
+
+static void source_stop_fn(uint64_t deadline) {
+    atomic_store(&source_stop, true);
+    ss_thread_join(source_thread, deadline);
+}
+
+static const ss_source_ops bench_source = {
+    .name = "bench", .start = source_start, .stop = source_stop_fn};
+
+static uint64_t host_run(uint32_t exporters, const char *endpoint) {
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint, 1);
+    setenv("STACKSHOT_LOG_LEVEL", "error", 1);
+    ss_config cfg;
+    ss_config_load(&cfg);
+    cfg.enabled = true;
+    cfg.exporters = exporters;
+    cfg.interval_ms = 20;
+    cfg.shutdown_ms = 500;
+    ss_agent_start(&bench_source, &cfg);
+    uint64_t t = workload();
+    ss_agent_stop();
+    return t;
+}
+
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 200;
+    ss_process_refresh();
+    ss_log_set_level(SS_LOG_ERROR);
+    ss_otlp_resource res;
+    ss_otlp_resource_build(&res);
+    ss_round *r = make_round(1);
+    ss_logs_encoder enc;
+    ss_logs_encoder_init(&enc);
+    ss_buf out, text;
+    ss_buf_init(&out);
+    ss_buf_init(&text);
+    printf("otlp_logs benchmark: rounds of %d threads x %d frames, %d rounds\n", THREADS, DEPTH,
+           rounds);
+
+    /* 1. encoding vs text formatting */
+    uint64_t t0 = ss_mono_ns();
+    for (int k = 0; k < rounds; k++) {
+        ss_buf_reset(&text);
+        for (uint32_t i = 0; i < r->n_threads; i++)
+            ss_text_format_thread(r, &r->threads[i], &text);
+    }
+    uint64_t t_text = ss_mono_ns() - t0;
+    uint32_t n, dropped;
+    t0 = ss_mono_ns();
+    for (int k = 0; k < rounds; k++)
+        ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
+                       &dropped);
+    uint64_t t_enc = ss_mono_ns() - t0;
+    double recs = (double)rounds * THREADS;
+    size_t gz = gzip_len(out.data, out.len);
+    printf("text bodies only:  %10.0f records/s (baseline), %6.0f bytes/record\n",
+           recs / secs(t_text), (double)text.len / THREADS);
+    printf("OTLP encode:       %10.0f records/s (%.2fx the text baseline's time), "
+           "%6.0f bytes/record, %5.0f gzip'd (%.1f%%)\n",
+           recs / secs(t_enc), (double)t_enc / (double)t_text, (double)out.len / THREADS,
+           (double)gz / THREADS, 100.0 * (double)gz / (double)out.len);
+
+    /* 3. memory the exporter adds (before the server exists) */
+    size_t rss0 = rss_kib();
+    ss_otlp_endpoint ep;
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
+    ss_otlp_endpoint_load(&ep, "LOGS");
+    ss_grpc_client *dead = ss_grpc_client_create(&ep);
+    ss_grpc_result gr;
+    ss_grpc_result_init(&gr);
+    ss_grpc_unary(dead, SS_LOGS_METHOD, out.data, out.len, ss_mono_ns() + 1000000000ull, &gr);
+    ss_grpc_result_free(&gr);
+    sleep(1);
+    size_t rss1 = rss_kib();
+    ss_grpc_client_destroy(dead);
+    ss_otlp_endpoint_free(&ep);
+    printf("resident memory:   +%zu KiB for gRPC + channel + one %zu-byte request "
+           "(process baseline %zu KiB)\n",
+           rss1 - rss0, out.len, rss0);
+
+    /* 2. export on loopback */
+    int port = start_server();
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    for (int gzip = 0; gzip < 2; gzip++) {
+        setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
+        setenv("OTEL_EXPORTER_OTLP_COMPRESSION", gzip ? "gzip" : "none", 1);
+        ss_otlp_endpoint_load(&ep, "LOGS");
+        ss_grpc_client *c = ss_grpc_client_create(&ep);
+        int ok = 0;
+        t0 = ss_mono_ns();
+        for (int k = 0; k < rounds; k++) {
+            ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
+                           &dropped);
+            ss_grpc_result_init(&gr);
+            ok += ss_grpc_unary(c, SS_LOGS_METHOD, out.data, out.len,
+                                ss_mono_ns() + 10000000000ull, &gr) == SS_GRPC_OK;
+            ss_grpc_result_free(&gr);
+        }
+        uint64_t t_exp = ss_mono_ns() - t0;
+        printf("encode + export%s %10.0f records/s (%.2fx encoding alone), %d/%d calls OK\n",
+               gzip ? " gz:" : ":   ", recs / secs(t_exp), (double)t_exp / (double)t_enc, ok,
+               rounds);
+        ss_grpc_client_destroy(c);
+        ss_otlp_endpoint_free(&ep);
+    }
+    unsetenv("OTEL_EXPORTER_OTLP_COMPRESSION");
+
+    /* 4. host cost with the receiver down */
+    uint64_t base = host_run(0, "http://127.0.0.1:1");
+    uint64_t down = host_run(SS_EXPORT_OTLP_LOGS, "http://127.0.0.1:1");
+    uint64_t base2 = host_run(0, "http://127.0.0.1:1");
+    uint64_t b = base < base2 ? base : base2;
+    printf("host workload:     %.3f s with no exporter (baseline), %.3f s with otlp_logs "
+           "and the receiver down: ratio %.3f\n",
+           secs(b), secs(down), (double)down / (double)b);
+
+    ss_round_unref(r);
+    ss_buf_free(&out);
+    ss_buf_free(&text);
+    ss_logs_encoder_free(&enc);
+    ss_otlp_resource_free(&res);
+    fflush(stdout);
+    _exit(0); /* the server thread never returns */
+}
