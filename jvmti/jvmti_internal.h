@@ -96,6 +96,8 @@ pid_t ss_nid_match(ss_nid_matcher *m, const char *name, uint64_t cpu_ns);
 /* Start time of a kernel thread (from /proc/self/task/<tid>/stat), epoch
  * ms; 0 when unknown. */
 uint64_t ss_task_start_wall_ms(pid_t tid);
+/* The same, cached under (tid, Java thread id). Sampler thread only. */
+uint64_t ss_thread_start_wall_ms(pid_t tid, int64_t java_id);
 
 /* ---- vthreads.c --------------------------------------------------- */
 

@@ -196,3 +196,48 @@ uint64_t ss_task_start_wall_ms(pid_t tid) {
         return now_ms;
     return now_ms - (boot_ms - start_ms);
 }
+
+/* ---- start times, cached ------------------------------------------- */
+
+/* Reading /proc/self/task/<tid>/stat for every thread of every round would
+ * cost a file open per thread (measured: the larger part of a round's
+ * per-thread cost). A thread's start time never changes, so it is cached
+ * under (tid, Java thread id): Java ids are never reused in a JVM's life,
+ * so a recycled tid can not pick up a dead thread's start time. The cache
+ * is emptied when full. */
+#define START_CACHE 4096 /* slots; emptied at half full */
+
+typedef struct start_entry {
+    int64_t java_id; /* 0: free */
+    pid_t tid;
+    uint64_t start_ms;
+} start_entry;
+
+static start_entry start_cache[START_CACHE];
+static uint32_t start_used;
+
+uint64_t ss_thread_start_wall_ms(pid_t tid, int64_t java_id) {
+    if (java_id <= 0)
+        return ss_task_start_wall_ms(tid);
+    uint32_t h = (uint32_t)(((uint64_t)java_id * 0x9E3779B97F4A7C15ull) >> 40) ^ (uint32_t)tid;
+    for (uint32_t i = h % START_CACHE;; i = (i + 1) % START_CACHE) {
+        start_entry *e = &start_cache[i];
+        if (e->java_id == java_id && e->tid == tid)
+            return e->start_ms;
+        if (e->java_id == 0) {
+            uint64_t ms = ss_task_start_wall_ms(tid);
+            if (ms == 0)
+                return 0;
+            if (start_used >= START_CACHE / 2) {
+                memset(start_cache, 0, sizeof start_cache);
+                start_used = 0;
+                return ms;
+            }
+            e->java_id = java_id;
+            e->tid = tid;
+            e->start_ms = ms;
+            start_used++;
+            return ms;
+        }
+    }
+}

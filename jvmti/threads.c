@@ -274,7 +274,7 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
         tls_set(thread, tls);
     t->nid = nid;
     if (nid) {
-        t->start_wall_ms = ss_task_start_wall_ms(nid);
+        t->start_wall_ms = ss_thread_start_wall_ms(nid, t->number);
         uint64_t now_ms = ss_wall_ns() / 1000000ull;
         if (t->start_wall_ms && t->start_wall_ms <= now_ms)
             t->elapsed_ns = (now_ms - t->start_wall_ms) * 1000000ull;

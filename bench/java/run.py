@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Java overhead benchmark for the stackshot JVMTI agent.
+
+  bench/java/run.py <libstackshot.so> [java_home]
+
+Workload: 2 CPU-bound workers doing fixed work (Workload.java) beside 100
+idle parked threads. Each configuration runs BENCH_RUNS times (default 3),
+interleaved, and the median work time is reported as a ratio to the median
+of the no-agent runs of this same invocation. Then, with the agent at 10 ms
+and debug logging, the cost of one sampling round (measured inside the
+agent: "jvmti: round ...") and the pause it causes (-Xlog:safepoint), for
+GetAllStackTraces and GetThreadListStackTraces, with the workers busy and
+with them absent (idle process). Takes about 1.5 minutes on 2 cores.
+"""
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+lib = os.path.abspath(sys.argv[1])
+jh = sys.argv[2] if len(sys.argv) > 2 else os.environ.get(
+    'BENCH_JAVA_HOME', '/usr/lib/jvm/java-17-openjdk-amd64')
+runs = int(os.environ.get('BENCH_RUNS', '3'))
+units = os.environ.get('BENCH_UNITS', '250')
+tmp = tempfile.mkdtemp(prefix='ss-bench-java-')
+subprocess.run([os.path.join(jh, 'bin', 'javac'), '-d', tmp,
+                os.path.join(here, 'Workload.java')], check=True)
+java = os.path.join(jh, 'bin', 'java')
+
+base_env = {k: v for k, v in os.environ.items()
+            if not k.startswith(('SPLUNK_', 'STACKSHOT_', 'OTEL_'))}
+
+
+def run(agent_env, workers=2, log=None):
+    env = dict(base_env)
+    cmd = [java]
+    if agent_env is not None:
+        env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_OUTPUT_DIR': tmp + '/out'})
+        env.update(agent_env)
+        cmd.append('-agentpath:' + lib)
+    if log:
+        cmd.append('-Xlog:safepoint:file=' + log)
+    cmd += ['-cp', tmp, 'Workload', str(workers), '100', units]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    m = re.search(r'work_ms=(\d+)', p.stdout)
+    if not m:
+        sys.exit('workload failed: ' + p.stderr[-2000:])
+    cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
+    return int(m.group(1)), p.stderr, cpu_ms
+
+
+configs = [
+    ('no agent', None),
+    ('agent every 1 s (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '1000'}),
+    ('agent every 10 ms (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'}),
+    ('agent every 10 ms (no exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                         'STACKSHOT_EXPORTERS': 'none'}),
+]
+times = {name: [] for name, _ in configs}
+cpus = {name: [] for name, _ in configs}
+for i in range(runs):
+    for name, env in configs:
+        w, _, c = run(env)
+        times[name].append(w)
+        cpus[name].append(c)
+
+print('JDK: %s; workload: 2 workers x %s units, 100 idle threads; %d runs each, median'
+      % (jh, units, runs))
+print('(wall: the work's elapsed time; cpu: the whole JVM's CPU time, start to exit,')
+print(' which depends less on what else the machine runs)')
+base = statistics.median(times['no agent'])
+cbase = statistics.median(cpus['no agent'])
+print('%-36s %8s %7s %8s %7s  %s' % ('configuration', 'wall ms', 'ratio', 'cpu ms', 'ratio',
+                                      'wall ms of each run'))
+for name, _ in configs:
+    med = statistics.median(times[name])
+    cmed = statistics.median(cpus[name])
+    print('%-36s %8d %7.3f %8.0f %7.3f  %s' % (name, med, med / base, cmed, cmed / cbase,
+                                              times[name]))
+
+print()
+print('One sampling round at 10 ms (medians over the run):')
+print('%-46s %8s %9s %9s %10s %9s' % ('stacks via, busy workers', 'threads', 'stacks us',
+                                        'round us', 'us/thread', 'pause us'))
+for how in ('all', 'list'):
+    for workers in (2, 0):
+        log = os.path.join(tmp, 'sp-%s-%d.log' % (how, workers))
+        _, err = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
+                      'STACKSHOT_LOG_LEVEL': 'debug', 'STACKSHOT_JVMTI_STACKS': how},
+                     workers, log)
+        rows = re.findall(r'jvmti: round \d+: (\d+) threads listed, (\d+) kept, \d+ frames; '
+                          r'stacks ([0-9.]+) us, total ([0-9.]+) us, ([0-9.]+) us/thread', err)
+        rows = rows[2:]  # the first rounds resolve methods for the first time
+        with open(log) as f:
+            pauses = [int(m.group(1)) / 1000 for m in re.finditer(
+                r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces)".*Total: (\d+) ns',
+                f.read())]
+        name = '%s, %d' % ('GetAllStackTraces' if how == 'all'
+                           else 'GetAllThreads+GetThreadListStackTraces', workers)
+        print('%-46s %8d %9.0f %9.0f %10.2f %9s' % (
+            name, int(statistics.median(int(r[1]) for r in rows)),
+            statistics.median(float(r[2]) for r in rows),
+            statistics.median(float(r[3]) for r in rows),
+            statistics.median(float(r[4]) for r in rows),
+            '%.0f' % statistics.median(pauses) if pauses else 'n/a'))
