@@ -3,6 +3,7 @@
 
 extern const ss_exporter_ops ss_text_exporter;
 extern const ss_exporter_ops ss_otlp_logs_exporter;
+extern const ss_exporter_ops ss_qubership_exporter;
 
 const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
     switch (bit) {
@@ -10,6 +11,8 @@ const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
         return &ss_text_exporter;
     case SS_EXPORT_OTLP_LOGS:
         return &ss_otlp_logs_exporter;
+    case SS_EXPORT_QUBERSHIP:
+        return &ss_qubership_exporter;
     default:
         return NULL;
     }

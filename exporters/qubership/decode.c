@@ -455,6 +455,8 @@ int ss_qb_decode(ss_qb_file *f, ss_qb_stream type, const uint8_t *data, size_t l
         return f->err = -ENOMEM;
     ss_qb_reader r;
     ss_qb_reader_init(&r, f->payload.data, f->payload.len);
+    if (f->payload.len == 0 && type != SS_QB_UNKNOWN)
+        return f->err = 0; /* a file opened that got no bytes: no records */
     int rc;
     switch (type) {
     case SS_QB_DICTIONARY: rc = decode_dictionary(f, &r, false); break;

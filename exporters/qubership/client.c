@@ -1,0 +1,337 @@
+/* client.c: the collector TCP client (spec §3), byte for byte what the
+ * Java agent's DefaultCollectorClient sends.
+ *
+ * It runs on the exporter thread only. The socket is non-blocking and
+ * every wait is a poll() bounded by min(now + timeout, the caller's
+ * deadline), so a stalled or hostile collector costs at most that long and
+ * never reaches the sampler. One difference from the Java agent: an EOF
+ * from the collector is a failure at once (the agent polls for 30 s). */
+#include "qb.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define QB_MAX_FIELD 1024 /* DATA_BUFFER_SIZE: the readers' field cap */
+
+void qb_client_init(qb_client *c, uint32_t timeout_ms, ss_exporter_stats *stats) {
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->timeout_ms = timeout_ms;
+    c->stats = stats;
+    ss_buf_init(&c->out);
+}
+
+static int fail(qb_client *c, int rc, const char *what) {
+    snprintf(c->err, sizeof c->err, "%s: %s", what,
+             rc == -EPROTO    ? "protocol error"
+             : rc == -ETIMEDOUT ? "timed out"
+             : rc == -EPIPE   ? "connection closed"
+                              : strerror(-rc));
+    return rc;
+}
+
+static uint64_t op_deadline(const qb_client *c, uint64_t deadline_ns) {
+    uint64_t d = ss_mono_ns() + (uint64_t)c->timeout_ms * 1000000u;
+    return d < deadline_ns ? d : deadline_ns;
+}
+
+/* Wait for `events` until the deadline; 0, -ETIMEDOUT or -errno. */
+static int wait_fd(int fd, short events, uint64_t deadline_ns) {
+    for (;;) {
+        uint64_t now = ss_mono_ns();
+        int ms = now >= deadline_ns ? 0 : (int)((deadline_ns - now + 999999) / 1000000);
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return 0; /* errors show up in the following send/recv */
+        if (n == 0)
+            return -ETIMEDOUT;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Write c->out completely. */
+static int write_out(qb_client *c, uint64_t deadline_ns) {
+    size_t off = 0;
+    int rc = 0;
+    while (off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + off, c->out.len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            rc = wait_fd(c->fd, POLLOUT, deadline_ns);
+            if (rc)
+                break;
+            continue;
+        }
+        rc = n < 0 ? -errno : -EPIPE;
+        break;
+    }
+    if (rc == 0)
+        atomic_fetch_add(&c->stats->bytes_sent, c->out.len);
+    ss_buf_reset(&c->out);
+    return rc;
+}
+
+/* Read what is there (wait until the deadline for at least one byte when
+ * `block`). 0, -EAGAIN (nothing, not blocking), -EPIPE at EOF, -errno. */
+static int read_some(qb_client *c, bool block, uint64_t deadline_ns) {
+    if (c->in_len == sizeof c->in)
+        return -EPROTO; /* a reply we cannot parse fills the buffer */
+    for (;;) {
+        ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            return 0;
+        }
+        if (n == 0)
+            return -EPIPE;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        if (!block)
+            return -EAGAIN;
+        int rc = wait_fd(c->fd, POLLIN, deadline_ns);
+        if (rc)
+            return rc;
+    }
+}
+
+static void consume(qb_client *c, size_t n) {
+    memmove(c->in, c->in + n, c->in_len - n);
+    c->in_len -= n;
+}
+
+static int read_exact(qb_client *c, size_t n, uint64_t deadline_ns) {
+    while (c->in_len < n) {
+        int rc = read_some(c, true, deadline_ns);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void put_string(ss_buf *b, const char *s) {
+    size_t n = strlen(s);
+    if (n > QB_MAX_FIELD)
+        n = QB_MAX_FIELD; /* both Java readers reject longer fields */
+    ss_qb_put_field(b, s, (uint32_t)n);
+}
+
+/* Parse the acks read so far; answer diagnostic commands with "failed"
+ * (this agent runs no diagtools). */
+static int process_acks(qb_client *c, uint64_t deadline_ns) {
+    uint8_t ids[8][16];
+    size_t used, n_cmds;
+    int acks = qb_reply_acks(c->in, c->in_len, &used, ids, 8, &n_cmds);
+    if (acks < 0)
+        return -EPROTO;
+    consume(c, used);
+    if ((uint32_t)acks > c->pending_acks)
+        return -EPROTO; /* more acks than commands: out of step */
+    c->pending_acks -= (uint32_t)acks;
+    for (size_t i = 0; i < n_cmds && i < 8; i++) {
+        ss_qb_put_u8(&c->out, QB_CMD_REPORT_COMMAND_RESULT);
+        ss_buf_append(&c->out, ids[i], 16);
+        ss_qb_put_u8(&c->out, 0xFF);
+    }
+    return c->out.len ? write_out(c, deadline_ns) : 0;
+}
+
+int qb_client_drain(qb_client *c, uint64_t deadline_ns) {
+    uint64_t d = op_deadline(c, deadline_ns);
+    int rc = process_acks(c, d);
+    while (rc == 0 && c->pending_acks > 0) {
+        rc = read_some(c, true, d);
+        if (rc == 0)
+            rc = process_acks(c, d);
+    }
+    return rc ? fail(c, rc, "waiting for acks") : 0;
+}
+
+static int try_connect(qb_client *c, const struct addrinfo *ai, uint64_t deadline_ns) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0)
+        return -errno;
+    int one = 1, buf = 8192;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    int rc = 0;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline_ns) : -errno;
+        if (rc == 0) {
+            int err = 0;
+            socklen_t len = sizeof err;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            rc = -err;
+        }
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    c->fd = fd;
+    return 0;
+}
+
+static int resolve_and_connect(qb_client *c, const char *host, int port, uint64_t deadline_ns) {
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int g = getaddrinfo(host, ps, &hints, &res);
+    if (g != 0) {
+        snprintf(c->err, sizeof c->err, "%s: %s", host, gai_strerror(g));
+        return -EHOSTUNREACH;
+    }
+    int rc = -ECONNREFUSED;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        rc = try_connect(c, ai, deadline_ns);
+        if (rc == 0)
+            break;
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+int qb_client_connect(qb_client *c, const char *host, int port, const char *pod,
+                      const char *service, const char *ns, uint64_t deadline_ns) {
+    uint64_t d = op_deadline(c, deadline_ns);
+    c->in_len = 0;
+    c->pending_acks = 0;
+    ss_buf_reset(&c->out);
+    int rc = resolve_and_connect(c, host, port, d);
+    /* The agent retries once with esc-static-service replaced by
+     * esc-collector-service when the connection is refused. */
+    const char *old = "esc-static-service";
+    const char *at = strstr(host, old);
+    if (rc == -ECONNREFUSED && at) {
+        char alt[512];
+        snprintf(alt, sizeof alt, "%.*sesc-collector-service%s", (int)(at - host), host,
+                 at + strlen(old));
+        rc = resolve_and_connect(c, alt, port, d);
+    }
+    if (rc)
+        return c->err[0] && rc == -EHOSTUNREACH ? rc : fail(c, rc, "connect");
+    ss_qb_put_u8(&c->out, QB_CMD_GET_PROTOCOL_VERSION_V2);
+    ss_qb_put_be64(&c->out, (uint64_t)QB_PROTOCOL_V3);
+    put_string(&c->out, pod && *pod ? pod : "unknown");
+    put_string(&c->out, service && *service ? service : "unknown");
+    put_string(&c->out, ns && *ns ? ns : "unknown");
+    rc = write_out(c, d);
+    if (rc == 0)
+        rc = read_exact(c, 8, d);
+    if (rc)
+        return fail(c, rc, "handshake");
+    int64_t version;
+    rc = qb_reply_handshake(c->in, 8, &version);
+    consume(c, 8);
+    if (rc == -EACCES) {
+        snprintf(c->err, sizeof c->err, "the collector blacklisted this namespace");
+        return rc;
+    }
+    if (rc) {
+        snprintf(c->err, sizeof c->err, "handshake: unexpected protocol version %lld",
+                 (long long)version);
+        return rc;
+    }
+    return 0;
+}
+
+int qb_client_init_stream(qb_client *c, const char *name, int32_t seq, bool reset,
+                          qb_init_reply *r, uint64_t deadline_ns) {
+    int rc = qb_client_drain(c, deadline_ns); /* the agent drains before INIT */
+    if (rc)
+        return rc;
+    uint64_t d = op_deadline(c, deadline_ns);
+    ss_qb_put_u8(&c->out, QB_CMD_INIT_STREAM_V2);
+    put_string(&c->out, name);
+    ss_qb_put_be32(&c->out, (uint32_t)seq);
+    ss_qb_put_be32(&c->out, reset ? 1 : 0);
+    rc = write_out(c, d);
+    size_t need = 16;
+    while (rc == 0) {
+        rc = read_exact(c, need, d);
+        if (rc)
+            break;
+        rc = qb_reply_init(c->in, c->in_len, r, &need);
+        if (rc == -EAGAIN) {
+            rc = 0;
+            continue;
+        }
+        if (rc == 0)
+            consume(c, 36);
+        break;
+    }
+    if (rc == -EPROTO) {
+        snprintf(c->err, sizeof c->err, "failed to open stream %s", name);
+        return rc;
+    }
+    return rc ? fail(c, rc, name) : 0;
+}
+
+int qb_client_send(qb_client *c, const uint8_t handle[16], const void *p, size_t n,
+                   uint64_t deadline_ns) {
+    const uint8_t *b = p;
+    uint64_t d = op_deadline(c, deadline_ns);
+    while (n > 0) {
+        /* acks already there are taken without waiting */
+        int rc = read_some(c, false, d);
+        if (rc == 0)
+            rc = process_acks(c, d);
+        if (rc && rc != -EAGAIN)
+            return fail(c, rc, "reading acks");
+        size_t piece = n < QB_MAX_FIELD ? n : QB_MAX_FIELD;
+        ss_qb_put_u8(&c->out, QB_CMD_RCV_DATA);
+        ss_buf_append(&c->out, handle, 16);
+        ss_qb_put_field(&c->out, b, (uint32_t)piece);
+        c->pending_acks++;
+        rc = write_out(c, d);
+        if (rc)
+            return fail(c, rc, "sending data");
+        b += piece;
+        n -= piece;
+    }
+    return 0;
+}
+
+int qb_client_flush(qb_client *c, uint64_t deadline_ns) {
+    ss_qb_put_u8(&c->out, QB_CMD_REQUEST_ACK_FLUSH);
+    c->pending_acks++;
+    int rc = write_out(c, op_deadline(c, deadline_ns));
+    if (rc)
+        return fail(c, rc, "flush");
+    return qb_client_drain(c, deadline_ns);
+}
+
+void qb_client_close(qb_client *c, bool graceful, uint64_t deadline_ns) {
+    if (c->fd >= 0) {
+        if (graceful) {
+            ss_buf_reset(&c->out);
+            ss_qb_put_u8(&c->out, QB_CMD_CLOSE);
+            write_out(c, op_deadline(c, deadline_ns));
+        }
+        close(c->fd);
+        c->fd = -1;
+    }
+    ss_buf_reset(&c->out);
+    c->in_len = 0;
+    c->pending_acks = 0;
+}
