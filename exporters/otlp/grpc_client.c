@@ -21,6 +21,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,12 +40,59 @@ struct ss_grpc_client {
     grpc_channel *channel;
     uint64_t channel_born_ns;
     bool replace_channel; /* the last call found no connection */
+    uint64_t calls, last_scan_ns; /* for register_grpc_threads */
     grpc_completion_queue *cq;
     grpc_metadata *md; /* ep->headers as metadata, sent on every call */
     size_t n_md;
 };
 
 static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
+
+/* The "SigBlk:" mask of /proc/<self>/task/<tid>/status, or "" */
+static void sigblk_of(const char *status_path, char *out, size_t n) {
+    out[0] = '\0';
+    FILE *f = fopen(status_path, "re");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "SigBlk:", 7) == 0) {
+            size_t len = strcspn(line + 7, "\n");
+            if (len >= n)
+                len = n - 1;
+            memcpy(out, line + 7, len);
+            out[len] = '\0';
+            break;
+        }
+    fclose(f);
+}
+
+/* gRPC names its threads ("grpc_global_tim", "event_engine", ...) and
+ * starts some of them lazily, from whichever agent thread first needs
+ * them; they inherit that thread's mask, which blocks every signal. A
+ * thread of this process with exactly the mask of an agent thread is
+ * gRPC's (a host thread blocking every signal could not be sampled by
+ * signal anyway): register it as internal so samplers leave it out. */
+static void register_grpc_threads(void) {
+    char own[64], path[96], mask[64];
+    sigblk_of("/proc/thread-self/status", own, sizeof own);
+    if (!own[0])
+        return;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || ss_internal_thread_is(tid))
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+        sigblk_of(path, mask, sizeof mask);
+        if (strcmp(mask, own) == 0)
+            ss_internal_thread_add(tid);
+    }
+    closedir(d);
+}
 
 static void grpc_init_once(void) {
     grpc_init();
@@ -308,5 +356,11 @@ int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes,
     if (recv_bb)
         grpc_byte_buffer_destroy(recv_bb);
     grpc_call_unref(call);
+    /* gRPC starts threads on the first calls, and later ones on demand */
+    uint64_t now = ss_mono_ns();
+    if (c->calls++ < 3 || now - c->last_scan_ns > 30000000000ull) {
+        register_grpc_threads();
+        c->last_scan_ns = now;
+    }
     return result->status;
 }

@@ -12,6 +12,9 @@
  *   "otlp-traced"   TIMED_WAITING, nid 4003, inside span
  *                   trace 0102030405060708090a0b0c0d0e0f10 span a1a2a3a4a5a6a7a8
  *   "otlp-worker-N" RUNNABLE, nid 4000 + N + 1 (when threads > 3)
+ * With OTLP_DRIVER_THREADS=1 it prints, before stopping, one line per
+ * thread of the process: "thread <tid> <comm> internal=<0|1>" (the
+ * tests check that gRPC's threads are registered as the agent's own).
  * After the last round it stops the agent (flush within
  * STACKSHOT_SHUTDOWN_TIMEOUT, counters printed) and exits 0.
  *
@@ -19,6 +22,7 @@
  * preload tests (otlp_demo) cover the sampler's side. */
 #include "agent/ss_agent.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +110,29 @@ static const ss_source_ops driver_source = {
     .stop = source_stop,
 };
 
+static void list_threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int tid = atoi(e->d_name);
+        if (tid <= 0)
+            continue;
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+        comm[strcspn(comm, "\n")] = '\0';
+        printf("thread %d %s internal=%d\n", tid, comm, ss_internal_thread_is(tid) ? 1 : 0);
+    }
+    if (d)
+        closedir(d);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1)
         n_rounds = (uint32_t)atoi(argv[1]);
@@ -121,6 +148,8 @@ int main(int argc, char **argv) {
         return 1;
     while (!atomic_load(&source_done))
         ss_sleep_ns(10000000);
+    if (getenv("OTLP_DRIVER_THREADS"))
+        list_threads();
     ss_agent_stop();
     return 0;
 }

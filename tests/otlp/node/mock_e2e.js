@@ -32,7 +32,7 @@ const cases = {
     driver: () => ({
         program: process.env.OTLP_DRIVER,
         args: ['4'],
-        env: {},
+        env: {OTLP_DRIVER_THREADS: '1'},
         exeName: 'otlp_driver',
         rounds: 4, // exactly
         threads: ['otlp-spinner', 'otlp-sleeper', 'otlp-traced'],
@@ -160,6 +160,18 @@ async function main() {
             total++;
         }
     });
+    // gRPC's threads (started by the exporter thread) are registered as the
+    // agent's own, so samplers leave them out; the host's main thread is not.
+    const listed = res.stdout.split('\n').filter((l) => l.startsWith('thread '));
+    if (c.env.OTLP_DRIVER_THREADS) {
+        assert.ok(listed.length >= 4, res.stdout);
+        for (const l of listed) {
+            const [, , comm, internal] = /^thread (\d+) (.*) internal=(\d)$/.exec(l);
+            if (comm === c.exeName) assert.equal(internal, '0', l);
+            else assert.equal(internal, '1', `not registered as internal: ${l}`);
+        }
+        assert.ok(listed.some((l) => /grpc|event_engine|executor/.test(l)), res.stdout);
+    }
     const k = lib.counters(res.stderr);
     assert.equal(k.exported, total, 'counters: every record exported');
     assert.equal(k.dropped, 0);
