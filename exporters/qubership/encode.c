@@ -133,6 +133,8 @@ static void encode_records(const ss_qb_file *f, ss_buf *b) {
 }
 
 int ss_qb_encode(const ss_qb_file *f, ss_buf *out) {
+    if (f->payload.len == 0)
+        return 0; /* an empty file has not even its header */
     if (!f->framed) {
         encode_records(f, out);
         return out->failed ? -ENOMEM : 0;

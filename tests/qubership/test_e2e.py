@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the qubership exporter against the test collector.
+
+  test_e2e.py --scenario NAME --drive qb_drive --dump stackshot-dump [--demo prog --lib libstackshot.so]
+
+Each scenario starts collector.py in-process (a thread), runs the agent
+(qb_drive: the agent core with a synthetic source whose stacks are known;
+or a real native program under LD_PRELOAD), then decodes what the
+collector recorded with `stackshot-dump --check --roundtrip` and asserts
+on the decoded tables. Exit 0 pass, 1 fail, 77 skipped.
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import collector  # noqa: E402
+
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILED.append(what)
+
+
+def run_collector(out, fault="", after=0, **kw):
+    argv = ["--out", out, "--fault", fault, "--after", str(after)]
+    for k, v in kw.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    return collector.Server(collector.parse(argv)).start()
+
+
+def agent_env(port, extra=None):
+    env = dict(os.environ)
+    env.update({
+        "SPLUNK_PROFILER_ENABLED": "true",
+        "STACKSHOT_EXPORTERS": "qubership",
+        "REMOTE_DUMP_HOST": "127.0.0.1",
+        "REMOTE_DUMP_PORT_PLAIN": str(port),
+        "STACKSHOT_QUBERSHIP_WINDOW": "1",
+        "STACKSHOT_QUBERSHIP_RECONNECT": "300",
+        "STACKSHOT_QUBERSHIP_TIMEOUT": "1000",
+        "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200",
+        "STACKSHOT_LOG_LEVEL": "info",
+        "POD_NAME": "demo-svc-5d8f7c9b4-x2x9k",
+        "MICROSERVICE_NAME": "demo-svc",
+        "CLOUD_NAMESPACE": "ns1",
+    })
+    env.update(extra or {})
+    return env
+
+
+def drive(args, port, seconds=3.5, extra=None, threads=0):
+    t0 = time.time()
+    p = subprocess.run([args.drive, str(seconds), str(threads)], env=agent_env(port, extra),
+                       capture_output=True, text=True, timeout=120)
+    took = time.time() - t0
+    sys.stdout.write(p.stderr)
+    return p, took
+
+
+def events(out):
+    with open(os.path.join(out, "events.log")) as f:
+        return [l.split(" ", 1)[1].strip() for l in f]
+
+
+def dump(args, files, *opts):
+    p = subprocess.run([args.dump] + list(opts) + files, capture_output=True, text=True,
+                       timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def conn_files(out, c):
+    return sorted(glob.glob(os.path.join(out, "c%d.*.bin" % c)))
+
+
+def decode_conn(args, out, c):
+    """Check and round-trip one connection's files; return the tables."""
+    files = conn_files(out, c)
+    check(len(files) == 7, "c%d: 7 streams recorded (%d)" % (c, len(files)))
+    rc, text = dump(args, files, "--check", "--roundtrip")
+    check(rc == 0 and "check: OK (0 problems)" in text, "c%d: stackshot-dump --check passes" % c)
+    check("DIFFERS" not in text and text.count("identical") == len(files),
+          "c%d: every stream re-encodes byte for byte" % c)
+    if rc != 0:
+        print(text[:4000])
+    rc, tables = dump(args, [f for f in files if ".dictionary." in f or ".calls." in f
+                             or ".trace." in f])
+    return tables
+
+
+def calls_of(tables):
+    calls = []
+    for line in tables.splitlines():
+        m = re.match(r"\s*\d+\s+-?\d+ (\d+) \d+ (.*?) dur=(\d+) calls=(\d+) thread=\d+:(\S+) .*"
+                     r"cpu=(\d+) wait=(\d+) mem=(\d+) io=(\d+)/(\d+)", line)
+        if m:
+            calls.append(dict(start=int(m.group(1)), method=m.group(2), dur=int(m.group(3)),
+                              enters=int(m.group(4)), thread=m.group(5), cpu=int(m.group(6)),
+                              wait=int(m.group(7)), mem=int(m.group(8)), rd=int(m.group(9)),
+                              wr=int(m.group(10))))
+    return calls
+
+
+def handshakes(ev):
+    return [e for e in ev if " handshake " in e]
+
+
+def stats_line(stderr):
+    m = re.search(r"qubership: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
+                  r"(\d+) dropped", stderr)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+# ---- scenarios ----------------------------------------------------------
+
+def sc_normal(args, out):
+    srv = run_collector(out)
+    p, took = drive(args, srv.port)
+    check(p.returncode == 0, "agent host exits 0")
+    ev = events(out)
+    hs = handshakes(ev)
+    check(len(hs) == 1 and "version=100705 pod=demo-svc-5d8f7c9b4-x2x9k_" in hs[0]
+          and "service=demo-svc namespace=ns1" in hs[0], "handshake fields: " + (hs[0] if hs else ""))
+    inits = [e.split()[2] for e in ev if " init " in e]
+    check(inits == ["trace", "calls", "xml", "sql", "dictionary", "suspend", "params"],
+          "INIT order of the real agent: %s" % inits)
+    check("c1 init dictionary seq=0 reset=1" in ev, "dictionary opened with reset=1")
+    check("c1 close" in ev, "CLOSE at shutdown")
+    tables = decode_conn(args, out, 1)
+    calls = calls_of(tables)
+    busy = [c for c in calls if c["thread"] == "busy-worker"]
+    check(len(busy) >= 3, "busy-worker has a call per window (%d)" % len(busy))
+    check(all(c["method"] == "void global.start_thread() (libc.so.6)" for c in busy),
+          "busy-worker root method word")
+    check("void global.compute_primes() (demo.c)" in tables and "void global.is_prime() (demo.c)" in tables,
+          "compute_primes and is_prime in the dictionary")
+    full = [c for c in busy if 950 <= c["dur"] <= 1100]
+    check(len(full) >= 2, "full windows last ~1000 ms: %s" % [c["dur"] for c in busy])
+    check(all(abs(c["cpu"] - c["dur"] * 0.9) <= 0.9 * 210 for c in full),
+          "cpu ~ 90%% of the window: %s" % [(c["cpu"], c["dur"]) for c in full])
+    check(all(c["mem"] > 0 and c["rd"] > 0 and c["wr"] > 0 for c in full),
+          "memory.allocated and io.disk read/written carried")
+    check(all(c["enters"] >= 4 for c in full), "enters count the is_prime re-entries")
+    main = [c for c in calls if c["thread"] == "main"]
+    check(len(main) == 1, "idle main thread writes only its first window (%d)" % len(main))
+    ch = [c["method"] for c in calls if c["thread"] == "changer"]
+    check("void global.task_alpha() (demo.c)" in ch and "void global.task_beta() (demo.c)" in ch,
+          "a root change closes a call and opens the next")
+    check("common.started" in tables and 'java.thread = "busy-worker"' in tables
+          and 'node.name = "demo-svc-5d8f7c9b4-x2x9k"' in tables, "closing tags")
+    st = stats_line(p.stderr)
+    check(st is not None and st[3] == 0 and st[2] == len(calls),
+          "stats: %s, %d calls recorded" % (st, len(calls)))
+
+
+def reconnect_common(args, out, fault, after, expect_conns=2, **kw):
+    srv = run_collector(out, fault, after, **kw)
+    p, took = drive(args, srv.port, seconds=4)
+    check(p.returncode == 0, "%s: host exits 0" % fault)
+    check(took < 12, "%s: host not delayed (%.1f s)" % (fault, took))
+    ev = events(out)
+    hs = handshakes(ev)
+    check(len(hs) >= expect_conns, "%s: agent reconnected (%d handshakes)" % (fault, len(hs)))
+    pods = set(h.split("pod=")[1].split()[0] for h in hs)
+    check(len(pods) == 1, "%s: same podName on reconnect" % fault)
+    check("c2 init dictionary seq=0 reset=1" in ev, "%s: dictionary re-sent with reset=1" % fault)
+    decode_conn(args, out, 2)
+    # the second connection's dictionary starts again at id 0
+    rc, text = dump(args, [f for f in conn_files(out, 2) if ".dictionary." in f])
+    check(re.search(r"^\s+0\s+0 call\.info$", text, re.M) is not None,
+          "%s: dictionary from id 0 again" % fault)
+    st = stats_line(p.stderr)
+    check(st is not None, "%s: stats line %s" % (fault, st))
+    m = re.search(r"max_mem=(\d+)", p.stdout)
+    check(m is not None and int(m.group(1)) < 8 << 20, "%s: memory bounded (%s)" % (fault, m and m.group(1)))
+    return p, ev
+
+
+def sc_drop(args, out):
+    reconnect_common(args, out, "drop", 30)
+
+
+def sc_stall(args, out):
+    p, ev = reconnect_common(args, out, "stall", 14, stall_seconds=30)
+    check("failures" in p.stderr and "timed out" in p.stderr, "stall: reported as a timeout")
+
+
+def sc_null_uuid(args, out):
+    p, ev = reconnect_common(args, out, "null-uuid", 2)
+    check("c1 null-uuid xml" in ev, "null-uuid on the 3rd INIT")
+    check("failed to open stream xml" in p.stderr, "null-uuid: reported")
+
+
+def sc_ack_ff(args, out):
+    reconnect_common(args, out, "ack-ff", 12)
+
+
+def sc_garbage(args, out):
+    p, ev = reconnect_common(args, out, "garbage", 0)
+    check("unexpected protocol version" in p.stderr, "garbage: reported")
+
+
+def sc_blacklist(args, out):
+    srv = run_collector(out, "blacklist")
+    p, took = drive(args, srv.port, seconds=3)
+    check(p.returncode == 0, "blacklist: host exits 0")
+    hs = handshakes(events(out))
+    check(len(hs) == 1, "blacklist: stops for good after one handshake (%d)" % len(hs))
+    check("blacklisted" in p.stderr, "blacklist: reported")
+
+
+def sc_down(args, out):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    p, took = drive(args, port, seconds=3)
+    check(p.returncode == 0 and took < 8, "collector down: host exits 0 in %.1f s" % took)
+    st = stats_line(p.stderr)
+    check(st is not None and st[2] == 0 and st[3] > 0, "collector down: calls counted as dropped %s" % (st,))
+    check("reconnecting in 300 ms" in p.stderr, "collector down: reported once per failure burst")
+
+
+def sc_rotation(args, out):
+    # the collector asks for rotation every 1500 ms: new files, seq = old index
+    srv = run_collector(out, period=1500)
+    p, took = drive(args, srv.port, seconds=4)
+    check(p.returncode == 0, "rotation: host exits 0")
+    ev = events(out)
+    check("c1 init trace seq=1 reset=0" in ev and "c1 init calls seq=1 reset=0" in ev,
+          "rotation: trace and calls re-opened with seq=1")
+    files = sorted(glob.glob(os.path.join(out, "c1.*.bin")))
+    rc, text = dump(args, files, "--check", "--roundtrip")
+    check(rc == 0 and "check: OK" in text, "rotation: calls of file 2 land in trace file 2")
+    if rc:
+        print(text[:3000])
+
+
+def sc_native(args, out):
+    if not args.demo or not args.lib:
+        print("native: no demo program given: skipped")
+        sys.exit(77)
+    srv = run_collector(out)
+    env = agent_env(srv.port, {"LD_PRELOAD": args.lib, "DEMO_SECONDS": "4"})
+    t0 = time.time()
+    p = subprocess.run([args.demo] + args.demo_args, env=env, capture_output=True, text=True,
+                       timeout=120)
+    sys.stdout.write(p.stderr)
+    if "sampler did not start" in p.stderr or "native sampler" in p.stderr and "stays off" in p.stderr:
+        print("native: the native sampler is not available in this build: skipped")
+        sys.exit(77)
+    check(p.returncode == 0, "native: host exits 0 (%.1f s)" % (time.time() - t0))
+    tables = decode_conn(args, out, 1)
+    calls = calls_of(tables)
+    check(any(c["thread"] == "busy-worker" for c in calls), "native: busy-worker calls")
+    check("compute_primes" in tables, "native: compute_primes in the dictionary")
+
+
+SCENARIOS = {k[3:]: v for k, v in globals().items() if k.startswith("sc_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    ap.add_argument("--drive")
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--demo")
+    ap.add_argument("--demo-args", nargs="*", default=[])
+    ap.add_argument("--lib")
+    args = ap.parse_args()
+    out = tempfile.mkdtemp(prefix="qb-%s-" % args.scenario)
+    SCENARIOS[args.scenario](args, out)
+    print("%s: %s (%s)" % (args.scenario, "FAILED" if FAILED else "passed", out))
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
