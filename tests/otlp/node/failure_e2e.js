@@ -298,6 +298,43 @@ cases.splunk_endpoint = async () => {
     assert.equal(lib.counters(res.stderr).exported, 6);
 };
 
+// TLS: https:// endpoint, the server's certificate trusted through
+// OTEL_EXPORTER_OTLP_CERTIFICATE; without it (system roots) the handshake
+// fails and the data are counted as dropped, never sent in clear.
+cases.tls = async () => {
+    const fs = require('fs');
+    const path = require('path');
+    const dir = path.join(__dirname, '..', 'tls');
+    const tls = {key: fs.readFileSync(path.join(dir, 'server.key')),
+        cert: fs.readFileSync(path.join(dir, 'server.crt'))};
+    const recv = new RawReceiver({tls});
+    const port = await recv.start();
+    const res = await driver(2, baseEnv(port, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: `https://localhost:${port}`,
+        OTEL_EXPORTER_OTLP_CERTIFICATE: path.join(dir, 'server.crt'),
+    }));
+    assert.equal(res.code, 0);
+    assert.match(res.stderr, /\(localhost:\d+, TLS,/);
+    assert.equal(lib.counters(res.stderr).exported, 6);
+    const req = RawReceiver.decode(recv.calls[0].message);
+    assert.equal(req.resource_logs[0].scope_logs[0].log_records.length, 3);
+    // untrusted: nothing delivered, all counted
+    const before = recv.calls.length;
+    const bad = await driver(2, baseEnv(port, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: `https://localhost:${port}`,
+        OTEL_EXPORTER_OTLP_CERTIFICATE: '/nonexistent/ca.pem',
+        STACKSHOT_OTLP_RETRY_ATTEMPTS: '2',
+        STACKSHOT_SHUTDOWN_TIMEOUT: '1000',
+    }));
+    await recv.close();
+    assert.equal(bad.code, 0);
+    assert.match(bad.stderr, /OTEL_EXPORTER_OTLP_CERTIFICATE=\/nonexistent\/ca.pem: .*; using the system's trusted roots/);
+    assert.equal(recv.calls.length, before, 'nothing accepted without trust');
+    const k = lib.counters(bad.stderr);
+    assert.equal(k.exported, 0);
+    assert.equal(k.dropped, 6);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);

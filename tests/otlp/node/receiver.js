@@ -153,12 +153,14 @@ class Receiver {
 }
 
 class RawReceiver {
-    constructor() {
+    // opts.tls = {key, cert} (PEM): serve over TLS (h2) instead of plaintext.
+    constructor(opts = {}) {
         this.calls = [];
+        this.tls = opts.tls;
     }
 
     async start(port = 0) {
-        this.server = http2.createServer();
+        this.server = this.tls ? http2.createSecureServer(this.tls) : http2.createServer();
         this.sessions = new Set();
         this.server.on('session', (s) => {
             this.sessions.add(s);
