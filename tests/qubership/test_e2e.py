@@ -13,6 +13,7 @@ import argparse
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,13 +58,21 @@ def agent_env(port, extra=None):
     return env
 
 
-def drive(args, port, seconds=3.5, extra=None, threads=0):
+def drive(args, port, seconds=3.5, extra=None, threads=0, pause_at=None):
+    """Run qb_drive; with pause_at, stop the whole process (SIGSTOP) for
+    300 ms that many seconds in: a pause the suspend stream must show."""
     t0 = time.time()
-    p = subprocess.run([args.drive, str(seconds), str(threads)], env=agent_env(port, extra),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.Popen([args.drive, str(seconds), str(threads)], env=agent_env(port, extra),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if pause_at is not None:
+        time.sleep(pause_at)
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGCONT)
+    out, err = p.communicate(timeout=120)
     took = time.time() - t0
-    sys.stdout.write(p.stderr)
-    return p, took
+    sys.stdout.write(err)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err), took
 
 
 def events(out):
@@ -123,7 +132,7 @@ def stats_line(stderr):
 
 def sc_normal(args, out):
     srv = run_collector(out)
-    p, took = drive(args, srv.port)
+    p, took = drive(args, srv.port, seconds=4.5, pause_at=1.5)
     check(p.returncode == 0, "agent host exits 0")
     ev = events(out)
     hs = handshakes(ev)
@@ -156,6 +165,12 @@ def sc_normal(args, out):
           "a root change closes a call and opens the next")
     check("common.started" in tables and 'java.thread = "busy-worker"' in tables
           and 'node.name = "demo-svc-5d8f7c9b4-x2x9k"' in tables, "closing tags")
+    rc, sus = dump(args, [f for f in conn_files(out, 1) if ".suspend." in f])
+    recs = [tuple(int(x) for x in l.split()) for l in sus.splitlines()[2:] if l.strip()]
+    hdr = re.search(r"base (\d+)", sus)
+    check(hdr is not None and int(hdr.group(1)) == int(hs[0].split("_")[-1].split()[0]),
+          "suspend base = agent start (the pod name's ms)")
+    check(any(250 <= d <= 1000 for _, _, d in recs), "the 300 ms SIGSTOP is a suspend record: %s" % recs)
     st = stats_line(p.stderr)
     check(st is not None and st[3] == 0 and st[2] == len(calls),
           "stats: %s, %d calls recorded" % (st, len(calls)))
