@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A channel that failed to connect is replaced, at most this often. */
 #define RECONNECT_NS 1000000000ull
@@ -94,8 +95,11 @@ static void register_grpc_threads(void) {
     closedir(d);
 }
 
+static pid_t grpc_pid; /* the process that initialised gRPC */
+
 static void grpc_init_once(void) {
     grpc_init();
+    grpc_pid = getpid();
 }
 
 const char *ss_grpc_status_name(int code) {
@@ -191,6 +195,15 @@ static void maybe_replace_channel(ss_grpc_client *c) {
 
 ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
     pthread_once(&grpc_once, grpc_init_once);
+    if (grpc_pid != getpid()) {
+        /* A forked child inherits gRPC's state but none of its threads;
+         * without gRPC's fork support (which would make the host's own
+         * fork() wait for gRPC) it cannot be used again here. */
+        ss_error("otlp: gRPC was started in pid %d and cannot be used in this forked "
+                 "child (pid %d); OTLP export disabled here",
+                 (int)grpc_pid, (int)getpid());
+        return NULL;
+    }
     ss_grpc_client *c = calloc(1, sizeof *c);
     if (!c) {
         ss_error("otlp: out of memory creating the gRPC client");

@@ -15,6 +15,9 @@
  * With OTLP_DRIVER_THREADS=1 it prints, before stopping, one line per
  * thread of the process: "thread <tid> <comm> internal=<0|1>" (the
  * tests check that gRPC's threads are registered as the agent's own).
+ * With OTLP_DRIVER_FORK=1 it forks once the first round has gone: the
+ * child (where the agent restarts itself) runs 500 ms, stops its agent and
+ * exits; the parent goes on and waits for it.
  * After the last round it stops the agent (flush within
  * STACKSHOT_SHUTDOWN_TIMEOUT, counters printed) and exits 0.
  *
@@ -27,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static uint32_t n_rounds = 5, n_threads = 3;
 static pthread_t source_thread;
@@ -146,8 +151,20 @@ int main(int argc, char **argv) {
     }
     if (ss_agent_start(&driver_source, &cfg) != 0)
         return 1;
+    pid_t child = -1;
+    if (getenv("OTLP_DRIVER_FORK")) {
+        ss_sleep_ns((uint64_t)cfg.interval_ms * 1500000ull);
+        child = fork();
+        if (child == 0) {
+            ss_sleep_ns(500000000ull);
+            ss_agent_stop();
+            _exit(0);
+        }
+    }
     while (!atomic_load(&source_done))
         ss_sleep_ns(10000000);
+    if (child > 0)
+        waitpid(child, NULL, 0);
     if (getenv("OTLP_DRIVER_THREADS"))
         list_threads();
     ss_agent_stop();

@@ -335,6 +335,24 @@ cases.tls = async () => {
     assert.equal(k.dropped, 6);
 };
 
+// A host that forks: the child cannot use the parent's gRPC; it says so
+// once and its OTLP export stays off, while the parent goes on exporting.
+cases.fork = async () => {
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start();
+    const res = await driver(4, baseEnv(port, {OTLP_DRIVER_FORK: '1'}));
+    await recv.close();
+    assert.equal(res.code, 0);
+    const lines = res.stderr.split('\n').filter((l) => /forked child/.test(l));
+    assert.equal(lines.length, 1, res.stderr);
+    assert.match(lines[0], /gRPC was started in pid \d+ and cannot be used in this forked child \(pid \d+\); OTLP export disabled here/);
+    // the parent's counters: all of its 4 rounds exported
+    const parent = res.stderr.split('\n').filter((l) => /otlp_logs: rounds 4 in/.test(l));
+    assert.equal(parent.length, 1, res.stderr);
+    assert.match(parent[0], /records 12 exported, 0 dropped/);
+    assert.ok(res.ms < 5000, `no hang (${res.ms} ms)`);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
