@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct {
     pthread_mutex_t mu;
@@ -151,6 +152,10 @@ static uint32_t add_virtual(sampler *s, JNIEnv *env) {
         char name[512];
         ss_mutf8_to_utf8(ti.name ? ti.name : "", name, sizeof name);
         (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti.name);
+        if (ti.thread_group)
+            (*env)->DeleteLocalRef(env, ti.thread_group);
+        if (ti.context_class_loader)
+            (*env)->DeleteLocalRef(env, ti.context_class_loader);
         ss_thread_sample *t = ss_round_builder_add_thread(s->builder, name);
         if (!t)
             break;
@@ -280,7 +285,16 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
 
 /* ---- ss_source_ops ------------------------------------------------------ */
 
+/* The pid the JVM runs as. A child forked by the JVM (the FORK launch
+ * mechanism; the default posix_spawn runs no fork handlers) is about to
+ * exec: it must not call into a copy of the VM whose other threads are
+ * gone, so the sampler refuses to start there. */
+static pid_t vm_pid;
+
 static int jvmti_start(const ss_config *cfg) {
+    if (vm_pid && getpid() != vm_pid)
+        return -ECHILD;
+    vm_pid = getpid();
     JNIEnv *env = NULL;
     if (!ss_jvm || (*ss_jvm)->GetEnv(ss_jvm, (void **)&env, JNI_VERSION_1_6) != JNI_OK)
         return -EINVAL;

@@ -72,7 +72,7 @@ for i in range(runs):
 
 print('JDK: %s; workload: 2 workers x %s units, 100 idle threads; %d runs each, median'
       % (jh, units, runs))
-print('(wall: the work's elapsed time; cpu: the whole JVM's CPU time, start to exit,')
+print('(wall: elapsed time of the work; cpu: CPU time of the whole JVM, start to exit,')
 print(' which depends less on what else the machine runs)')
 base = statistics.median(times['no agent'])
 cbase = statistics.median(cpus['no agent'])
@@ -91,7 +91,7 @@ print('%-46s %8s %9s %9s %10s %9s' % ('stacks via, busy workers', 'threads', 'st
 for how in ('all', 'list'):
     for workers in (2, 0):
         log = os.path.join(tmp, 'sp-%s-%d.log' % (how, workers))
-        _, err = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
+        _, err, _ = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
                       'STACKSHOT_LOG_LEVEL': 'debug', 'STACKSHOT_JVMTI_STACKS': how},
                      workers, log)
         rows = re.findall(r'jvmti: round \d+: (\d+) threads listed, (\d+) kept, \d+ frames; '
