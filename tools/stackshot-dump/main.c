@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
                 ss_buf back;
                 ss_buf_init(&back);
                 int e = ss_qb_encode(&x->f, &back);
-                bool same = e == 0 && back.len == data.len && !memcmp(back.data, data.data, data.len);
+                bool same = e == 0 && back.len == data.len &&
+                            (data.len == 0 || !memcmp(back.data, data.data, data.len));
                 printf("roundtrip: %s: %s (%zu bytes)\n", a, same ? "identical" : "DIFFERS",
                        back.len);
                 if (!same)
