@@ -19,7 +19,8 @@
 /* Reused scratch of the encoder (bodies, protobuf-c structs). */
 typedef struct ss_logs_encoder {
     ss_buf bodies;
-    size_t *offsets;
+    size_t *offsets;      /* of each body in bodies */
+    size_t *name_offsets; /* of a fixed thread name in bodies, or SIZE_MAX */
     size_t cap; /* records the arrays below hold */
     void *records, *record_ptrs, *kvs, *kv_ptrs, *values;
 } ss_logs_encoder;

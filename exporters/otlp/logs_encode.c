@@ -35,6 +35,7 @@ void ss_logs_encoder_init(ss_logs_encoder *e) {
 void ss_logs_encoder_free(ss_logs_encoder *e) {
     ss_buf_free(&e->bodies);
     free(e->offsets);
+    free(e->name_offsets);
     free(e->records);
     free(e->record_ptrs);
     free(e->kvs);
@@ -57,6 +58,7 @@ static int reserve(ss_logs_encoder *e, size_t n) {
         return 0;
     size_t cap = n < 64 ? 64 : n;
     if (grow((void **)&e->offsets, cap * sizeof(size_t)) ||
+        grow((void **)&e->name_offsets, cap * sizeof(size_t)) ||
         grow(&e->records, cap * sizeof(LogRecord)) ||
         grow(&e->record_ptrs, cap * sizeof(LogRecord *)) ||
         grow(&e->kvs, cap * OWN_ATTRS * sizeof(KeyValue)) ||
@@ -88,7 +90,8 @@ static void kv_int(KeyValue *kv, AnyValue *v, const char *key, int64_t i) {
 /* The per-record part: body, thread attributes, span. */
 static void fill_record(LogRecord *rec, AnyValue *body, KeyValue *own_kv, AnyValue *own_v,
                         KeyValue **kv_ptrs, KeyValue *const *shared, const ss_round *r,
-                        const ss_thread_sample *t, char *text, uint64_t observed_ns) {
+                        const ss_thread_sample *t, char *text, const char *name,
+                        uint64_t observed_ns) {
     opentelemetry__proto__logs__v1__log_record__init(rec);
     rec->time_unix_nano = r->time_ns;
     rec->observed_time_unix_nano = observed_ns;
@@ -98,7 +101,7 @@ static void fill_record(LogRecord *rec, AnyValue *body, KeyValue *own_kv, AnyVal
     body->string_value = text;
     rec->body = body;
     kv_int(&own_kv[0], &own_v[0], "thread.id", t->nid);
-    kv_str(&own_kv[1], &own_v[1], "thread.name", t->name ? t->name : "");
+    kv_str(&own_kv[1], &own_v[1], "thread.name", name);
     kv_str(&own_kv[2], &own_v[2], "thread.state", ss_thread_state_name(t->state));
     for (int i = 0; i < SHARED_ATTRS; i++)
         kv_ptrs[i] = shared[i];
@@ -136,12 +139,26 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
     if (reserve(e, n) != 0)
         return -ENOMEM;
 
-    /* Bodies first: the buffer may move while it grows. */
+    /* Bodies first (the buffer may move while it grows), made valid UTF-8;
+     * a thread name that is not valid gets a fixed copy after its body. */
     ss_buf_reset(&e->bodies);
     for (uint32_t i = 0; i < n; i++) {
+        const ss_thread_sample *t = &r->threads[first + i];
         e->offsets[i] = e->bodies.len;
-        ss_text_format_thread(r, &r->threads[first + i], &e->bodies);
+        ss_text_format_thread(r, t, &e->bodies);
+        if (e->bodies.failed)
+            return -ENOMEM;
+        ss_utf8_fix(e->bodies.data + e->offsets[i], e->bodies.len - e->offsets[i]);
         ss_buf_putc(&e->bodies, '\0');
+        e->name_offsets[i] = SIZE_MAX;
+        if (t->name && !ss_utf8_valid(t->name, strlen(t->name))) {
+            e->name_offsets[i] = e->bodies.len;
+            ss_buf_puts(&e->bodies, t->name);
+            if (!e->bodies.failed)
+                ss_utf8_fix(e->bodies.data + e->name_offsets[i],
+                            e->bodies.len - e->name_offsets[i]);
+            ss_buf_putc(&e->bodies, '\0');
+        }
     }
     if (e->bodies.failed)
         return -ENOMEM;
@@ -190,7 +207,11 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
         LogRecord *rec = &recs[kept];
         AnyValue *v = &vals[kept * VALUES];
         fill_record(rec, &v[OWN_ATTRS], &kvs[kept * OWN_ATTRS], v, &kv_ptrs[kept * ATTRS],
-                    shared, r, t, e->bodies.data + e->offsets[used], observed_ns);
+                    shared, r, t, e->bodies.data + e->offsets[used],
+                    e->name_offsets[used] != SIZE_MAX ? e->bodies.data + e->name_offsets[used]
+                    : t->name                         ? t->name
+                                                      : "",
+                    observed_ns);
         size_t sz = field_size(opentelemetry__proto__logs__v1__log_record__get_packed_size(rec));
         if (total + sz > max_bytes) {
             if (kept > 0)

@@ -246,4 +246,15 @@ const ss_attr *ss_otlp_resource_get(const ss_otlp_resource *r, const char *key);
 int ss_otlp_parse_resource_attributes(const char *s, ss_attr **list, size_t *n);
 void ss_attrs_free(ss_attr *list, size_t n);
 
+/* ------------------------------------------------------------------ */
+/* UTF-8                                                                */
+/* ------------------------------------------------------------------ */
+
+/* proto3 strings must be valid UTF-8 (Go receivers reject the request).
+ * ss_utf8_fix replaces, in place, every byte of an invalid sequence of
+ * s[0..n) (stray continuation bytes, overlongs, surrogates such as Java's
+ * modified UTF-8 makes, truncated sequences) with '?'; returns how many. */
+size_t ss_utf8_fix(char *s, size_t n);
+bool ss_utf8_valid(const char *s, size_t n);
+
 #endif /* SS_OTLP_H */

@@ -39,6 +39,10 @@ static int attr_add(ss_attr **list, size_t *n, const char *key, size_t klen,
         free(a->str);
         return -ENOMEM;
     }
+    /* /proc/self/cmdline, host names, user input: any bytes */
+    ss_utf8_fix(a->key, strlen(a->key));
+    if (a->str)
+        ss_utf8_fix(a->str, strlen(a->str));
     (*n)++;
     return 0;
 }
@@ -134,6 +138,7 @@ static int set_service_name(ss_otlp_resource *r) {
             char *copy = strdup(svc);
             if (!copy)
                 return -ENOMEM;
+            ss_utf8_fix(copy, strlen(copy));
             free(have->str);
             have->str = copy;
             return 0;

@@ -200,10 +200,78 @@ static void test_split_by_count_and_bytes(void **state) {
     ss_otlp_resource_free(&res);
 }
 
+static void test_utf8_fix(void **state) {
+    (void)state;
+    char ok[] = "plain ascii, caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80";
+    assert_true(ss_utf8_valid(ok, strlen(ok)));
+    assert_int_equal(ss_utf8_fix(ok, strlen(ok)), 0);
+    struct {
+        const char *in, *out;
+    } bad[] = {
+        {"a\xff" "b", "a?b"},                /* never valid */
+        {"a\x80" "b", "a?b"},                /* stray continuation */
+        {"\xc0\x80", "??"},                /* modified UTF-8 NUL (overlong) */
+        {"\xed\xa0\xbd\xed\xb8\x80", "??????"}, /* surrogate pair, CESU style */
+        {"\xe2\x82", "??"},                /* truncated */
+        {"\xf4\x90\x80\x80", "????"},      /* beyond U+10FFFF */
+        {"\xe0\x80\xaf", "???"},           /* overlong 3-byte */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char buf[32];
+        strcpy(buf, bad[i].in);
+        assert_false(ss_utf8_valid(buf, strlen(buf)));
+        ss_utf8_fix(buf, strlen(buf));
+        assert_string_equal(buf, bad[i].out);
+        assert_true(ss_utf8_valid(buf, strlen(buf)));
+    }
+}
+
+/* A thread name that is not UTF-8 (from /proc, or Java's modified UTF-8)
+ * must not make the request invalid: name and body get '?' instead. */
+static void test_invalid_utf8_thread_name(void **state) {
+    (void)state;
+    ss_otlp_resource res;
+    assert_int_equal(ss_otlp_resource_build(&res), 0);
+    ss_round_builder *b = ss_round_builder_create();
+    ss_round_builder_begin(b, T0, 1000, SS_RUNTIME_NATIVE);
+    ss_thread_sample *t = ss_round_builder_add_thread(b, "bad\xff\xfe name \xed\xa0\x80");
+    t->nid = 9;
+    t = ss_round_builder_add_thread(b, "good");
+    t->nid = 10;
+    ss_round *r = ss_round_builder_finish(b, 0, 0);
+    ss_round_builder_destroy(b);
+    ss_logs_encoder e;
+    ss_logs_encoder_init(&e);
+    ss_buf out;
+    ss_buf_init(&out);
+    uint32_t n, dropped;
+    assert_int_equal(ss_logs_encode(&e, &res, r, 0, 10, SS_LOGS_MAX_REQUEST, 1, &out, &n,
+                                    &dropped), 2);
+    Request *req = opentelemetry__proto__collector__logs__v1__export_logs_service_request__unpack(
+        NULL, out.len, (const uint8_t *)out.data);
+    assert_non_null(req);
+    const LogRecord *rec = req->resource_logs[0]->scope_logs[0]->log_records[0];
+    assert_string_equal(attr_str(rec, "thread.name"), "bad?? name ???");
+    assert_non_null(strstr(rec->body->string_value, "\"bad?? name ???\" #"));
+    assert_true(ss_utf8_valid(rec->body->string_value, strlen(rec->body->string_value)));
+    rec = req->resource_logs[0]->scope_logs[0]->log_records[1];
+    assert_string_equal(attr_str(rec, "thread.name"), "good");
+    /* the round itself is untouched: other exporters share it */
+    assert_string_equal(r->threads[0].name, "bad\xff\xfe name \xed\xa0\x80");
+    opentelemetry__proto__collector__logs__v1__export_logs_service_request__free_unpacked(req,
+                                                                                         NULL);
+    ss_buf_free(&out);
+    ss_logs_encoder_free(&e);
+    ss_round_unref(r);
+    ss_otlp_resource_free(&res);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_as_request),
         cmocka_unit_test(test_split_by_count_and_bytes),
+        cmocka_unit_test(test_utf8_fix),
+        cmocka_unit_test(test_invalid_utf8_thread_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
