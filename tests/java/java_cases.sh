@@ -8,6 +8,9 @@
 #                thread (no "stackshot-" in /proc comm nor in jstack) and
 #                writes nothing; the same run enabled shows the thread
 #                (so the check can fail)
+#   shutdown     at exit (VMDeath) every round taken reaches the file: the
+#                text exporter's closing counters equal the rounds in it,
+#                and exit is not held up (generous bound: 5 s over the run)
 #   churn        classes loaded and unloaded in a loop (custom loaders, GC),
 #                sampled every 10 ms for STACKSHOT_CHURN_SECONDS (default 20)
 #                without a crash, frames of the churned classes resolved
@@ -80,6 +83,23 @@ disabled)
     "$jh/bin/jstack" "$pid" | grep -q '"stackshot-sampler"' ||
         fail "control: jstack does not show stackshot-sampler"
     kill "$pid"; wait "$pid" 2>/dev/null
+    ;;
+shutdown)
+    t0=$(date +%s%N)
+    SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=20 \
+        STACKSHOT_SHUTDOWN_TIMEOUT=1000 STACKSHOT_OUTPUT_DIR=$tmp/o \
+        "$java" "-agentpath:$lib" -cp "$classes" Demo 2 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $rc -eq 0 ] || fail "JVM exit code $rc"
+    f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
+    rounds=$(grep -c '^Full thread dump' "$f" 2>/dev/null || echo 0)
+    line=$(grep 'stackshot: text: rounds' "$tmp/err")
+    echo "$line; $rounds rounds in the file; JVM ran $ms ms"
+    [ "$rounds" -gt 20 ] || fail "only $rounds rounds"
+    echo "$line" | grep -q "rounds $rounds in, 0 dropped; records [0-9]* exported, 0 dropped" ||
+        fail "exporter counters ($line) do not match the $rounds rounds in the file"
+    [ "$ms" -lt 9000 ] || fail "the JVM took $ms ms for a 2 s run"
     ;;
 churn)
     secs=${STACKSHOT_CHURN_SECONDS:-20}
