@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A channel that failed to connect is replaced, at most this often. */
@@ -41,7 +42,7 @@ struct ss_grpc_client {
     grpc_channel *channel;
     uint64_t channel_born_ns;
     bool replace_channel; /* the last call found no connection */
-    uint64_t calls, last_scan_ns; /* for register_grpc_threads */
+    nlink_t scanned_nlink; /* threads + 2 at the last register_grpc_threads */
     grpc_completion_queue *cq;
     grpc_metadata *md; /* ep->headers as metadata, sent on every call */
     size_t n_md;
@@ -191,6 +192,18 @@ static void maybe_replace_channel(ss_grpc_client *c) {
     c->channel = fresh;
     c->channel_born_ns = ss_mono_ns();
     c->replace_channel = false;
+}
+
+/* gRPC starts threads on the first calls, and later ones on demand (timer
+ * threads, executors): rescan whenever the number of threads of the
+ * process changed (one stat: /proc/self/task's link count is the number of
+ * threads + 2). */
+void ss_grpc_client_note_threads(ss_grpc_client *c) {
+    struct stat st;
+    if (stat("/proc/self/task", &st) == 0 && st.st_nlink != c->scanned_nlink) {
+        register_grpc_threads();
+        c->scanned_nlink = st.st_nlink;
+    }
 }
 
 ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
@@ -369,11 +382,6 @@ int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes,
     if (recv_bb)
         grpc_byte_buffer_destroy(recv_bb);
     grpc_call_unref(call);
-    /* gRPC starts threads on the first calls, and later ones on demand */
-    uint64_t now = ss_mono_ns();
-    if (c->calls++ < 3 || now - c->last_scan_ns > 30000000000ull) {
-        register_grpc_threads();
-        c->last_scan_ns = now;
-    }
+    ss_grpc_client_note_threads(c);
     return result->status;
 }

@@ -32,6 +32,7 @@ typedef struct logs_state {
     ss_otlp_endpoint ep;
     ss_grpc_client *client;
     ss_otlp_resource res;
+    bool res_built;
     ss_logs_encoder enc;
     ss_buf out;
     ss_retry_policy policy;
@@ -201,7 +202,8 @@ static void logs_free(logs_state *s) {
     while (s->head)
         drop_head(s);
     ss_grpc_client_destroy(s->client);
-    ss_otlp_resource_free(&s->res);
+    if (s->res_built)
+        ss_otlp_resource_free(&s->res);
     ss_otlp_endpoint_free(&s->ep);
     ss_logs_encoder_free(&s->enc);
     ss_buf_free(&s->out);
@@ -227,8 +229,6 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
                                                 : "unknown format (text or pprof)",
                       "using text");
     int rc = ss_otlp_endpoint_load(&s->ep, "LOGS");
-    if (rc == 0)
-        rc = ss_otlp_resource_build(&s->res);
     if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
         rc = -EIO;
     if (rc != 0) {
@@ -245,6 +245,17 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
 
 static void logs_consume(void *state, ss_round *r) {
     logs_state *s = state;
+    /* The resource is built with the first round, not in open: a JVM agent
+     * starts its exporters in Agent_OnLoad and learns the runtime's name
+     * and version (process.runtime.*) only once the VM is initialised,
+     * before its first round. */
+    if (!s->res_built) {
+        if (ss_otlp_resource_build(&s->res) != 0) {
+            atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+            return;
+        }
+        s->res_built = true;
+    }
     uint64_t observed = ss_wall_ns();
     uint32_t first = 0;
     while (first < r->n_threads) {
@@ -272,6 +283,7 @@ static void logs_consume(void *state, ss_round *r) {
 static void logs_tick(void *state, uint64_t now) {
     (void)now;
     logs_state *s = state;
+    ss_grpc_client_note_threads(s->client);
     enforce_cap(s);
     pump(s);
 }

@@ -146,6 +146,13 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep);
 int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
                   uint64_t deadline_ns, ss_grpc_result *result);
 
+/* gRPC starts its threads lazily (some long after the first call); they
+ * inherit the exporter thread's all-blocked signal mask. This registers
+ * every thread with exactly that mask as internal (ss_internal_thread_add)
+ * so samplers leave it out. Cheap when no thread appeared (one stat);
+ * ss_grpc_unary calls it after each call, exporters from their tick. */
+void ss_grpc_client_note_threads(ss_grpc_client *c);
+
 void ss_grpc_result_init(ss_grpc_result *r);
 void ss_grpc_result_free(ss_grpc_result *r);
 

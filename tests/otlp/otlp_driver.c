@@ -165,8 +165,12 @@ int main(int argc, char **argv) {
         ss_sleep_ns(10000000);
     if (child > 0)
         waitpid(child, NULL, 0);
-    if (getenv("OTLP_DRIVER_THREADS"))
+    if (getenv("OTLP_DRIVER_THREADS")) {
+        /* gRPC may start a thread at any time; exporters register new
+         * ones within a tick (100 ms): give them three */
+        ss_sleep_ns(300000000ull);
         list_threads();
+    }
     ss_agent_stop();
     return 0;
 }
