@@ -16,6 +16,17 @@
  * thread of the process once per interval. */
 extern const ss_source_ops ss_native_source;
 
+/* Take one round now on the calling thread (which is left out of it),
+ * without the sampler thread: for benchmarks and tests. Installs the
+ * handler on first use. 0 and *out (one reference) or -errno; -EBUSY when
+ * the sampler thread runs. */
+int ss_native_sample_once(const ss_config *cfg, ss_round **out);
+/* Counters of the native sampler: rounds, stacks taken by signal, stacks
+ * reused because the thread was idle. */
+void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);
+/* Free what ss_native_sample_once set up (the handler stays, a no-op). */
+void ss_native_release(void);
+
 /* ---- symbols --------------------------------------------------------- */
 
 typedef struct ss_symbols ss_symbols;

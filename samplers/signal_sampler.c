@@ -1,0 +1,409 @@
+/* signal_sampler.c: the signal handler, its slots, and signalling threads.
+ *
+ * Protocol of one slot (state is atomic; the sampler thread owns a slot
+ * while it is FREE, the handler while it is BUSY):
+ *
+ *   FREE --sampler: assign + tgkill--> REQUESTED --handler CAS--> BUSY
+ *   BUSY --handler: frames written--> DONE --sampler: read--> FREE
+ *   REQUESTED --sampler CAS at the deadline--> FREE   (no answer: skipped)
+ *
+ * A slot still BUSY at the deadline is "quarantined": it is not handed to
+ * another thread until its handler has set DONE, so a late handler never
+ * writes into a slot that belongs to someone else.
+ *
+ * The handler finds its slot through an open-addressing table keyed by
+ * tid that the sampler fills before signalling. Slots live in chunks
+ * allocated with mmap and never freed; the table is replaced (the old one
+ * kept, never freed) only when it must grow. So whatever a late handler
+ * reads is memory that still exists.
+ *
+ * The handler does only async-signal-safe work: atomics, libunwind's local
+ * unwinding (caching policy per thread, no malloc), a few syscalls (gettid,
+ * futex), and it saves errno. */
+#include "signal_sampler.h"
+
+#include <errno.h>
+/* local unwinding only: the fast, self-contained _UL* entry points */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_BUSY, SLOT_DONE };
+
+struct ss_sig_slot {
+    _Atomic int state;
+    _Atomic pid_t tid;
+    uint32_t cap;      /* ips capacity: max_depth + 1 when allocated */
+    uint32_t depth;
+    uint64_t pthread;
+    bool has_span;
+    bool quarantined;  /* sampler-private: BUSY past a deadline */
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint64_t *ips;
+};
+
+#define CHUNK_SLOTS 64u
+#define MAX_CHUNKS 1024u /* 65,536 threads sampled at once */
+#define BATCH 128u       /* signals in flight at once */
+
+typedef struct tab_entry {
+    _Atomic pid_t tid;
+    _Atomic uint32_t slot;
+} tab_entry;
+
+typedef struct sig_table {
+    uint32_t mask;
+    struct sig_table *retired; /* older tables: kept, a late handler may read them */
+    tab_entry e[];
+} sig_table;
+
+/* Shared with the handler. */
+static ss_sig_slot *_Atomic chunks[MAX_CHUNKS];
+static sig_table *_Atomic table;
+static _Atomic bool active;
+static _Atomic pid_t own_pid;
+static _Atomic uint32_t answers; /* futex word: bumped by every answer */
+
+/* Sampler-private. */
+static int the_signal;
+static bool installed;
+static uint32_t n_chunks;
+static uint32_t slot_cap; /* ips per slot of newly allocated chunks */
+static ss_sig_slot **round_slots;
+static uint32_t n_round, cap_round;
+static uint32_t next_slot; /* allocation cursor within a round */
+static uint32_t n_quarantined;
+
+static inline uint32_t hash_tid(pid_t tid) {
+    return (uint32_t)tid * 2654435761u;
+}
+
+static ss_sig_slot *slot_at(uint32_t idx) {
+    ss_sig_slot *c = atomic_load_explicit(&chunks[idx / CHUNK_SLOTS], memory_order_acquire);
+    return c ? &c[idx % CHUNK_SLOTS] : NULL;
+}
+
+/* Async-signal-safe lookup of the slot prepared for tid. */
+static ss_sig_slot *find_slot(pid_t tid) {
+    sig_table *t = atomic_load_explicit(&table, memory_order_acquire);
+    if (!t)
+        return NULL;
+    uint32_t h = hash_tid(tid) & t->mask;
+    for (uint32_t probe = 0; probe <= t->mask; probe++) {
+        pid_t k = atomic_load_explicit(&t->e[h].tid, memory_order_acquire);
+        if (k == 0)
+            return NULL;
+        if (k == tid)
+            return slot_at(atomic_load_explicit(&t->e[h].slot, memory_order_relaxed));
+        h = (h + 1) & t->mask;
+    }
+    return NULL;
+}
+
+static void futex_wake(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t ns) {
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* Unwind from the interrupted context (not from here: the handler's own
+ * frames and the signal trampoline are never recorded). */
+static uint32_t unwind_into(ss_sig_slot *s, void *uc) {
+    unw_cursor_t c;
+    if (unw_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0)
+        return 0;
+    uint32_t n = 0;
+    bool exact = true; /* the leaf is the interrupted instruction */
+    for (;;) {
+        unw_word_t ip;
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+            break;
+        s->ips[n++] = (uint64_t)ip | (exact ? SS_IP_EXACT : 0);
+        if (n >= s->cap)
+            break;
+        /* the frame above a signal trampoline was interrupted, too */
+        exact = unw_is_signal_frame(&c) > 0;
+        if (unw_step(&c) <= 0)
+            break;
+    }
+    return n;
+}
+
+static void handler(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    if (!atomic_load_explicit(&active, memory_order_acquire))
+        return;
+    /* only our own tgkill: never a kill(2) from elsewhere */
+    if (si->si_code != SI_TKILL ||
+        si->si_pid != atomic_load_explicit(&own_pid, memory_order_relaxed))
+        return;
+    int saved_errno = errno;
+    pid_t me = ss_gettid();
+    ss_sig_slot *s = find_slot(me);
+    int expected = SLOT_REQUESTED;
+    if (s && atomic_compare_exchange_strong(&s->state, &expected, SLOT_BUSY)) {
+        if (atomic_load_explicit(&s->tid, memory_order_acquire) != me) {
+            /* reassigned between lookup and claim: not ours */
+            atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
+        } else {
+            s->depth = unwind_into(s, uc);
+            s->has_span = ss_span_current(s->trace_id, s->span_id);
+            s->pthread = (uint64_t)pthread_self();
+            atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
+            atomic_fetch_add_explicit(&answers, 1, memory_order_release);
+            futex_wake(&answers);
+        }
+    }
+    errno = saved_errno;
+}
+
+static int install_handler(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) != 0)
+        return -errno;
+    bool is_ours = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == handler;
+    if (!is_ours && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+        ss_error("signal %d already has a handler in this process; the native "
+                 "sampler does not replace it (set STACKSHOT_SIGNAL to a free "
+                 "signal); not sampling",
+                 sig);
+        return -EBUSY;
+    }
+    if (is_ours)
+        return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask); /* no other handler may nest inside ours */
+    if (sigaction(sig, &sa, NULL) != 0)
+        return -errno;
+    return 0;
+}
+
+int ss_sig_start(int sig, uint32_t max_depth) {
+    if (installed && sig != the_signal) {
+        ss_error("STACKSHOT_SIGNAL changed to %d after the handler for %d was "
+                 "installed; keeping %d",
+                 sig, the_signal, the_signal);
+        sig = the_signal;
+    }
+    int rc = install_handler(sig);
+    if (rc != 0)
+        return rc;
+    if (!installed) {
+        /* once, before any handler runs: per-thread caches need no lock */
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        slot_cap = max_depth + 1;
+    }
+    installed = true;
+    the_signal = sig;
+    atomic_store(&own_pid, getpid());
+    atomic_store_explicit(&active, true, memory_order_release);
+    return 0;
+}
+
+void ss_sig_stop(void) { atomic_store_explicit(&active, false, memory_order_release); }
+
+static int add_chunk(void) {
+    if (n_chunks == MAX_CHUNKS)
+        return -ENOMEM;
+    size_t head = CHUNK_SLOTS * sizeof(ss_sig_slot);
+    head = (head + 63) & ~(size_t)63;
+    size_t size = head + (size_t)CHUNK_SLOTS * slot_cap * sizeof(uint64_t);
+    /* mmap: pages of ip arrays become resident only when written */
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return -ENOMEM;
+    ss_sig_slot *c = m;
+    uint64_t *ips = (uint64_t *)((char *)m + head);
+    for (uint32_t i = 0; i < CHUNK_SLOTS; i++) {
+        c[i].cap = slot_cap;
+        c[i].ips = ips + (size_t)i * slot_cap;
+    }
+    atomic_store_explicit(&chunks[n_chunks++], c, memory_order_release);
+    return 0;
+}
+
+/* A table with room for n entries at load <= 1/2, emptied. */
+static int prepare_table(uint32_t n) {
+    sig_table *t = atomic_load(&table);
+    uint32_t want = 64;
+    while (want < 2 * n)
+        want *= 2;
+    if (!t || t->mask + 1 < want) {
+        sig_table *nt = calloc(1, sizeof *nt + (size_t)want * sizeof(tab_entry));
+        if (!nt)
+            return -ENOMEM;
+        nt->mask = want - 1;
+        nt->retired = t;
+        atomic_store_explicit(&table, nt, memory_order_release);
+        return 0;
+    }
+    for (uint32_t i = 0; i <= t->mask; i++)
+        atomic_store_explicit(&t->e[i].tid, 0, memory_order_relaxed);
+    return 0;
+}
+
+static void release_quarantine(void) {
+    if (!n_quarantined)
+        return;
+    for (uint32_t i = 0; i < n_chunks * CHUNK_SLOTS; i++) {
+        ss_sig_slot *s = slot_at(i);
+        if (!s->quarantined)
+            continue;
+        int st = atomic_load_explicit(&s->state, memory_order_acquire);
+        if (st == SLOT_DONE || st == SLOT_FREE) {
+            atomic_store(&s->state, SLOT_FREE);
+            s->quarantined = false;
+            n_quarantined--;
+        }
+    }
+}
+
+int ss_sig_begin(uint32_t n) {
+    for (uint32_t i = 0; i < n_round; i++)
+        if (!round_slots[i]->quarantined)
+            atomic_store(&round_slots[i]->state, SLOT_FREE);
+    n_round = 0;
+    next_slot = 0;
+    release_quarantine();
+    if (n > cap_round) {
+        ss_sig_slot **p = realloc(round_slots, (size_t)n * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        round_slots = p;
+        cap_round = n;
+    }
+    while ((uint64_t)n_chunks * CHUNK_SLOTS < (uint64_t)n + n_quarantined)
+        if (add_chunk() != 0)
+            break; /* assign() returns NULL past the last slot */
+    return prepare_table(n);
+}
+
+ss_sig_slot *ss_sig_assign(pid_t tid) {
+    if (n_round == cap_round)
+        return NULL;
+    ss_sig_slot *s = NULL;
+    while (next_slot < n_chunks * CHUNK_SLOTS) {
+        ss_sig_slot *c = slot_at(next_slot++);
+        if (!c->quarantined) {
+            s = c;
+            break;
+        }
+    }
+    if (!s)
+        return NULL;
+    atomic_store_explicit(&s->tid, tid, memory_order_release);
+    s->depth = 0;
+    uint32_t idx = next_slot - 1;
+    sig_table *t = atomic_load(&table);
+    uint32_t h = hash_tid(tid) & t->mask;
+    while (atomic_load_explicit(&t->e[h].tid, memory_order_relaxed) != 0)
+        h = (h + 1) & t->mask;
+    atomic_store_explicit(&t->e[h].slot, idx, memory_order_relaxed);
+    atomic_store_explicit(&t->e[h].tid, tid, memory_order_release);
+    round_slots[n_round++] = s;
+    return s;
+}
+
+static bool pending(ss_sig_slot *s) {
+    int st = atomic_load_explicit(&s->state, memory_order_acquire);
+    return st == SLOT_REQUESTED || st == SLOT_BUSY;
+}
+
+static void wait_batch(uint32_t from, uint32_t to, uint64_t deadline_ns) {
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&answers, memory_order_acquire);
+        bool any = false;
+        for (uint32_t i = from; i < to && !any; i++)
+            any = pending(round_slots[i]);
+        if (!any)
+            return;
+        uint64_t now = ss_mono_ns();
+        if (now >= deadline_ns)
+            return;
+        futex_wait(&answers, seen, deadline_ns - now);
+    }
+}
+
+uint32_t ss_sig_collect(uint64_t deadline_ns) {
+    pid_t pid = atomic_load(&own_pid);
+    for (uint32_t b = 0; b < n_round; b += BATCH) {
+        uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
+        for (uint32_t i = b; i < e; i++) {
+            ss_sig_slot *s = round_slots[i];
+            atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
+            if (syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal) != 0) {
+                int expected = SLOT_REQUESTED; /* exited: nobody will answer */
+                atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
+            }
+        }
+        wait_batch(b, e, deadline_ns);
+    }
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < n_round; i++) {
+        ss_sig_slot *s = round_slots[i];
+        int st = SLOT_REQUESTED;
+        if (atomic_compare_exchange_strong(&s->state, &st, SLOT_FREE))
+            continue; /* never answered; a late signal finds it FREE */
+        if (st == SLOT_BUSY) {
+            s->quarantined = true;
+            n_quarantined++;
+        } else if (st == SLOT_DONE) {
+            done++;
+        }
+    }
+    return done;
+}
+
+bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
+    if (s->quarantined ||
+        atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
+        return false;
+    out->pthread = s->pthread;
+    out->depth = s->depth;
+    out->ips = s->ips;
+    out->has_span = s->has_span;
+    memcpy(out->trace_id, s->trace_id, 16);
+    memcpy(out->span_id, s->span_id, 8);
+    return true;
+}
+
+void ss_sig_after_fork(void) {
+    /* The parent's threads are gone and none of their handlers can run
+     * here: every slot is free again. The round list may be mid-update
+     * by the parent's sampler at the fork: start a fresh one (the old
+     * array stays reachable from a static, never freed). */
+    static ss_sig_slot **leftover;
+    leftover = round_slots;
+    (void)leftover;
+    round_slots = NULL;
+    n_round = cap_round = 0;
+    next_slot = 0;
+    n_quarantined = 0;
+    for (uint32_t i = 0; i < n_chunks * CHUNK_SLOTS; i++) {
+        ss_sig_slot *s = slot_at(i);
+        atomic_store(&s->state, SLOT_FREE);
+        atomic_store(&s->tid, 0);
+        s->quarantined = false;
+    }
+    sig_table *t = atomic_load(&table);
+    if (t)
+        for (uint32_t i = 0; i <= t->mask; i++)
+            atomic_store(&t->e[i].tid, 0);
+}
+
+uint32_t ss_sig_quarantined(void) { return n_quarantined; }

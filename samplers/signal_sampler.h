@@ -1,0 +1,71 @@
+/*
+ * signal_sampler.h: taking raw stacks of other threads with a signal.
+ * Private to samplers/.
+ *
+ * The sampler thread owns a set of preallocated slots. For one round it
+ * assigns a slot to each thread it wants (ss_sig_assign), then signals
+ * them all and waits a bounded time for the answers (ss_sig_collect).
+ * Each thread's handler finds its slot by tid, unwinds its own stack with
+ * libunwind into the slot's ip array, and reports back.
+ *
+ * Slots are never freed or moved while the handler is installed (it stays
+ * installed for the life of the process, a no-op once stopped), so a late
+ * handler never touches freed memory; a slot whose handler is still
+ * running at the deadline is not handed to another thread until it ends.
+ */
+#ifndef SS_SIGNAL_SAMPLER_H
+#define SS_SIGNAL_SAMPLER_H
+
+#include "ss_samplers.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The ip of a frame reached through a signal frame (the interrupted
+ * instruction itself, not a return address) carries this bit. */
+#define SS_IP_EXACT (1ull << 63)
+
+typedef struct ss_sig_slot ss_sig_slot;
+
+/* What a handler stored, copied out by ss_sig_result. */
+typedef struct ss_sig_answer {
+    uint64_t pthread;         /* pthread_self() of the thread */
+    uint32_t depth;           /* ips written; max_depth + 1 means cut */
+    const uint64_t *ips;      /* leaf first; valid until the next round */
+    bool has_span;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+} ss_sig_answer;
+
+/* Install the handler for `sig` (once per process; later calls with the
+ * same signal only re-enable it). Refuses with -EBUSY when another
+ * handler owns the signal. Frames buffers hold max_depth + 1 ips. */
+int ss_sig_start(int sig, uint32_t max_depth);
+
+/* Make the handler a no-op (it stays installed: a late signal must never
+ * meet SIG_DFL, which would kill the process). */
+void ss_sig_stop(void);
+
+/* Begin a round: frees the slots of the previous round (except those
+ * whose handler still runs) and makes room for n threads. 0 or -ENOMEM. */
+int ss_sig_begin(uint32_t n);
+
+/* Assign a slot to tid for this round; NULL when out of slots. */
+ss_sig_slot *ss_sig_assign(pid_t tid);
+
+/* Signal every assigned thread (in batches) and wait for the answers until
+ * deadline_ns (monotonic). Returns how many answered. */
+uint32_t ss_sig_collect(uint64_t deadline_ns);
+
+/* The answer of a slot after ss_sig_collect: true when it answered. */
+bool ss_sig_result(ss_sig_slot *slot, ss_sig_answer *out);
+
+/* In a forked child: only the calling thread exists. Forget every slot's
+ * round state (no handler of the parent's threads can run here). */
+void ss_sig_after_fork(void);
+
+/* Counters since start: slots currently held by a late handler. */
+uint32_t ss_sig_quarantined(void);
+
+#endif /* SS_SIGNAL_SAMPLER_H */
