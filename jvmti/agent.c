@@ -42,23 +42,47 @@ typedef struct callbacks21 {
     void(JNICALL *virtual_thread_end)(jvmtiEnv *, JNIEnv *, jthread);
 } callbacks21;
 
-static void property(const char *key, char *out, size_t n) {
-    char *v = NULL;
+/* A system property. java.runtime.* are set by the class library, not the
+ * VM, so JVMTI's GetSystemProperty does not know them: ask
+ * System.getProperty (the VM is live here), then JVMTI. */
+static void property(JNIEnv *env, const char *key, char *out, size_t n) {
     out[0] = '\0';
-    if ((*ss_jvmti)->GetSystemProperty(ss_jvmti, key, &v) == JVMTI_ERROR_NONE && v) {
-        ss_mutf8_to_utf8(v, out, n);
-        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)v);
+    jclass sys = (*env)->FindClass(env, "java/lang/System");
+    jmethodID get = sys ? (*env)->GetStaticMethodID(env, sys, "getProperty",
+                                                    "(Ljava/lang/String;)Ljava/lang/String;")
+                        : NULL;
+    jstring k = get ? (*env)->NewStringUTF(env, key) : NULL;
+    jstring v = k ? (*env)->CallStaticObjectMethod(env, sys, get, k) : NULL;
+    if ((*env)->ExceptionCheck(env)) {
+        (*env)->ExceptionClear(env);
+        v = NULL;
+    }
+    const char *c = v ? (*env)->GetStringUTFChars(env, v, NULL) : NULL;
+    if (c) {
+        ss_mutf8_to_utf8(c, out, n);
+        (*env)->ReleaseStringUTFChars(env, v, c);
+    }
+    if (v)
+        (*env)->DeleteLocalRef(env, v);
+    if (k)
+        (*env)->DeleteLocalRef(env, k);
+    if (sys)
+        (*env)->DeleteLocalRef(env, sys);
+    char *jv = NULL;
+    if (!out[0] && (*ss_jvmti)->GetSystemProperty(ss_jvmti, key, &jv) == JVMTI_ERROR_NONE && jv) {
+        ss_mutf8_to_utf8(jv, out, n);
+        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)jv);
     }
 }
 
-static void fill_runtime_facts(void) {
+static void fill_runtime_facts(JNIEnv *env) {
     ss_process_info *p = ss_process_mut();
     char vendor[96], name[96], version[64];
-    property("java.runtime.name", p->runtime_name, sizeof p->runtime_name);
-    property("java.runtime.version", p->runtime_version, sizeof p->runtime_version);
-    property("java.vm.vendor", vendor, sizeof vendor);
-    property("java.vm.name", name, sizeof name);
-    property("java.vm.version", version, sizeof version);
+    property(env, "java.runtime.name", p->runtime_name, sizeof p->runtime_name);
+    property(env, "java.runtime.version", p->runtime_version, sizeof p->runtime_version);
+    property(env, "java.vm.vendor", vendor, sizeof vendor);
+    property(env, "java.vm.name", name, sizeof name);
+    property(env, "java.vm.version", version, sizeof version);
     snprintf(p->runtime_description, sizeof p->runtime_description, "%s %s %s", vendor,
              name, version);
     p->runtime = SS_RUNTIME_JVM;
@@ -66,7 +90,7 @@ static void fill_runtime_facts(void) {
 
 /* The VM is live: facts, JNI ids, virtual threads, then the agent. */
 static void go_live(JNIEnv *env) {
-    fill_runtime_facts();
+    fill_runtime_facts(env);
     ss_jthreads_init(env);
     if (want_vthreads) {
         uint32_t max = (uint32_t)ss_config_int("STACKSHOT_MAX_VIRTUAL_THREADS", 1000, 0,
@@ -75,6 +99,9 @@ static void go_live(JNIEnv *env) {
             ss_warn("jvmti: virtual threads could not be tracked; only platform "
                     "threads are sampled");
     }
+    const ss_process_info *p = ss_process();
+    ss_info("jvmti: %s %s (%s); virtual threads %s", p->runtime_name, p->runtime_version,
+            p->runtime_description, ss_vthreads_active() ? "sampled" : "not sampled");
     ss_agent_start(&ss_jvmti_source, &config);
 }
 

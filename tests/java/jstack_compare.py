@@ -238,6 +238,14 @@ def main():
         except subprocess.TimeoutExpired:
             proc.kill()
             _, err = proc.communicate()
+        # the runtime facts the agent read from the JVM's system properties
+        ver = subprocess.run([java, '-version'], capture_output=True, text=True).stderr
+        m = re.search(r'Runtime Environment.*\(build ([^)]+)\)', ver)
+        facts = [l for l in (err or '').splitlines() if l.startswith('stackshot: jvmti: ')]
+        if not m or not facts or ('Runtime Environment %s (' % m.group(1)) not in facts[0] or \
+                ('virtual threads sampled' in facts[0]) != (major >= 21):
+            fail('runtime facts line %r does not match java -version build %r'
+                 % (facts[:1], m.group(1) if m else None))
         bad = [l for l in (err or '').splitlines()
                if 'stackshot' in l and ('error' in l.lower() or 'warn' in l.lower())]
         for l in bad:
