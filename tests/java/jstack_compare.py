@@ -22,6 +22,7 @@ threads (Reference Handler, ...) and the agent's own threads must be absent.
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,6 +167,7 @@ def main():
     bin_ = os.path.join(args.java_home, 'bin')
     java, jstack, jcmd = (os.path.join(bin_, x) for x in ('java', 'jstack', 'jcmd'))
     major = jdk_major(java)
+    global out_dir
     out_dir = tempfile.mkdtemp(prefix='ss-java-')
     env = dict(os.environ)
     for k in list(env):
@@ -254,6 +256,7 @@ def main():
         print('%d failure(s)' % len(failures))
         sys.exit(1)
     print('OK: agent output matches jstack')
+    shutil.rmtree(out_dir, ignore_errors=True)
 
 
 if __name__ == '__main__':
