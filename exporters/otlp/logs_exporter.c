@@ -172,16 +172,22 @@ static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns) {
     } else {
         atomic_fetch_add(&s->stats->failures, 1);
         uint64_t delay;
-        if (ss_otlp_retryable(st, res.has_retry_delay) &&
+        char what[96];
+        bool retryable = ss_otlp_retryable(st, res.has_retry_delay);
+        if (retryable &&
             ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
-            char what[96];
             snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
             tell_failure(s, &res, what);
             atomic_fetch_add(&s->stats->retries, 1);
             s->not_before_ns = ss_mono_ns() + delay;
             go_on = false;
         } else {
-            tell_failure(s, &res, "dropping the batch");
+            if (retryable)
+                snprintf(what, sizeof what, "giving up after %u attempts; dropping the batch",
+                         (unsigned)s->retry.attempts);
+            else
+                snprintf(what, sizeof what, "dropping the batch");
+            tell_failure(s, &res, what);
             drop_head(s);
         }
     }
