@@ -11,6 +11,8 @@
 #   shutdown     at exit (VMDeath) every round taken reaches the file: the
 #                text exporter's closing counters equal the rounds in it,
 #                and exit is not held up (generous bound: 5 s over the run)
+#   depth        STACKSHOT_MAX_DEPTH=10: the 40-deep recursive thread keeps its
+#                10 leaf-side frames and ends with the truncation marker
 #   churn        classes loaded and unloaded in a loop (custom loaders, GC),
 #                sampled every 10 ms for STACKSHOT_CHURN_SECONDS (default 20)
 #                without a crash, frames of the churned classes resolved
@@ -100,6 +102,21 @@ shutdown)
     echo "$line" | grep -q "rounds $rounds in, 0 dropped; records [0-9]* exported, 0 dropped" ||
         fail "exporter counters ($line) do not match the $rounds rounds in the file"
     [ "$ms" -lt 9000 ] || fail "the JVM took $ms ms for a 2 s run"
+    ;;
+depth)
+    SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=100 \
+        STACKSHOT_MAX_DEPTH=10 STACKSHOT_OUTPUT_DIR=$tmp/o \
+        "$java" "-agentpath:$lib" -cp "$classes" Demo 1 >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] || fail "JVM failed: $(cat "$tmp/err")"
+    f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
+    # the last round's "recursive" block
+    awk '/^Full thread dump/ {b=""} {b = b $0 "\n"} END {printf "%s", b}' "$f" |
+        awk '/^"recursive"/ {on=1} on && /^$/ {exit} on' >"$tmp/rec"
+    cat "$tmp/rec"
+    [ "$(grep -c $'^\tat ' "$tmp/rec")" -eq 11 ] || fail "expected 10 frames and the marker"
+    sed -n 3p "$tmp/rec" | grep -q 'at java.lang.Thread.sleep' || fail "leaf frame is not Thread.sleep"
+    tail -1 "$tmp/rec" | grep -qx $'\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:10)' ||
+        fail "no truncation marker"
     ;;
 churn)
     secs=${STACKSHOT_CHURN_SECONDS:-20}
