@@ -353,6 +353,19 @@ cases.fork = async () => {
     assert.ok(res.ms < 5000, `no hang (${res.ms} ms)`);
 };
 
+// STACKSHOT_LOGS_BATCH_SIZE: a round of 5 threads with batches of 2 goes
+// as 2 + 2 + 1 records, each record once.
+cases.batching = async () => {
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start();
+    const res = await driver(3, baseEnv(port, {STACKSHOT_LOGS_BATCH_SIZE: '2'}), 5);
+    await recv.close();
+    assert.equal(res.code, 0);
+    assert.deepEqual(recv.calls.map((c) => c.records.length), [2, 2, 1, 2, 2, 1, 2, 2, 1]);
+    assertExactlyOnce(recv, 3, 5);
+    assert.equal(lib.counters(res.stderr).exported, 15);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
