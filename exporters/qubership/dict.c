@@ -137,7 +137,22 @@ static bool fn_rehash(qb_dict *d) {
     return true;
 }
 
+/* An unresolved native frame: "unknown" would merge every unresolved
+ * function of a module into one method, so the word names the address
+ * instead ("void libfoo.so+0x1a2b() (libfoo.so)"), uncached. */
+static bool unresolved(const ss_frame *f) {
+    return f->map && f->map->path && (!f->fn || !f->fn->name || !strcmp(f->fn->name, "unknown"));
+}
+
 uint32_t qb_dict_method(qb_dict *d, const ss_frame *f) {
+    if (unresolved(f)) {
+        char word[600];
+        const char *mod = base_name(f->map->path);
+        uint64_t off = f->addr - f->map->start + f->map->file_offset;
+        snprintf(word, sizeof word, "void %.256s+0x%llx() (%.256s)", mod, (unsigned long long)off,
+                 mod);
+        return qb_dict_id(d, word);
+    }
     const void *key = f->fn;
     if (key) {
         if (d->n_fn_slots == 0 && !fn_rehash(d))

@@ -38,7 +38,7 @@ typedef struct qb_thread {
     uint32_t last_depth, last_cap;
     bool has_last;
     uint32_t empty_windows; /* windows without a sample: the thread is gone */
-    uint64_t prev_wait, prev_rd, prev_wr, prev_alloc;
+    uint64_t prev_cpu, prev_wait, prev_rd, prev_wr, prev_alloc;
     uint32_t interval_ms;
 } qb_thread;
 
@@ -131,7 +131,7 @@ static qb_thread *find_thread(qb_map *m, int64_t number) {
     qb_thread *t = &m->t[m->n++];
     memset(t, 0, sizeof *t);
     t->number = number;
-    t->prev_wait = t->prev_rd = t->prev_wr = t->prev_alloc = SS_UNKNOWN_U64;
+    t->prev_cpu = t->prev_wait = t->prev_rd = t->prev_wr = t->prev_alloc = SS_UNKNOWN_U64;
     return t;
 }
 
@@ -189,8 +189,10 @@ static void add_sample(qb_map *m, qb_session *q, const ss_round *r, const ss_thr
             t->ids[t->n_ids + s->depth++] = id;
     }
     t->n_ids += s->depth;
-    s->cpu_ns = ts->cpu_ns != SS_UNKNOWN_U64 ? ts->cpu_delta_ns : 0;
-    s->active = s->cpu_ns > 0 || (ts->cpu_ns == SS_UNKNOWN_U64 && ts->on_cpu);
+    /* CPU from the cumulative counter when known (not every sampler
+     * fills cpu_delta_ns), else the sampler's delta */
+    s->cpu_ns = ts->cpu_ns != SS_UNKNOWN_U64 ? grew(&t->prev_cpu, ts->cpu_ns) : ts->cpu_delta_ns;
+    s->active = s->cpu_ns > 0 || ts->on_cpu;
     s->wait_ns = grew(&t->prev_wait, ts->wait_ns);
     s->rd = grew(&t->prev_rd, ts->io_read_bytes);
     s->wr = grew(&t->prev_wr, ts->io_write_bytes);

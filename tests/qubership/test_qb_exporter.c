@@ -297,12 +297,11 @@ static const ss_funcinfo *fi(const char *name) {
 }
 
 static ss_round *round_at(ss_round_builder *b, uint64_t ms, const char *const *stack, int depth,
-                          uint64_t cpu_delta) {
+                          uint64_t cpu_total) {
     ss_round_builder_begin(b, ms * 1000000ull, 100, SS_RUNTIME_JVM);
     ss_thread_sample *t = ss_round_builder_add_thread(b, "worker-1");
     t->number = 7;
-    t->cpu_ns = 1;
-    t->cpu_delta_ns = cpu_delta;
+    t->cpu_ns = cpu_total; /* cumulative, as JVMTI gives it */
     for (int i = depth - 1; i >= 0; i--) {
         ss_frame f = {.fn = fi(stack[i])};
         ss_round_builder_add_frame(b, &f);
@@ -327,7 +326,7 @@ static void mapping_events(void **st) {
     struct { const char *const *s; int d; } seq[] = {{s1, 2}, {s2, 3}, {s2, 3}, {s3, 1}};
     for (int i = 0; i < 4; i++) {
         ss_round *r = round_at(b, (uint64_t)start + 1000 + 100 * (uint64_t)i, seq[i].s, seq[i].d,
-                               2000000);
+                               2000000 * (uint64_t)(i + 1));
         qb_map_add_round(m, &q, r);
         ss_round_unref(r);
     }
@@ -366,7 +365,7 @@ static void mapping_events(void **st) {
     assert_int_equal(c->start_ms, start + 1000);
     assert_int_equal(c->duration, 300);
     assert_int_equal(c->calls, 4); /* run, a, b, c */
-    assert_int_equal(c->cpu, 6);   /* 3 samples x 2 ms */
+    assert_int_equal(c->cpu, 4);   /* growth over its 3 samples: 0 (first), 2, 2 ms */
     assert_int_equal(c->buffer_offset, 8);
     assert_int_equal(c->record_index, 0);
     assert_true(ss_qb_str_eq(c->thread_name, "worker-1"));
@@ -385,7 +384,7 @@ static void mapping_events(void **st) {
     for (int w = 0; w < 2; w++) {
         for (int i = 0; i < 3; i++) {
             ss_round *r = round_at(b, (uint64_t)start + 5000 + 1000 * (uint64_t)w + 100 * (uint64_t)i,
-                                   s3, 1, 0);
+                                   s3, 1, 8000000);
             qb_map_add_round(m, &q, r);
             ss_round_unref(r);
         }
