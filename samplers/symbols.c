@@ -1,0 +1,412 @@
+/* symbols.c: native addresses -> frames (function, file, line, module)
+ * with elfutils libdw, for the native sampler.
+ *
+ * One Dwfl describes the own process: the modules of /proc/self/maps,
+ * each opened from its ELF file on disk (libdw never reads the process's
+ * memory for symbols; the vDSO, which has no file, is the one exception
+ * libdwfl handles itself). An address resolves to its function through
+ * the symbol table, to file and line through DWARF when the module (or
+ * its separate debuginfo) has it, and to a chain of inlined calls through
+ * the DWARF scopes that contain it.
+ *
+ * Resolving is slow (DWARF is parsed lazily, per CU, on first use) and a
+ * steady program shows the same few hundred addresses every round, so
+ * results are cached by address in an open-addressing table. The table
+ * is bounded: when full it is emptied and refilled (counted), which
+ * costs one round of DWARF work and never grows memory.
+ *
+ * Modules come and go with dlopen/dlclose. glibc counts both
+ * (dl_iterate_phdr's dlpi_adds/dlpi_subs); each resolve compares the
+ * counters with those seen when the module list was last read, and on a
+ * change reads /proc/self/maps again and empties the cache. That keeps
+ * an address of an unloaded library from keeping its stale name when
+ * another library is mapped at the same place, and lets an address in a
+ * freshly loaded library find it. Addresses outside every module (JIT
+ * code, anonymous memory) do not trigger a re-read: only the loader can
+ * add an ELF module, and it bumps dlpi_adds when it does.
+ *
+ * Not thread-safe (one resolver per sampler thread), never called from a
+ * signal handler: libdw allocates and takes locks. */
+#include "symbols_internal.h"
+#include "symbols_demangle.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One cached address: its frames live in the frame pool. */
+typedef struct cache_slot {
+    uint64_t key;    /* address << 1 | return_address; 0 = empty */
+    uint32_t first;  /* index into pool */
+    uint8_t n;       /* frames */
+} cache_slot;
+
+struct ss_symbols {
+    Dwfl *dwfl;
+    Dwfl_Callbacks callbacks;
+    char *debuginfo_path;
+    unsigned long long adds, subs; /* loader counters at the last report */
+    bool reported;                 /* the module list has been read */
+
+    cache_slot *slots;
+    size_t mask;        /* slots - 1 (power of two) */
+    size_t max_entries; /* resets past this (half the slots) */
+    ss_frame *pool;
+    size_t pool_used, pool_size;
+    ss_symbols_counters c;
+};
+
+/* Used only when interning fails (out of memory): a frame always names
+ * something. */
+static const ss_funcinfo unknown_fn = {"unknown", "unknown", "unknown", NULL,
+                                       SS_FRAME_NATIVE};
+
+/* ---- loader counters -------------------------------------------------- */
+
+struct loader_counts {
+    unsigned long long adds, subs;
+    bool ok;
+};
+
+static int read_counts(struct dl_phdr_info *info, size_t size, void *arg) {
+    struct loader_counts *lc = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        lc->adds = info->dlpi_adds;
+        lc->subs = info->dlpi_subs;
+        lc->ok = true;
+    }
+    return 1; /* the counters are the same in every entry: stop here */
+}
+
+/* ---- the module list -------------------------------------------------- */
+
+static void cache_clear(ss_symbols *s) {
+    memset(s->slots, 0, (s->mask + 1) * sizeof *s->slots);
+    s->pool_used = 0;
+    s->c.entries = 0;
+}
+
+/* Read /proc/self/maps into the Dwfl. Modules still mapped at the same
+ * place keep what libdw already parsed of them. */
+static int report_modules(ss_symbols *s) {
+    struct loader_counts lc = {0, 0, false};
+    dl_iterate_phdr(read_counts, &lc);
+    dwfl_report_begin(s->dwfl);
+    int rc = dwfl_linux_proc_report(s->dwfl, getpid());
+    if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && rc == 0)
+        rc = -1;
+    s->adds = lc.adds;
+    s->subs = lc.subs;
+    s->reported = true;
+    s->c.refreshes++;
+    if (rc != 0)
+        ss_debug("symbols: reading /proc/self/maps failed (%d)", rc);
+    return rc == 0 ? 0 : -EIO;
+}
+
+/* Re-read the module list (and forget cached addresses) when the loader
+ * added or removed a module since the last read. Cheap when nothing
+ * changed: dl_iterate_phdr stops at its first entry. */
+static void check_loader(ss_symbols *s) {
+    struct loader_counts lc = {0, 0, false};
+    dl_iterate_phdr(read_counts, &lc);
+    if (s->reported && lc.ok && lc.adds == s->adds && lc.subs == s->subs)
+        return;
+    if (s->reported) {
+        cache_clear(s);
+        s->c.flushes++;
+    }
+    report_modules(s);
+}
+
+/* ---- names ------------------------------------------------------------ */
+
+static const char *base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* The interned mapping of a module, made once per module and kept in the
+ * module's userdata slot. */
+static const ss_mapping *module_mapping(Dwfl_Module *mod) {
+    void **user = NULL;
+    Dwarf_Addr start = 0, end = 0;
+    const char *name = dwfl_module_info(mod, &user, &start, &end, NULL, NULL,
+                                        NULL, NULL);
+    if (user && *user)
+        return *user;
+    if (!name)
+        name = "unknown";
+    if (strncmp(name, "[vdso", 5) == 0)
+        name = "[vdso]"; /* libdwfl names it "[vdso: <pid>]" */
+    char hex[2 * 64 + 1] = "";
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    for (int i = 0; i < len && i < 64; i++)
+        snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+    const ss_mapping *m = ss_mapping_intern(name, hex, start, end, 0);
+    if (m && user)
+        *user = (void *)m;
+    return m;
+}
+
+/* Intern a function name as namespace + name: C names go to "global",
+ * C++ names are demangled and split at their last scope. */
+static const ss_funcinfo *intern_fn(const char *sym, const char *file) {
+    if (!sym || !*sym)
+        return ss_funcinfo_intern("unknown", "unknown", file, NULL, SS_FRAME_NATIVE);
+    char *d = ss_demangle(sym, false);
+    const ss_funcinfo *fn;
+    if (d) {
+        char ns[512], name[512];
+        ss_cxx_split(d, ns, sizeof ns, name, sizeof name);
+        fn = ss_funcinfo_intern(ns, name, file, NULL, SS_FRAME_NATIVE);
+        free(d);
+    } else {
+        fn = ss_funcinfo_intern("global", sym, file, NULL, SS_FRAME_NATIVE);
+    }
+    return fn;
+}
+
+/* A DWARF function's name: the linkage (mangled) name when it has one,
+ * so that C++ gets its scope, else DW_AT_name; following abstract
+ * origins (an inlined instance names nothing itself). */
+static const char *die_fn_name(Dwarf_Die *die) {
+    Dwarf_Attribute a;
+    const char *n = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+        n = dwarf_formstring(&a);
+    if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
+        n = dwarf_formstring(&a);
+    return n;
+}
+
+/* The call site of an inlined instance: file (basename) and line in the
+ * caller. */
+static void call_site(Dwarf_Die *inl, Dwarf_Die *cudie, const char **file,
+                      int *line) {
+    Dwarf_Attribute a;
+    Dwarf_Word v;
+    *file = NULL;
+    *line = 0;
+    if (dwarf_attr(inl, DW_AT_call_line, &a) && dwarf_formudata(&a, &v) == 0)
+        *line = (int)v;
+    Dwarf_Files *files;
+    size_t nfiles;
+    if (dwarf_attr(inl, DW_AT_call_file, &a) && dwarf_formudata(&a, &v) == 0 &&
+        dwarf_getsrcfiles(cudie, &files, &nfiles) == 0 && v < nfiles) {
+        const char *f = dwarf_filesrc(files, v, NULL, NULL);
+        if (f)
+            *file = base_name(f);
+    }
+}
+
+/* ---- resolving one address -------------------------------------------- */
+
+typedef struct resolved {
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n;
+} resolved;
+
+/* Add the inlined frames that contain `pc`, innermost first, and return
+ * the file and line the physical function is at (the outermost call
+ * site) through *file and *line. */
+static void add_inlines(Dwfl_Module *mod, Dwarf_Addr pc, resolved *r,
+                        const char **file, int *line) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+    if (!cudie)
+        return;
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes(cudie, pc - bias, &scopes);
+    if (n <= 0) {
+        free(scopes);
+        return;
+    }
+    /* dwarf_getscopes continues past an inlined instance into its
+     * abstract definition's scopes; the DIE tree's own parents of the
+     * innermost scope are the call chain as compiled. */
+    Dwarf_Die inner = scopes[0];
+    free(scopes);
+    scopes = NULL;
+    n = dwarf_getscopes_die(&inner, &scopes);
+    for (int i = 0; i < n && r->n < SS_SYMBOLS_MAX_INLINE - 1; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        /* This frame is at the current *file:*line; its caller is at the
+         * call site. */
+        ss_frame *f = &r->f[r->n++];
+        const ss_funcinfo *fn = intern_fn(die_fn_name(&scopes[i]),
+                                          *file ? *file : "unknown");
+        f->fn = fn ? fn : &unknown_fn;
+        f->line = *line;
+        f->inlined = 1;
+        call_site(&scopes[i], cudie, file, line);
+    }
+    free(scopes);
+}
+
+static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r) {
+    Dwarf_Addr pc = ret ? addr - 1 : addr;
+    memset(r, 0, sizeof *r);
+    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+    if (!mod) {
+        const ss_funcinfo *fn = ss_funcinfo_intern("unknown", "unknown", "unknown",
+                                                   NULL, SS_FRAME_NATIVE);
+        r->f[0].fn = fn ? fn : &unknown_fn;
+        r->f[0].addr = addr;
+        r->n = 1;
+        return;
+    }
+    const ss_mapping *map = module_mapping(mod);
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *dl = dwfl_module_getsrc(mod, pc);
+    if (dl) {
+        const char *src = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
+        if (src)
+            file = base_name(src);
+        else
+            line = 0;
+    }
+    add_inlines(mod, pc, r, &file, &line);
+
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+    if (!file) /* no DWARF line: name the module, as jstack does */
+        file = map ? base_name(map->path) : "unknown";
+    ss_frame *f = &r->f[r->n++];
+    const ss_funcinfo *fn = intern_fn(name, file);
+    f->fn = fn ? fn : &unknown_fn;
+    f->line = line;
+    f->inlined = 0;
+    for (int i = 0; i < r->n; i++) {
+        r->f[i].map = map;
+        r->f[i].addr = addr;
+    }
+}
+
+/* ---- the cache -------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static cache_slot *cache_find(ss_symbols *s, uint64_t key) {
+    for (size_t i = mix64(key) & s->mask;; i = (i + 1) & s->mask) {
+        cache_slot *sl = &s->slots[i];
+        if (sl->key == key || sl->key == 0)
+            return sl;
+    }
+}
+
+static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
+    if (s->c.entries >= s->max_entries || s->pool_used + (size_t)r->n > s->pool_size) {
+        cache_clear(s);
+        s->c.resets++;
+    }
+    cache_slot *sl = cache_find(s, key);
+    sl->key = key;
+    sl->first = (uint32_t)s->pool_used;
+    sl->n = (uint8_t)r->n;
+    memcpy(s->pool + s->pool_used, r->f, (size_t)r->n * sizeof *r->f);
+    s->pool_used += (size_t)r->n;
+    s->c.entries++;
+}
+
+/* ---- the API ---------------------------------------------------------- */
+
+ss_symbols *ss_symbols_create_sized(size_t entries) {
+    size_t slots = 32;
+    while (slots < 2 * entries)
+        slots <<= 1;
+    ss_symbols *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->mask = slots - 1;
+    s->max_entries = slots / 2;
+    s->pool_size = s->max_entries * 2; /* inline chains are rare and short */
+    s->slots = calloc(slots, sizeof *s->slots);
+    s->pool = calloc(s->pool_size, sizeof *s->pool);
+    s->callbacks.find_elf = dwfl_linux_proc_find_elf;
+    s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
+    if (s->slots && s->pool)
+        s->dwfl = dwfl_begin(&s->callbacks);
+    if (!s->dwfl) {
+        if (s->slots && s->pool)
+            ss_error("symbols: dwfl_begin failed: %s; native frames stay unnamed",
+                     dwfl_errmsg(-1));
+        ss_symbols_destroy(s);
+        return NULL;
+    }
+    report_modules(s);
+    return s;
+}
+
+ss_symbols *ss_symbols_create(void) {
+    return ss_symbols_create_sized(SS_SYMBOLS_CACHE_ENTRIES);
+}
+
+void ss_symbols_destroy(ss_symbols *s) {
+    if (!s)
+        return;
+    if (s->dwfl)
+        dwfl_end(s->dwfl);
+    free(s->slots);
+    free(s->pool);
+    free(s);
+}
+
+int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
+                       ss_frame *out, int max) {
+    if (max < 1)
+        return 0;
+    if (return_address && addr == 0)
+        return_address = false; /* no "call before" address 0 */
+    check_loader(s);
+    uint64_t key = addr << 1 | (return_address ? 1 : 0);
+    if (key != 0) {
+        cache_slot *sl = cache_find(s, key);
+        if (sl->key == key) {
+            s->c.hits++;
+            int n = sl->n < max ? sl->n : max;
+            memcpy(out, s->pool + sl->first, (size_t)n * sizeof *out);
+            return n;
+        }
+    }
+    s->c.misses++;
+    resolved r;
+    resolve_uncached(s, addr, return_address, &r);
+    if (key != 0)
+        cache_put(s, key, &r);
+    int n = r.n < max ? r.n : max;
+    memcpy(out, r.f, (size_t)n * sizeof *out);
+    return n;
+}
+
+void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses) {
+    *hits = s->c.hits;
+    *misses = s->c.misses;
+}
+
+void ss_symbols_counters_get(const ss_symbols *s, ss_symbols_counters *out) {
+    *out = s->c;
+}
