@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Integration test: stackshot-demo under LD_PRELOAD=libstackshot.so.
+
+Runs the demo with the text exporter every 100 ms, parses the thread-dump
+text file and checks, for each named thread, its state line and the
+frames (function, source file and line) against the "marker: <name>"
+comments of the demo's source, and that no agent thread is reported.
+
+usage: check_demo.py <stackshot-demo> <libstackshot.so> <stackshot-demo.c> <tmpdir> [preload-prefix]
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+demo, lib, source, tmp = sys.argv[1:5]
+preload = (sys.argv[5] + " " if len(sys.argv) > 5 and sys.argv[5] else "") + lib
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def markers(path):
+    """marker name -> line number in the demo source."""
+    out = {}
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            m = re.search(r"marker: (\w+)", line)
+            if m:
+                out[m.group(1)] = i
+    return out
+
+
+FRAME = re.compile(r"^\tat (.*)\((.*)\)$")
+HEADER = re.compile(r'^"(.*)" #(\d+) .* nid=0x([0-9a-f]+) (.*)$')
+
+
+def parse(path):
+    """List of rounds; each round is a list of threads (dicts)."""
+    rounds, cur, th = [], None, None
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("Full thread dump stackshot round"):
+                cur = []
+                rounds.append(cur)
+                th = None
+                continue
+            m = HEADER.match(line)
+            if m and cur is not None:
+                th = {"name": m.group(1), "number": int(m.group(2)),
+                      "nid": int(m.group(3), 16), "status": m.group(4),
+                      "state": None, "frames": []}
+                cur.append(th)
+                continue
+            if th is None:
+                continue
+            if line.startswith("   native.Thread.State: "):
+                th["state"] = line[len("   native.Thread.State: "):]
+                continue
+            m = FRAME.match(line)
+            if m:
+                qual, loc = m.group(1), m.group(2)
+                # "<ns>.<name>": C functions are in "global"; strip symbol versions
+                func = qual.split(".", 1)[1] if "." in qual else qual
+                func = func.split("@", 1)[0]
+                file, _, ln = loc.partition(":")
+                th["frames"].append((func, file, int(ln) if ln.isdigit() else 0))
+    return rounds
+
+
+def fmatch(f, func):
+    """Demo functions by exact name; libc ones (names differ with and
+    without libc's debug info) by a regular expression."""
+    return re.search(func, f) is not None if func.startswith("^") else f == func
+
+
+def has_frame(frames, func, line=None):
+    return any(fmatch(f, func) and (line is None or (fl == "stackshot-demo.c" and l == line))
+               for f, fl, l in frames)
+
+
+def main():
+    mk = markers(source)
+    os.makedirs(tmp, exist_ok=True)
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    env = dict(os.environ, LD_PRELOAD=preload, SPLUNK_PROFILER_ENABLED="true",
+               SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
+               STACKSHOT_EXPORTERS="text")
+    p = subprocess.run([demo, "1.5"], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "demo exit code %d: %s" % (p.returncode, p.stderr))
+    files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
+    if not check(len(files) == 1, "one text file expected, got %r" % files):
+        return
+    rounds = parse(os.path.join(tmp, files[0]))
+    check(len(rounds) >= 8, "at least 8 rounds in 1.5 s at 100 ms, got %d" % len(rounds))
+    # Judge a round from the middle of the run: every thread is in place.
+    r = {t["name"]: t for t in rounds[len(rounds) // 2]}
+    for name in list(r):
+        check(not name.startswith("stackshot-") or (name == "stackshot-demo" and r[name]["number"] == 1),
+              "agent thread reported: %s" % name)
+    for rnd in rounds:
+        for t in rnd:
+            check(not (t["name"].startswith("stackshot-") and t["number"] != 1),
+                  "agent thread %s in a round" % t["name"])
+
+    expect = {
+        "busy-worker": ("RUNNABLE", "runnable",
+                        [("compute_primes", None), ("busy_worker", mk["busy_worker"])]),
+        "sleeper": ("TIMED_WAITING (sleeping)", "sleeping",
+                    [("^.*nanosleep", None), ("nap_ms", mk["nap"]),
+                     ("sleep_forever", mk["sleep_forever"]), ("sleeper", mk["sleeper"])]),
+        "mutex-waiter": ("BLOCKED (on mutex)", "waiting for monitor entry",
+                         [("^.*(mutex_lock|lll_lock)", None), ("wait_for_lock", mk["wait_for_lock"]),
+                          ("mutex_waiter", mk["mutex_waiter"])]),
+        "cond-waiter": ("WAITING (on condition)", "waiting on condition",
+                        [("^.*cond_wait", None), ("wait_for_signal", mk["wait_for_signal"]),
+                         ("cond_waiter", mk["cond_waiter"])]),
+        "recursive": ("TIMED_WAITING (sleeping)", "sleeping",
+                      [("nap_ms", mk["nap"]), ("sleep_forever", mk["sleep_forever"]),
+                       ("recurse", mk["recurse_bottom"]), ("recurse", mk["recurse"]),
+                       ("recursive", mk["recursive"])]),
+        "stackshot-demo": ("TIMED_WAITING (sleeping)", "sleeping",
+                           [("nap_ms", mk["nap"]), ("main", mk["main"])]),
+    }
+    for name, (state, status, frames) in expect.items():
+        t = r.get(name)
+        if not check(t is not None, "thread %s missing (have %s)" % (name, sorted(r))):
+            continue
+        check(t["state"] == state, "%s: state %r, expected %r" % (name, t["state"], state))
+        check(t["status"] == status, "%s: status %r, expected %r" % (name, t["status"], status))
+        for func, line in frames:
+            check(has_frame(t["frames"], func, line),
+                  "%s: no frame %s%s in %s" % (name, func,
+                                               "(stackshot-demo.c:%d)" % line if line else "",
+                                               t["frames"][:8]))
+        # frames are in leaf-first order: the listed ones appear in that order
+        idx = [next((i for i, f in enumerate(t["frames"])
+                     if fmatch(f[0], fn) and (ln is None or f[2] == ln)), -1)
+               for fn, ln in frames]
+        check(idx == sorted(idx), "%s: frames out of order %s" % (name, idx))
+    # the busy worker's leaf is its own code, not a signal frame
+    bw = r.get("busy-worker")
+    if bw:
+        check(bw["frames"] and bw["frames"][0][0] in ("is_prime", "compute_primes"),
+              "busy-worker leaf is %r" % (bw["frames"][:1],))
+    main_t = r.get("stackshot-demo")
+    if main_t:
+        check(main_t["number"] == 1 and main_t["nid"] == p_pid(rounds, files[0]),
+              "main thread is #1 with nid == pid")
+    rec = r.get("recursive")
+    if rec:
+        n = sum(1 for f in rec["frames"] if f[0] == "recurse")
+        check(n == 201, "recursive: %d recurse frames, expected 201" % n)
+    for t in r.values():
+        check(not any(f[0] in ("__restore_rt", "ss_sig_handler", "handler") for f in t["frames"]),
+              "%s: signal handler frames in the stack" % t["name"])
+
+
+def demo_frames(frames):
+    return [(f, l) for f, fl, l in frames if fl == "stackshot-demo.c"]
+
+
+def gdb_stacks(pid):
+    """thread name -> [(function, line)] of the demo's own frames, by gdb."""
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                              "-ex", "thread apply all bt"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    stacks, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r'^Thread \d+ \(.*LWP \d+\) "(.*)"\):', line)
+        if m:
+            cur = stacks.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+) \(.*\) at .*stackshot-demo\.c:(\d+)", line)
+        if m and cur is not None:
+            cur.append((m.group(1), int(m.group(2))))
+    return stacks or None
+
+
+def compare_with_gdb():
+    """Same run, idle threads: the agent's stacks equal gdb's."""
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    env = dict(os.environ, LD_PRELOAD=preload, SPLUNK_PROFILER_ENABLED="true",
+               SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
+               STACKSHOT_EXPORTERS="text")
+    p = subprocess.Popen([demo, "3"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    g = gdb_stacks(p.pid)
+    p.communicate(timeout=60)
+    if g is None:
+        print("note: gdb could not attach; gdb comparison skipped")
+        return
+    files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
+    rounds = parse(os.path.join(tmp, files[0]))
+    r = {t["name"]: t for t in rounds[3]}
+    for name in ("sleeper", "mutex-waiter", "cond-waiter", "recursive", "stackshot-demo"):
+        if name not in r or name not in g:
+            check(False, "gdb comparison: %s missing (agent %s, gdb %s)" % (name, sorted(r), sorted(g)))
+            continue
+        check(demo_frames(r[name]["frames"]) == g[name],
+              "%s: agent %s != gdb %s" % (name, demo_frames(r[name]["frames"])[:6], g[name][:6]))
+
+
+def p_pid(rounds, fname):
+    return int(fname.rsplit(".", 2)[-2])
+
+
+main()
+compare_with_gdb()
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok")

@@ -1,0 +1,51 @@
+/* fork_exec.c: the parent forks; the child keeps running (in
+ * child_work) and then execs this program again (execd_work). The agent
+ * must keep sampling the parent, start afresh in the child, and start
+ * again from the preload constructor after exec. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) static void spin_for(double secs) {
+    double end = now() + secs;
+    volatile unsigned long x = 0;
+    while (now() < end)
+        for (int i = 0; i < 10000; i++)
+            x += (unsigned long)i;
+}
+
+__attribute__((noinline)) static void parent_work(void) { spin_for(1.6); }
+__attribute__((noinline)) static void child_work(void) { spin_for(0.8); }
+__attribute__((noinline)) static void execd_work(void) { spin_for(0.8); }
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "execd") == 0) {
+        execd_work();
+        return 0;
+    }
+    spin_for(0.3);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 2;
+    if (pid == 0) {
+        child_work();
+        execl("/proc/self/exe", argv[0], "execd", (char *)NULL);
+        _exit(3);
+    }
+    parent_work();
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 4;
+    printf("fork_exec: child %d\n", (int)pid);
+    return 0;
+}
