@@ -147,7 +147,8 @@ static const ss_mapping *module_mapping(Dwfl_Module *mod) {
         name = "[vdso]"; /* libdwfl names it "[vdso: <pid>]" */
     char hex[2 * 64 + 1] = "";
     const unsigned char *bits = NULL;
-    GElf_Addr vaddr;
+    GElf_Addr vaddr, bias;
+    dwfl_module_getelf(mod, &bias); /* the build id is read with the ELF */
     int len = dwfl_module_build_id(mod, &bits, &vaddr);
     for (int i = 0; i < len && i < 64; i++)
         snprintf(hex + 2 * i, 3, "%02x", bits[i]);
@@ -261,6 +262,12 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
     Dwarf_Addr pc = ret ? addr - 1 : addr;
     memset(r, 0, sizeof *r);
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+    Dwarf_Addr start = 0, end = 0;
+    /* Past the highest module (the stack, say) libdwfl answers with the
+     * last module anyway: check the range. */
+    if (mod && (!dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL) ||
+                pc < start || pc >= end))
+        mod = NULL;
     if (!mod) {
         const ss_funcinfo *fn = ss_funcinfo_intern("unknown", "unknown", "unknown",
                                                    NULL, SS_FRAME_NATIVE);

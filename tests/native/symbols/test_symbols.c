@@ -1,0 +1,267 @@
+/* test_symbols.c: the libdw symbol resolver against this very process:
+ * its own functions (name, file, line of a marked call), libc, an inline
+ * chain (-O2 helper), a C++ method, unknown addresses, the address cache
+ * and its bound, and dlopen/dlclose of libraries landing at the same
+ * address. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "samplers/symbols_internal.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* inline_helper.c */
+extern int helper_inner_line, helper_outer_line;
+extern uint64_t helper_ra;
+int outer_caller(volatile int *p);
+/* cpp_helper.cpp */
+extern int cpp_line;
+extern uint64_t cpp_ra;
+int cpp_call_method(int x);
+
+static uint64_t ra_seen;
+
+__attribute__((noinline)) static void capture_ra(void) {
+    ra_seen = (uint64_t)(uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* The call to capture_ra() sits on the line recorded beside it. */
+__attribute__((noinline)) static int known_static_fn(int x) {
+    int line = __LINE__; capture_ra();
+    return line + x;
+}
+
+static void assert_fn(const ss_frame *f, const char *ns, const char *name,
+                      const char *file) {
+    assert_non_null(f->fn);
+    assert_string_equal(f->fn->ns, ns);
+    assert_string_equal(f->fn->name, name);
+    assert_string_equal(f->fn->file, file);
+    assert_int_equal(f->fn->kind, SS_FRAME_NATIVE);
+}
+
+static void test_static_function(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    assert_non_null(s);
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    uint64_t entry = (uint64_t)(uintptr_t)&known_static_fn;
+    int n = ss_symbols_resolve(s, entry, false, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 1);
+    assert_fn(&f[0], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(f[0].addr, entry);
+    assert_int_equal(f[0].inlined, 0);
+    /* The entry's line is the function's own line (the one above the
+     * marked call, give or take the prologue). */
+    int marked = known_static_fn(0);
+    assert_in_range(f[0].line, marked - 2, marked);
+    assert_non_null(f[0].map);
+    assert_true(strstr(f[0].map->path, "test_symbols") != NULL);
+    assert_true(entry >= f[0].map->start && entry < f[0].map->limit);
+    ss_symbols_destroy(s);
+}
+
+static void test_return_address(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    int line = known_static_fn(0);
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, ra_seen, true, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 1);
+    assert_fn(&f[0], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(f[0].line, line);
+    assert_int_equal(f[0].addr, ra_seen); /* the address as given */
+    ss_symbols_destroy(s);
+}
+
+static void test_libc(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    void *p = dlsym(RTLD_DEFAULT, "nanosleep");
+    assert_non_null(p);
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)p + 4, false, f,
+                               SS_SYMBOLS_MAX_INLINE);
+    assert_true(n >= 1);
+    const ss_frame *phys = &f[n - 1];
+    assert_string_equal(phys->fn->ns, "global");
+    assert_non_null(strstr(phys->fn->name, "nanosleep"));
+    assert_non_null(phys->map);
+    assert_string_equal(strrchr(phys->map->path, '/') + 1, "libc.so.6");
+    /* Without libc's debuginfo the file is the module; with it, a .c. */
+    const char *file = phys->fn->file;
+    size_t len = strlen(file);
+    assert_true(strcmp(file, "libc.so.6") == 0 ||
+                (len > 2 && strcmp(file + len - 2, ".c") == 0));
+    assert_int_equal(strlen(phys->map->build_id), 40); /* SHA-1 build id */
+    ss_symbols_destroy(s);
+}
+
+static void test_inline_chain(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    volatile int v = 1;
+    outer_caller(&v);
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, helper_ra, true, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 2);
+    assert_fn(&f[0], "global", "inner_add", "inline_helper.c");
+    assert_int_equal(f[0].line, helper_inner_line);
+    assert_int_equal(f[0].inlined, 1);
+    assert_fn(&f[1], "global", "outer_caller", "inline_helper.c");
+    assert_int_equal(f[1].line, helper_outer_line);
+    assert_int_equal(f[1].inlined, 0);
+    assert_ptr_equal(f[0].map, f[1].map);
+    /* Room for one frame: the innermost. */
+    ss_frame one;
+    assert_int_equal(ss_symbols_resolve(s, helper_ra, true, &one, 1), 1);
+    assert_string_equal(one.fn->name, "inner_add");
+    ss_symbols_destroy(s);
+}
+
+static void test_cxx(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    assert_int_equal(cpp_call_method(21), 42);
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, cpp_ra, true, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 1);
+    assert_fn(&f[0], "demo::Box<int>", "get_twice", "cpp_helper.cpp");
+    assert_int_equal(f[0].line, cpp_line);
+    ss_symbols_destroy(s);
+}
+
+static void test_unknown(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    /* The stack: no module (an anonymous mmap may land in the gap
+     * between two segments of a library, which libdwfl counts as the
+     * library's). */
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    uint64_t a = (uint64_t)(uintptr_t)&f[1];
+    int n = ss_symbols_resolve(s, a, false, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 1);
+    assert_fn(&f[0], "unknown", "unknown", "unknown");
+    assert_null(f[0].map);
+    assert_int_equal(f[0].addr, a);
+    assert_int_equal(f[0].line, 0);
+    /* Address 0, as a return address too: a frame, no crash. */
+    assert_int_equal(ss_symbols_resolve(s, 0, true, f, 1), 1);
+    assert_string_equal(f[0].fn->ns, "unknown");
+    assert_int_equal(ss_symbols_resolve(s, 0, false, f, 0), 0);
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.refreshes, 1); /* unknown addresses re-read nothing */
+    ss_symbols_destroy(s);
+}
+
+static void test_cache(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    uint64_t a = (uint64_t)(uintptr_t)&known_static_fn;
+    ss_frame f1, f2;
+    uint64_t hits, misses;
+    ss_symbols_resolve(s, a, false, &f1, 1);
+    ss_symbols_stats(s, &hits, &misses);
+    assert_int_equal(hits, 0);
+    assert_int_equal(misses, 1);
+    ss_symbols_resolve(s, a, false, &f2, 1);
+    ss_symbols_stats(s, &hits, &misses);
+    assert_int_equal(hits, 1);
+    assert_int_equal(misses, 1);
+    assert_memory_equal(&f1, &f2, sizeof f1);
+    /* Same address as a return address is another key (addr - 1). */
+    ss_symbols_resolve(s, a + 1, true, &f2, 1);
+    ss_symbols_stats(s, &hits, &misses);
+    assert_int_equal(misses, 2);
+    assert_ptr_equal(f1.fn, f2.fn);
+    ss_symbols_destroy(s);
+}
+
+static void test_cache_bound(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create_sized(16);
+    volatile int v = 1;
+    outer_caller(&v);
+    uint64_t base = (uint64_t)(uintptr_t)&known_static_fn;
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t i = 0; i < 100; i++) {
+            int n = ss_symbols_resolve(s, base + (i % 8), false, f, 8);
+            assert_int_equal(n, 1);
+            assert_string_equal(f[0].fn->name, "known_static_fn");
+            n = ss_symbols_resolve(s, helper_ra + 1000 * i, false, f, 8);
+            assert_true(n >= 1);
+        }
+    }
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_true(c.resets > 0);
+    assert_true(c.entries <= 16);
+    assert_true(c.hits > 0);
+    assert_int_equal(c.hits + c.misses, 400);
+    ss_symbols_destroy(s);
+}
+
+static void test_dlopen_dlclose(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+
+    void *ha = dlopen(SYM_LIB_A, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(ha);
+    uint64_t a = (uint64_t)(uintptr_t)dlsym(ha, "sym_a_func");
+    assert_true(a != 0);
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_a_func", "dl_lib.c");
+    assert_non_null(strstr(f[0].map->path, "libsym_a.so"));
+    const ss_mapping *map_a = f[0].map;
+    /* Cached now: a second lookup is a hit. */
+    uint64_t hits, misses;
+    ss_symbols_resolve(s, a, false, f, 8);
+    ss_symbols_stats(s, &hits, &misses);
+    assert_int_equal(hits, 1);
+    assert_int_equal(dlclose(ha), 0);
+
+    void *hb = dlopen(SYM_LIB_B, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(hb);
+    uint64_t b = (uint64_t)(uintptr_t)dlsym(hb, "sym_b_func");
+    assert_true(b != 0);
+    /* The old address never keeps A's name, whatever is there now. */
+    assert_true(ss_symbols_resolve(s, a, false, f, 8) >= 1);
+    assert_string_not_equal(f[0].fn->name, "sym_a_func");
+    assert_ptr_not_equal(f[0].map, map_a);
+    if (a == b) /* B landed where A was: the name must be B's */
+        assert_string_equal(f[0].fn->name, "sym_b_func");
+    assert_int_equal(ss_symbols_resolve(s, b, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_b_func", "dl_lib.c");
+    assert_non_null(strstr(f[0].map->path, "libsym_b.so"));
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_true(c.flushes >= 1);
+    assert_true(c.refreshes >= 2);
+    printf("dlopen test: B %s A's old address\n", a == b ? "landed at" : "did not land at");
+    dlclose(hb);
+    ss_symbols_destroy(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_static_function),
+        cmocka_unit_test(test_return_address),
+        cmocka_unit_test(test_libc),
+        cmocka_unit_test(test_inline_chain),
+        cmocka_unit_test(test_cxx),
+        cmocka_unit_test(test_unknown),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_bound),
+        cmocka_unit_test(test_dlopen_dlclose),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
