@@ -283,12 +283,28 @@ static bool load_insecure(const char *signal) {
     return ss_config_bool(key, false);
 }
 
+/* The URL for a message: credentials in it ("https://user:token@host")
+ * become "***" (they are not supported, and never printed). */
+static void redact_userinfo(const char *url, char *out, size_t n) {
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    size_t len = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', len);
+    if (!at) {
+        snprintf(out, n, "%s", url);
+        return;
+    }
+    snprintf(out, n, "%.*s***%s", (int)(auth - url), url, at);
+}
+
 static void load_target(ss_otlp_endpoint *ep, const char *signal) {
     load_endpoint_url(ep, signal);
     bool insecure = load_insecure(signal);
     if (ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls) == 0)
         return;
-    ss_config_bad(ep->url_key, ep->url,
+    char shown[sizeof ep->url];
+    redact_userinfo(ep->url, shown, sizeof shown);
+    ss_config_bad(ep->url_key, shown,
                   "not an endpoint (expected http://host:port or https://host:port)",
                   "using " SS_OTLP_DEFAULT_ENDPOINT);
     snprintf(ep->url, sizeof ep->url, "%s", SS_OTLP_DEFAULT_ENDPOINT);

@@ -280,6 +280,15 @@ cases.bad_config = async () => {
     one(/STACKSHOT_LOGS_BATCH_SIZE=many/);
     assert.ok(!/tokenwithoutequals/.test(res.stderr), 'a header item was printed');
     lib.counters(res.stderr); // the counters line is there
+
+    // credentials in a URL: not supported, one line, never printed
+    const cred = await driver(1, baseEnv(port, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://user:hunter2@collector:4317',
+        STACKSHOT_SHUTDOWN_TIMEOUT: '300',
+    }));
+    assert.equal(cred.code, 0);
+    assert.ok(!/hunter2/.test(cred.stderr), 'a password in a URL was printed');
+    assert.match(cred.stderr, /OTEL_EXPORTER_OTLP_ENDPOINT=https:\/\/\*\*\*@collector:4317: not an endpoint/);
 };
 
 // The endpoint precedence, end to end: SPLUNK_PROFILER_LOGS_ENDPOINT beats
