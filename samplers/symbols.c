@@ -340,6 +340,28 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
 
 /* ---- the API ---------------------------------------------------------- */
 
+/* How separate debuginfo is found. dwfl_standard_find_debuginfo looks in
+ * the local build-id tree, then by .gnu_debuglink, and last asks the
+ * debuginfod servers of $DEBUGINFOD_URLS (libdwfl dlopens libdebuginfod
+ * when it is installed). Debian's login shells set DEBUGINFOD_URLS, so a
+ * profiled server started from one would download the debuginfo of every
+ * stripped library over the network from inside the host process, and
+ * the sampler thread would wait for it. With the variable set, only the
+ * local build-id tree (/usr/lib/debug/.build-id, where Debian's -dbgsym
+ * packages install) is searched, which never touches the network. */
+typedef int find_debuginfo_fn(Dwfl_Module *, void **, const char *, Dwarf_Addr,
+                               const char *, const char *, GElf_Word, char **);
+
+static find_debuginfo_fn *debuginfo_finder(void) {
+    const char *urls = getenv("DEBUGINFOD_URLS");
+    if (urls && *urls) {
+        ss_debug("symbols: DEBUGINFOD_URLS is set; debuginfo is looked up "
+                 "locally by build id only, never downloaded");
+        return dwfl_build_id_find_debuginfo;
+    }
+    return dwfl_standard_find_debuginfo;
+}
+
 ss_symbols *ss_symbols_create_sized(size_t entries) {
     size_t slots = 32;
     while (slots < 2 * entries)
@@ -353,7 +375,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->slots = calloc(slots, sizeof *s->slots);
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-    s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    s->callbacks.find_debuginfo = debuginfo_finder();
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
     if (s->slots && s->pool)
         s->dwfl = dwfl_begin(&s->callbacks);

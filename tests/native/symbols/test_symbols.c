@@ -10,10 +10,17 @@
 
 #include "samplers/symbols_internal.h"
 
+#include <elfutils/libdwfl.h>
+
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* inline_helper.c */
 extern int helper_inner_line, helper_outer_line;
@@ -251,6 +258,48 @@ static void test_dlopen_dlclose(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* With DEBUGINFOD_URLS set (Debian's login shells set it), resolving a
+ * stripped library (libc) must not ask a debuginfod server: the server
+ * here is a listening socket that must see no connection. Meaningful
+ * when libdebuginfod1 is installed (libdwfl loads it if present). */
+static void test_no_debuginfod(void **state) {
+    (void)state;
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(ls, 16), 0);
+    socklen_t sl = sizeof sa;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+    char url[64], cache[] = "/tmp/ss_symbols_dbgXXXXXX";
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    assert_non_null(mkdtemp(cache));
+    setenv("DEBUGINFOD_URLS", url, 1);
+    setenv("DEBUGINFOD_TIMEOUT", "2", 1);
+    setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    void *p = dlsym(RTLD_DEFAULT, "nanosleep");
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)p, false, f, 8);
+    assert_true(n >= 1);
+    assert_non_null(strstr(f[n - 1].fn->name, "nanosleep"));
+    n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)&dwfl_begin, false, f, 8);
+    assert_string_equal(f[n - 1].fn->name, "dwfl_begin");
+    ss_symbols_destroy(s);
+
+    struct pollfd pf = {.fd = ls, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 0), 0); /* nobody connected */
+    close(ls);
+    unsetenv("DEBUGINFOD_URLS");
+    unsetenv("DEBUGINFOD_TIMEOUT");
+    unsetenv("DEBUGINFOD_CACHE_PATH");
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -262,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_dlopen_dlclose),
+        cmocka_unit_test(test_no_debuginfod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
