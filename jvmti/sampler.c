@@ -39,6 +39,15 @@ static struct {
     bool use_list;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* CPU time of each thread in the previous round, by Java thread id (never
+ * reused), for cpu_delta_ns and on_cpu. Two tables, swapped every round,
+ * so threads that ended drop out by themselves. */
+typedef struct cpu_table {
+    int64_t *ids; /* 0: free */
+    uint64_t *cpu;
+    uint32_t cap, n;
+} cpu_table;
+
 typedef struct sampler {
     ss_round_builder *builder;
     ss_jresolver *resolver;
@@ -49,7 +58,90 @@ typedef struct sampler {
     jthread *vthreads;
     jvmtiFrameInfo *frames;
     uint64_t rounds, last_invalid_report;
+    cpu_table cpu[2]; /* [prev_ix]: the previous round's */
+    int prev_ix;
 } sampler;
+
+static uint32_t slot_of(const cpu_table *t, int64_t id) {
+    uint32_t mask = t->cap - 1;
+    uint32_t i = (uint32_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (t->ids[i] && t->ids[i] != id)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static bool cpu_table_init(cpu_table *t, uint32_t cap) {
+    t->ids = calloc(cap, sizeof *t->ids);
+    t->cpu = calloc(cap, sizeof *t->cpu);
+    t->cap = cap;
+    t->n = 0;
+    return t->ids && t->cpu;
+}
+
+static void cpu_table_free(cpu_table *t) {
+    free(t->ids);
+    free(t->cpu);
+}
+
+/* Grow both tables when this round may not fit (rehashing the previous). */
+static void cpu_tables_fit(sampler *s, uint32_t threads) {
+    cpu_table *prev = &s->cpu[s->prev_ix];
+    if (threads * 2 < prev->cap)
+        return;
+    uint32_t cap = prev->cap;
+    while (threads * 2 >= cap)
+        cap *= 2;
+    cpu_table grown;
+    if (!cpu_table_init(&grown, cap)) {
+        cpu_table_free(&grown);
+        return;
+    }
+    for (uint32_t i = 0; i < prev->cap; i++)
+        if (prev->ids[i]) {
+            uint32_t k = slot_of(&grown, prev->ids[i]);
+            grown.ids[k] = prev->ids[i];
+            grown.cpu[k] = prev->cpu[i];
+        }
+    cpu_table fresh;
+    if (!cpu_table_init(&fresh, cap)) {
+        cpu_table_free(&grown);
+        cpu_table_free(&fresh);
+        return;
+    }
+    cpu_table_free(prev);
+    cpu_table_free(&s->cpu[1 - s->prev_ix]);
+    *prev = grown;
+    s->cpu[1 - s->prev_ix] = fresh;
+}
+
+/* Fill cpu_delta_ns and on_cpu as the native sampler does: the first time
+ * a thread is seen it has no delta and is on CPU when RUNNABLE. */
+static void cpu_delta(sampler *s, ss_thread_sample *t) {
+    cpu_table *prev = &s->cpu[s->prev_ix], *cur = &s->cpu[1 - s->prev_ix];
+    t->cpu_delta_ns = 0;
+    t->on_cpu = t->state == SS_STATE_RUNNABLE;
+    if (t->number <= 0 || t->cpu_ns == SS_UNKNOWN_U64 || cur->n * 2 + 2 >= cur->cap)
+        return;
+    uint32_t i = slot_of(prev, t->number);
+    if (prev->ids[i] == t->number) {
+        uint64_t last = prev->cpu[i];
+        t->cpu_delta_ns = t->cpu_ns > last ? t->cpu_ns - last : 0;
+        t->on_cpu = t->cpu_delta_ns > 0;
+    }
+    uint32_t k = slot_of(cur, t->number);
+    if (!cur->ids[k])
+        cur->n++;
+    cur->ids[k] = t->number;
+    cur->cpu[k] = t->cpu_ns;
+}
+
+/* The round is done: the current table becomes the previous one. */
+static void cpu_tables_swap(sampler *s) {
+    cpu_table *old = &s->cpu[s->prev_ix];
+    memset(old->ids, 0, old->cap * sizeof *old->ids);
+    old->n = 0;
+    s->prev_ix = 1 - s->prev_ix;
+}
 
 /* ---- one round -------------------------------------------------------- */
 
@@ -129,8 +221,10 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
                                       S.include_internal, s->nids, &t);
         if (keep < 0)
             break;
-        if (keep > 0)
+        if (keep > 0) {
+            cpu_delta(s, t);
             add_frames(s, env, t, info->frame_buffer, info->frame_count);
+        }
     }
     return skipped;
 }
@@ -168,6 +262,7 @@ static uint32_t add_virtual(sampler *s, JNIEnv *env) {
         t->daemon = ti.is_daemon;
         t->prio = ti.priority;
         ss_jthreads_state(state, t);
+        t->on_cpu = t->state == SS_STATE_RUNNABLE; /* no CPU clock of its own */
         add_frames(s, env, t, s->frames, count);
     }
     return skipped;
@@ -190,7 +285,9 @@ static void take_round(sampler *s, JNIEnv *env) {
             ss_warn("jvmti: taking stacks failed (JVMTI error %d); round skipped", (int)err);
         return;
     }
+    cpu_tables_fit(s, (uint32_t)n);
     uint32_t skipped = add_platform(s, env, si, n);
+    cpu_tables_swap(s);
     (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)si);
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
@@ -204,10 +301,13 @@ static void take_round(sampler *s, JNIEnv *env) {
         return;
     }
     r->took_ns = t2 - t0;
+    uint32_t on_cpu = 0;
+    for (uint32_t i = 0; i < r->n_threads; i++)
+        on_cpu += r->threads[i].on_cpu;
     if (ss_log_enabled(SS_LOG_DEBUG))
-        ss_debug("jvmti: round %llu: %d threads listed, %u kept, %u frames; stacks "
-                 "%.1f us, total %.1f us, %.2f us/thread",
-                 (unsigned long long)r->seq, (int)n, r->n_threads, r->n_frames,
+        ss_debug("jvmti: round %llu: %d threads listed, %u kept (%u on CPU), %u frames; "
+                 "stacks %.1f us, total %.1f us, %.2f us/thread",
+                 (unsigned long long)r->seq, (int)n, r->n_threads, on_cpu, r->n_frames,
                  (double)(t1 - t0) / 1e3, (double)(t2 - t0) / 1e3,
                  n > 0 ? (double)(t2 - t0) / 1e3 / n : 0.0);
     pthread_mutex_lock(&S.mu);
@@ -233,7 +333,8 @@ static bool sampler_init(sampler *s) {
     s->nids = ss_nid_matcher_create();
     s->frames = malloc(((size_t)S.max_depth + 1) * sizeof *s->frames);
     s->vthreads = S.max_vthreads ? malloc(S.max_vthreads * sizeof *s->vthreads) : NULL;
-    return s->builder && s->resolver && s->nids && s->frames &&
+    bool tables = cpu_table_init(&s->cpu[0], 256) & cpu_table_init(&s->cpu[1], 256);
+    return s->builder && s->resolver && s->nids && s->frames && tables &&
            (s->vthreads || !S.max_vthreads);
 }
 
@@ -245,6 +346,8 @@ static void sampler_free(sampler *s) {
     free(s->vthreads);
     free(s->order);
     free(s->ids);
+    cpu_table_free(&s->cpu[0]);
+    cpu_table_free(&s->cpu[1]);
 }
 
 static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {

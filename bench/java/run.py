@@ -94,7 +94,7 @@ for how in ('all', 'list'):
         _, err, _ = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
                       'STACKSHOT_LOG_LEVEL': 'debug', 'STACKSHOT_JVMTI_STACKS': how},
                      workers, log)
-        rows = re.findall(r'jvmti: round \d+: (\d+) threads listed, (\d+) kept, \d+ frames; '
+        rows = re.findall(r'jvmti: round \d+: (\d+) threads listed, (\d+) kept \(\d+ on CPU\), \d+ frames; '
                           r'stacks ([0-9.]+) us, total ([0-9.]+) us, ([0-9.]+) us/thread', err)
         rows = rows[2:]  # the first rounds resolve methods for the first time
         with open(log) as f:
