@@ -44,6 +44,9 @@ class Conn:
         self.handles = {}
         self.commands = 0
         self.inits = 0
+        self.datas = 0
+        self.flushes = 0
+        self.max_piece = 0
         self.faulty = n <= server.args.fault_conns
 
     def log(self, msg):
@@ -141,16 +144,20 @@ class Conn:
                 raise Closed()
             f.write(data)
             f.flush()
+            self.datas += 1
+            self.max_piece = max(self.max_piece, len(data))
             self.server.count("data", len(data))
             self.sock.sendall(b"\x00")
         elif cmd == 0x11:
             self.server.count("flush", 1)
+            self.flushes += 1
             self.sock.sendall(b"\x00")
         elif cmd == 0x13:
             self.read(17)
             self.log("command result")
         elif cmd == 0x04:
-            self.log("close")
+            self.log("close data=%d flushes=%d max_piece=%d" % (self.datas, self.flushes,
+                                                                 self.max_piece))
             raise Closed()
         else:
             self.log("unknown command 0x%02x" % cmd)

@@ -132,7 +132,7 @@ def stats_line(stderr):
 
 def sc_normal(args, out):
     srv = run_collector(out)
-    p, took = drive(args, srv.port, seconds=4.5, pause_at=1.5)
+    p, took = drive(args, srv.port, seconds=4.5, pause_at=1.5, threads=20)
     check(p.returncode == 0, "agent host exits 0")
     ev = events(out)
     hs = handshakes(ev)
@@ -142,7 +142,14 @@ def sc_normal(args, out):
     check(inits == ["trace", "calls", "xml", "sql", "dictionary", "suspend", "params"],
           "INIT order of the real agent: %s" % inits)
     check("c1 init dictionary seq=0 reset=1" in ev, "dictionary opened with reset=1")
-    check("c1 close" in ev, "CLOSE at shutdown")
+    close = [e for e in ev if e.startswith("c1 close")]
+    check(len(close) == 1, "CLOSE at shutdown")
+    m = re.search(r"data=(\d+) flushes=(\d+) max_piece=(\d+)", close[0] if close else "")
+    # params: 4 flushes; each of >= 4 windows: one per stream (6); closing:
+    # 2 per raw stream and 3 per phrase stream except params (4*2 + 2*3)
+    check(m is not None and int(m.group(2)) >= 4 + 6 * 4 + 14,
+          "a REQUEST_ACK_FLUSH per stream per window: %s" % (m and m.group(0)))
+    check(m is not None and int(m.group(3)) == 1024, "RCV_DATA cut in pieces of 1024 bytes")
     tables = decode_conn(args, out, 1)
     calls = calls_of(tables)
     busy = [c for c in calls if c["thread"] == "busy-worker"]
@@ -174,6 +181,8 @@ def sc_normal(args, out):
           "suspend base = agent start (the pod name's ms)")
     check(any(250 <= d <= 1000 for _, _, d in recs), "the 300 ms SIGSTOP is a suspend record: %s" % recs)
     st = stats_line(p.stderr)
+    check(len([c for c in calls if c["thread"].startswith("extra-")]) >= 20 * 3,
+          "20 more busy threads, a call each per window")
     check(st is not None and st[3] == 0 and st[2] == len(calls),
           "stats: %s, %d calls recorded" % (st, len(calls)))
 
