@@ -13,6 +13,10 @@
 #                and exit is not held up (generous bound: 5 s over the run)
 #   depth        STACKSHOT_MAX_DEPTH=10: the 40-deep recursive thread keeps its
 #                10 leaf-side frames and ends with the truncation marker
+#   vthreads     JDK 21+, STACKSHOT_MAX_VIRTUAL_THREADS=100 and 2000 virtual
+#                threads: rounds hold exactly 100 of them and count 1900 as
+#                skipped; once those end and 50 new ones start, rounds hold
+#                the 50 and skip none (VirtualThreadEnd frees the slots)
 #   churn        classes loaded and unloaded in a loop (custom loaders, GC),
 #                sampled every 10 ms for STACKSHOT_CHURN_SECONDS (default 20)
 #                without a crash, frames of the churned classes resolved
@@ -117,6 +121,23 @@ depth)
     sed -n 3p "$tmp/rec" | grep -q 'at java.lang.Thread.sleep' || fail "leaf frame is not Thread.sleep"
     tail -1 "$tmp/rec" | grep -qx $'\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:10)' ||
         fail "no truncation marker"
+    ;;
+vthreads)
+    SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=100 \
+        STACKSHOT_MAX_VIRTUAL_THREADS=100 STACKSHOT_OUTPUT_DIR=$tmp/o \
+        "$java" "-agentpath:$lib" -cp "$classes" VThreads 2000 >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] || fail "JVM failed: $(cat "$tmp/err")"
+    f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
+    # per round: header, then the count of virtual threads in nap / nap2
+    awk '/^Full thread dump/ {if (h) print h " nap=" a " nap2=" b; h=$0; a=0; b=0}
+         /at VThreads.nap\(/ {a++} /at VThreads.nap2\(/ {b++}
+         END {print h " nap=" a " nap2=" b}' "$f" >"$tmp/rounds"
+    grep -q '(pid [0-9]*, 101 threads, 1900 skipped) nap=100 nap2=0$' "$tmp/rounds" ||
+        fail "no round with 100 tracked and 1900 skipped virtual threads"
+    tail -1 "$tmp/rounds" | grep -q '(pid [0-9]*, 51 threads, 0 skipped) nap=0 nap2=50$' ||
+        fail "last round: $(tail -1 "$tmp/rounds")"
+    grep -c 'nap=100' "$tmp/rounds" | sed 's/^/rounds with the first 100: /'
+    tail -1 "$tmp/rounds"
     ;;
 churn)
     secs=${STACKSHOT_CHURN_SECONDS:-20}
