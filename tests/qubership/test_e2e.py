@@ -13,6 +13,7 @@ import argparse
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -347,8 +348,14 @@ def main():
     ap.add_argument("--java-src")
     args = ap.parse_args()
     out = tempfile.mkdtemp(prefix="qb-%s-" % args.scenario)
-    SCENARIOS[args.scenario](args, out)
+    try:
+        SCENARIOS[args.scenario](args, out)
+    except SystemExit:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     print("%s: %s (%s)" % (args.scenario, "FAILED" if FAILED else "passed", out))
+    if not FAILED:
+        shutil.rmtree(out, ignore_errors=True)  # kept for inspection on failure
     sys.exit(1 if FAILED else 0)
 
 
