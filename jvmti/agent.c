@@ -32,6 +32,7 @@ JavaVM *ss_jvm;
 
 static ss_config config;
 static bool want_vthreads;
+static uint32_t max_vthreads; /* STACKSHOT_MAX_VIRTUAL_THREADS */
 
 /* jvmtiEventCallbacks of the JDK 17 headers, plus the two JDK 21 slots
  * that follow SampledObjectAlloc (events 87 and 88). A JDK 17 VM copies
@@ -93,9 +94,7 @@ static void go_live(JNIEnv *env) {
     fill_runtime_facts(env);
     ss_jthreads_init(env);
     if (want_vthreads) {
-        uint32_t max = (uint32_t)ss_config_int("STACKSHOT_MAX_VIRTUAL_THREADS", 1000, 0,
-                                               1000000);
-        if (max && ss_vthreads_enable(ss_jvmti, max) != 0)
+        if (ss_vthreads_enable(ss_jvmti, max_vthreads) != 0)
             ss_warn("jvmti: virtual threads could not be tracked; only platform "
                     "threads are sampled");
     }
@@ -131,7 +130,9 @@ static bool request_capabilities(void) {
     want.can_get_thread_cpu_time = pot.can_get_thread_cpu_time;
     want.can_get_source_file_name = pot.can_get_source_file_name;
     want.can_get_line_numbers = pot.can_get_line_numbers;
-    want_vthreads = ss_vthreads_capable(ss_jvmti, &want);
+    /* with a cap of 0 the capability is not even asked for: a JVM that
+     * has it reports every virtual thread mount and unmount to JVMTI */
+    want_vthreads = max_vthreads > 0 && ss_vthreads_capable(ss_jvmti, &want);
     if ((*ss_jvmti)->AddCapabilities(ss_jvmti, &want) != JVMTI_ERROR_NONE) {
         ss_error("jvmti: the JVM refused the capabilities the agent needs; the agent "
                  "stays off");
@@ -171,6 +172,7 @@ static void load(JavaVM *vm, const char *options, bool live) {
     ss_config_load(&config);
     if (!config.enabled)
         return;
+    max_vthreads = (uint32_t)ss_config_int("STACKSHOT_MAX_VIRTUAL_THREADS", 1000, 0, 1000000);
     if (ss_jvmti) {
         ss_info("jvmti: already loaded in this JVM; ignoring the second load");
         return;
