@@ -4,6 +4,8 @@
 extern const ss_exporter_ops ss_text_exporter;
 extern const ss_exporter_ops ss_otlp_logs_exporter;
 extern const ss_exporter_ops ss_qubership_exporter;
+extern const ss_exporter_ops ss_pprof_exporter;
+extern const ss_exporter_ops ss_flamegraph_exporter;
 
 const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
     switch (bit) {
@@ -13,6 +15,10 @@ const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
         return &ss_otlp_logs_exporter;
     case SS_EXPORT_QUBERSHIP:
         return &ss_qubership_exporter;
+    case SS_EXPORT_PPROF:
+        return &ss_pprof_exporter;
+    case SS_EXPORT_FLAMEGRAPH:
+        return &ss_flamegraph_exporter;
     default:
         return NULL;
     }

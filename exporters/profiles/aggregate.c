@@ -1,0 +1,695 @@
+/*
+ * aggregate.c: the interned tables of one export period (aggregate.h).
+ *
+ * Every table is a growable array plus an open-addressing hash index that
+ * stores each element's hash next to its index, so growing the index never
+ * rehashes contents. A round of T threads of depth D costs about T*D pointer
+ * lookups (funcinfo/mapping -> function/mapping), T*D location lookups and T
+ * stack and sample lookups; nothing is allocated once the tables have grown
+ * to the period's working set.
+ */
+#include "aggregate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Hashing                                                              */
+/* ------------------------------------------------------------------ */
+
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static inline uint32_t fold(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return (uint32_t)h;
+}
+
+static uint32_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return fold(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Grow an array to hold `need` elements; the growth is charged to ss_mem. */
+static int grow(ss_agg *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
+    if (need <= *cap)
+        return 0;
+    uint32_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > UINT32_MAX / 2)
+            return -ENOMEM;
+        ncap *= 2;
+    }
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p) {
+        a->failed = true;
+        return -ENOMEM;
+    }
+    size_t delta = (size_t)(ncap - *cap) * elem;
+    ss_mem_charge(delta);
+    a->bytes += delta;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+#define GROW(a, name, need) \
+    grow((a), (void **)&(a)->name, &(a)->cap_##name, (need), sizeof *(a)->name)
+
+static void free_array(ss_agg *a, void **arr, uint32_t *n, uint32_t *cap, size_t elem) {
+    free(*arr);
+    ss_mem_release((size_t)*cap * elem);
+    a->bytes -= (size_t)*cap * elem;
+    *arr = NULL;
+    *n = *cap = 0;
+}
+
+#define FREE_ARRAY(a, name) \
+    free_array((a), (void **)&(a)->name, &(a)->n_##name, &(a)->cap_##name, sizeof *(a)->name)
+
+/* ------------------------------------------------------------------ */
+/* Hash index                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef bool (*eq_fn)(const ss_agg *a, uint32_t idx, const void *key);
+
+static int ix_resize(ss_agg *a, agg_index *ix, uint32_t cap) {
+    agg_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) {
+        a->failed = true;
+        return -ENOMEM;
+    }
+    uint32_t mask = cap - 1;
+    for (uint32_t i = 0; ix->slots && i <= ix->mask; i++) {
+        agg_slot s = ix->slots[i];
+        if (!s.idx1)
+            continue;
+        uint32_t j = s.hash & mask;
+        while (slots[j].idx1)
+            j = (j + 1) & mask;
+        slots[j] = s;
+    }
+    size_t old = ix->slots ? ((size_t)ix->mask + 1) * sizeof *slots : 0;
+    free(ix->slots);
+    ss_mem_release(old);
+    a->bytes -= old;
+    ss_mem_charge((size_t)cap * sizeof *slots);
+    a->bytes += (size_t)cap * sizeof *slots;
+    ix->slots = slots;
+    ix->mask = mask;
+    return 0;
+}
+
+static void ix_clear(agg_index *ix) {
+    if (ix->slots)
+        memset(ix->slots, 0, ((size_t)ix->mask + 1) * sizeof *ix->slots);
+    ix->count = 0;
+}
+
+static void ix_free(ss_agg *a, agg_index *ix) {
+    if (ix->slots) {
+        size_t n = ((size_t)ix->mask + 1) * sizeof *ix->slots;
+        ss_mem_release(n);
+        a->bytes -= n;
+    }
+    free(ix->slots);
+    memset(ix, 0, sizeof *ix);
+}
+
+/* Find the element equal to key; returns its index, or 0 with *slot set to
+ * the empty slot to fill (NULL when the index could not grow). */
+static uint32_t ix_find(ss_agg *a, agg_index *ix, uint32_t h, eq_fn eq, const void *key,
+                        agg_slot **slot) {
+    *slot = NULL;
+    if (!ix->slots || (ix->count + 1) * 4 > (ix->mask + 1) * 3) {
+        uint32_t cap = ix->slots ? (ix->mask + 1) * 2 : 64;
+        if (ix_resize(a, ix, cap) != 0)
+            return 0;
+    }
+    uint32_t j = h & ix->mask;
+    for (;;) {
+        agg_slot *s = &ix->slots[j];
+        if (!s->idx1) {
+            *slot = s;
+            return 0;
+        }
+        if (s->hash == h && eq(a, s->idx1 - 1, key))
+            return s->idx1 - 1;
+        j = (j + 1) & ix->mask;
+    }
+}
+
+static void ix_put(agg_index *ix, agg_slot *slot, uint32_t h, uint32_t idx) {
+    slot->hash = h;
+    slot->idx1 = idx + 1;
+    ix->count++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Strings                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct str_key {
+    const char *s;
+    size_t len;
+} str_key;
+
+static bool str_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const str_key *k = key;
+    return a->strings[idx].len == k->len &&
+           memcmp(a->chars.data + a->strings[idx].off, k->s, k->len) == 0;
+}
+
+uint32_t ss_agg_intern(ss_agg *a, const char *s, size_t len) {
+    if (len == 0 && a->n_strings > 0)
+        return 0;
+    str_key k = {s, len};
+    uint32_t h = hash_bytes(s, len);
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_strings, h, str_eq, &k, &slot);
+    if (idx || !slot)
+        return idx;
+    if (GROW(a, strings, a->n_strings + 1) != 0)
+        return 0;
+    size_t before = a->chars.cap;
+    size_t off = a->chars.len;
+    if (ss_buf_append(&a->chars, s, len) != 0 || ss_buf_putc(&a->chars, '\0') != 0) {
+        a->failed = true;
+        return 0;
+    }
+    if (a->chars.cap > before) {
+        ss_mem_charge(a->chars.cap - before);
+        a->bytes += a->chars.cap - before;
+    }
+    idx = a->n_strings++;
+    a->strings[idx] = (agg_string){(uint32_t)off, (uint32_t)len};
+    ix_put(&a->ix_strings, slot, h, idx);
+    return idx;
+}
+
+static uint32_t intern_z(ss_agg *a, const char *s) {
+    return ss_agg_intern(a, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Attributes                                                           */
+/* ------------------------------------------------------------------ */
+
+static bool attr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_attr *x = &a->attrs[idx], *y = key;
+    return x->key == y->key && x->unit == y->unit && x->is_int == y->is_int &&
+           x->str == y->str && x->num == y->num;
+}
+
+static uint32_t attr_intern(ss_agg *a, const agg_attr *k) {
+    uint32_t h = fold(mix(mix(mix(mix(k->key, k->unit), k->is_int), k->str), (uint64_t)k->num));
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_attrs, h, attr_eq, k, &slot);
+    if (idx || !slot)
+        return idx;
+    if (GROW(a, attrs, a->n_attrs + 1) != 0)
+        return 0;
+    idx = a->n_attrs++;
+    a->attrs[idx] = *k;
+    ix_put(&a->ix_attrs, slot, h, idx);
+    return idx;
+}
+
+static uint32_t attr_str(ss_agg *a, uint32_t key, uint32_t val) {
+    agg_attr k = {.key = key, .str = val};
+    return attr_intern(a, &k);
+}
+
+static uint32_t attr_int(ss_agg *a, uint32_t key, int64_t v) {
+    agg_attr k = {.key = key, .is_int = true, .num = v};
+    return attr_intern(a, &k);
+}
+
+/* ------------------------------------------------------------------ */
+/* Functions and mappings (by interned pointer, then by content)        */
+/* ------------------------------------------------------------------ */
+
+static bool fnptr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    return a->fnptr_keys[idx] == key;
+}
+
+static bool mapptr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    return a->mapptr_keys[idx] == key;
+}
+
+static bool func_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_function *x = &a->functions[idx], *y = key;
+    return x->name == y->name && x->system_name == y->system_name && x->file == y->file;
+}
+
+static uint32_t ptr_hash(const void *p) { return fold(mix(0, (uint64_t)(uintptr_t)p)); }
+
+/* "ns.name" as the text output prints it. */
+static uint32_t func_name(ss_agg *a, const ss_funcinfo *fn) {
+    const char *ns = fn && fn->ns ? fn->ns : "unknown";
+    const char *name = fn && fn->name ? fn->name : "unknown";
+    size_t nl = strlen(ns), ml = strlen(name);
+    char small[512];
+    char *buf = nl + ml + 2 <= sizeof small ? small : malloc(nl + ml + 2);
+    if (!buf) {
+        a->failed = true;
+        return 0;
+    }
+    memcpy(buf, ns, nl);
+    buf[nl] = '.';
+    memcpy(buf + nl + 1, name, ml);
+    uint32_t idx = ss_agg_intern(a, buf, nl + ml + 1);
+    if (buf != small)
+        free(buf);
+    return idx;
+}
+
+static uint32_t function_of(ss_agg *a, const ss_funcinfo *fn) {
+    uint32_t h = ptr_hash(fn);
+    agg_slot *slot;
+    uint32_t at = ix_find(a, &a->ix_fnptr, h, fnptr_eq, fn, &slot);
+    if (at)
+        return a->fnptr_vals[at];
+    if (!slot)
+        return 0;
+    /* A miss: the function by content. */
+    agg_function f = {.name = func_name(a, fn),
+                      .file = intern_z(a, fn && fn->file ? fn->file : "unknown")};
+    uint32_t fh = fold(mix(mix(f.name, f.system_name), f.file));
+    agg_slot *fslot;
+    uint32_t idx = ix_find(a, &a->ix_functions, fh, func_eq, &f, &fslot);
+    if (!idx) {
+        if (!fslot || GROW(a, functions, a->n_functions + 1) != 0)
+            return 0;
+        idx = a->n_functions++;
+        a->functions[idx] = f;
+        ix_put(&a->ix_functions, fslot, fh, idx);
+    }
+    if (GROW(a, fnptr_keys, a->n_fnptr_keys + 1) != 0 ||
+        GROW(a, fnptr_vals, a->n_fnptr_vals + 1) != 0)
+        return idx;
+    /* ix_find may have been called on other indexes meanwhile, never on
+     * this one: the slot is still the empty one we found. */
+    uint32_t k = a->n_fnptr_keys++;
+    a->n_fnptr_vals++;
+    a->fnptr_keys[k] = fn;
+    a->fnptr_vals[k] = idx;
+    ix_put(&a->ix_fnptr, slot, h, k);
+    return idx;
+}
+
+static uint32_t mapping_of(ss_agg *a, const ss_mapping *m) {
+    if (!m)
+        return 0;
+    uint32_t h = ptr_hash(m);
+    agg_slot *slot;
+    uint32_t at = ix_find(a, &a->ix_mapptr, h, mapptr_eq, m, &slot);
+    if (at)
+        return a->mapptr_vals[at];
+    if (!slot)
+        return 0;
+    agg_mapping am = {.start = m->start, .limit = m->limit, .offset = m->file_offset,
+                      .file = intern_z(a, m->path)};
+    if (m->build_id && m->build_id[0]) {
+        am.build_id = intern_z(a, m->build_id);
+        am.build_id_attr = attr_str(a, a->s_build_id_gnu, am.build_id);
+    }
+    if (GROW(a, mappings, a->n_mappings + 1) != 0 ||
+        GROW(a, mapptr_keys, a->n_mapptr_keys + 1) != 0 ||
+        GROW(a, mapptr_vals, a->n_mapptr_vals + 1) != 0)
+        return 0;
+    uint32_t idx = a->n_mappings++;
+    a->mappings[idx] = am;
+    uint32_t k = a->n_mapptr_keys++;
+    a->n_mapptr_vals++;
+    a->mapptr_keys[k] = m;
+    a->mapptr_vals[k] = idx;
+    ix_put(&a->ix_mapptr, slot, h, k);
+    return idx;
+}
+
+/* ------------------------------------------------------------------ */
+/* Locations and stacks                                                 */
+/* ------------------------------------------------------------------ */
+
+static bool loc_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_location *x = &a->locations[idx], *y = key;
+    if (x->mapping != y->mapping || x->address != y->address || x->kind != y->kind ||
+        x->n_lines != y->n_lines)
+        return false;
+    return memcmp(a->lines + x->line_start, a->scratch_lines, x->n_lines * sizeof(agg_line)) == 0;
+}
+
+/* The location of the frames f[0..n): f[0..n-1) inlined into f[n-1]. */
+static uint32_t location_of(ss_agg *a, const ss_frame *f, uint32_t n) {
+    if (GROW(a, scratch_lines, n) != 0)
+        return 0;
+    const ss_frame *outer = &f[n - 1];
+    bool java = outer->fn && outer->fn->kind == SS_FRAME_JAVA;
+    agg_location key = {.mapping = java ? 0 : mapping_of(a, outer->map),
+                        .address = java ? 0 : outer->addr,
+                        .n_lines = n,
+                        .kind = java ? AGG_FRAME_JVM : AGG_FRAME_NATIVE};
+    uint64_t h = mix(mix(mix(key.mapping, key.address), key.kind), n);
+    for (uint32_t i = 0; i < n; i++) {
+        agg_line l;
+        memset(&l, 0, sizeof l);
+        l.function = function_of(a, f[i].fn);
+        l.line = f[i].line > 0 ? f[i].line : 0;
+        a->scratch_lines[i] = l;
+        h = mix(mix(h, l.function), (uint32_t)l.line);
+    }
+    uint32_t fh = fold(h);
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_locations, fh, loc_eq, &key, &slot);
+    if (idx || !slot)
+        return idx;
+    if (GROW(a, locations, a->n_locations + 1) != 0 || GROW(a, lines, a->n_lines + n) != 0)
+        return 0;
+    key.line_start = a->n_lines;
+    memcpy(a->lines + a->n_lines, a->scratch_lines, n * sizeof(agg_line));
+    a->n_lines += n;
+    idx = a->n_locations++;
+    a->locations[idx] = key;
+    ix_put(&a->ix_locations, slot, fh, idx);
+    return idx;
+}
+
+static bool stack_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_stack *x = &a->stacks[idx];
+    const uint32_t *n = key;
+    return x->n == *n &&
+           memcmp(a->stack_locs + x->start, a->scratch_locs, x->n * sizeof(uint32_t)) == 0;
+}
+
+static uint32_t stack_of(ss_agg *a, const ss_round *r, const ss_thread_sample *t) {
+    const ss_frame *f = ss_thread_frames(r, t);
+    if (GROW(a, scratch_locs, t->frame_count + 1) != 0)
+        return 0;
+    uint32_t n = 0;
+    uint64_t h = 7;
+    for (uint32_t i = 0; i < t->frame_count;) {
+        uint32_t j = i;
+        while (j + 1 < t->frame_count && f[j].inlined)
+            j++;
+        uint32_t loc = location_of(a, f + i, j - i + 1);
+        if (!loc)
+            return 0;
+        a->scratch_locs[n++] = loc;
+        h = mix(h, loc);
+        i = j + 1;
+    }
+    if (n == 0)
+        return 0; /* the zero stack is the empty stack */
+    uint32_t fh = fold(h);
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_stacks, fh, stack_eq, &n, &slot);
+    if (idx || !slot)
+        return idx;
+    if (GROW(a, stacks, a->n_stacks + 1) != 0 || GROW(a, stack_locs, a->n_stack_locs + n) != 0)
+        return 0;
+    memcpy(a->stack_locs + a->n_stack_locs, a->scratch_locs, n * sizeof(uint32_t));
+    idx = a->n_stacks++;
+    a->stacks[idx] = (agg_stack){a->n_stack_locs, n};
+    a->n_stack_locs += n;
+    ix_put(&a->ix_stacks, slot, fh, idx);
+    return idx;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attribute sets, links, samples                                       */
+/* ------------------------------------------------------------------ */
+
+static bool attrset_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_attrset *x = &a->attrsets[idx], *y = key;
+    return x->name == y->name && x->state == y->state && x->id == y->id;
+}
+
+static uint32_t attrset_of(ss_agg *a, const ss_thread_sample *t) {
+    agg_attrset k = {.name = intern_z(a, t->name),
+                     .state = intern_z(a, ss_thread_state_name(t->state)),
+                     .id = t->nid ? t->nid : t->number};
+    uint32_t h = fold(mix(mix(k.name, k.state), (uint64_t)k.id));
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_attrsets, h, attrset_eq, &k, &slot);
+    if (idx || !slot)
+        return idx;
+    k.attr[0] = attr_str(a, a->s_thread_name, k.name);
+    k.attr[1] = attr_int(a, a->s_thread_id, k.id);
+    k.attr[2] = attr_str(a, a->s_thread_state, k.state);
+    if (GROW(a, attrsets, a->n_attrsets + 1) != 0)
+        return 0;
+    idx = a->n_attrsets++;
+    a->attrsets[idx] = k;
+    ix_put(&a->ix_attrsets, slot, h, idx);
+    return idx;
+}
+
+static bool link_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    return memcmp(&a->links[idx], key, sizeof(agg_link)) == 0;
+}
+
+static uint32_t link_of(ss_agg *a, const ss_thread_sample *t) {
+    if (!t->has_span)
+        return 0;
+    agg_link k;
+    memcpy(k.trace_id, t->trace_id, 16);
+    memcpy(k.span_id, t->span_id, 8);
+    static const agg_link zero;
+    if (memcmp(&k, &zero, sizeof k) == 0)
+        return 0;
+    uint32_t h = hash_bytes(&k, sizeof k);
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_links, h, link_eq, &k, &slot);
+    if (idx || !slot)
+        return idx;
+    if (GROW(a, links, a->n_links + 1) != 0)
+        return 0;
+    idx = a->n_links++;
+    a->links[idx] = k;
+    ix_put(&a->ix_links, slot, h, idx);
+    return idx;
+}
+
+static bool sample_eq(const ss_agg *a, uint32_t idx, const void *key) {
+    const agg_sample *x = &a->samples[idx], *y = key;
+    return x->stack == y->stack && x->attrset == y->attrset && x->link == y->link;
+}
+
+static int add_thread(ss_agg *a, const ss_round *r, const ss_thread_sample *t, uint32_t round) {
+    agg_sample k = {.attrset = attrset_of(a, t), .link = link_of(a, t)};
+    k.stack = stack_of(a, r, t);
+    if (a->failed || !k.attrset)
+        return -ENOMEM;
+    uint32_t h = fold(mix(mix(k.stack, k.attrset), k.link));
+    agg_slot *slot;
+    uint32_t idx = ix_find(a, &a->ix_samples, h, sample_eq, &k, &slot);
+    if (!idx) {
+        if (!slot || GROW(a, samples, a->n_samples + 1) != 0)
+            return -ENOMEM;
+        idx = a->n_samples++;
+        a->samples[idx] = k;
+        ix_put(&a->ix_samples, slot, h, idx);
+    }
+    if (GROW(a, obs, a->n_obs + 1) != 0)
+        return -ENOMEM;
+    agg_sample *s = &a->samples[idx];
+    s->wall++;
+    uint32_t flag = 0;
+    if (t->on_cpu) {
+        s->cpu++;
+        uint64_t d = t->cpu_delta_ns;
+        s->cpu_ns += d && d != SS_UNKNOWN_U64 ? d : (uint64_t)r->interval_ms * 1000000ull;
+        flag = AGG_OBS_CPU;
+    }
+    a->obs[a->n_obs++] = (agg_obs){idx, round | flag};
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle                                                           */
+/* ------------------------------------------------------------------ */
+
+/* The zero elements and the well-known strings every period starts with. */
+static int seed(ss_agg *a) {
+    if (GROW(a, strings, 1) || GROW(a, functions, 1) || GROW(a, mappings, 1) ||
+        GROW(a, locations, 1) || GROW(a, stacks, 1) || GROW(a, attrs, 1) ||
+        GROW(a, attrsets, 1) || GROW(a, links, 1) || GROW(a, samples, 1) ||
+        GROW(a, fnptr_keys, 1) || GROW(a, fnptr_vals, 1) || GROW(a, mapptr_keys, 1) ||
+        GROW(a, mapptr_vals, 1))
+        return -ENOMEM;
+    /* Pointer tables start with a dummy too, so that 0 means "not found". */
+    a->fnptr_keys[0] = a->mapptr_keys[0] = NULL;
+    a->fnptr_vals[0] = a->mapptr_vals[0] = 0;
+    a->n_fnptr_keys = a->n_fnptr_vals = a->n_mapptr_keys = a->n_mapptr_vals = 1;
+    a->n_strings = 0;
+    ss_buf_reset(&a->chars);
+    if (ss_buf_putc(&a->chars, '\0') != 0)
+        return -ENOMEM;
+    a->strings[0] = (agg_string){0, 0};
+    a->n_strings = 1;
+    memset(a->functions, 0, sizeof *a->functions);
+    memset(a->mappings, 0, sizeof *a->mappings);
+    memset(a->locations, 0, sizeof *a->locations);
+    memset(a->stacks, 0, sizeof *a->stacks);
+    memset(a->attrs, 0, sizeof *a->attrs);
+    memset(a->attrsets, 0, sizeof *a->attrsets);
+    memset(a->links, 0, sizeof *a->links);
+    memset(a->samples, 0, sizeof *a->samples);
+    a->n_functions = a->n_mappings = a->n_locations = a->n_stacks = 1;
+    a->n_attrs = a->n_attrsets = a->n_links = a->n_samples = 1;
+    a->s_samples = intern_z(a, "samples");
+    a->s_count = intern_z(a, "count");
+    a->s_wall = intern_z(a, "wall");
+    a->s_cpu = intern_z(a, "cpu");
+    a->s_nanoseconds = intern_z(a, "nanoseconds");
+    a->s_thread_name = intern_z(a, "thread.name");
+    a->s_thread_id = intern_z(a, "thread.id");
+    a->s_thread_state = intern_z(a, "thread.state");
+    a->s_frame_type = intern_z(a, "profile.frame.type");
+    a->s_build_id_gnu = intern_z(a, "process.executable.build_id.gnu");
+    a->a_frame_jvm = attr_str(a, a->s_frame_type, intern_z(a, "jvm"));
+    a->a_frame_native = attr_str(a, a->s_frame_type, intern_z(a, "native"));
+    return a->failed ? -ENOMEM : 0;
+}
+
+ss_agg *ss_agg_create(size_t limit) {
+    ss_agg *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    ss_buf_init(&a->chars);
+    a->limit = limit;
+    ss_agg_reset(a);
+    if (a->failed) {
+        ss_agg_destroy(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void free_all(ss_agg *a) {
+    FREE_ARRAY(a, strings);
+    FREE_ARRAY(a, functions);
+    FREE_ARRAY(a, mappings);
+    FREE_ARRAY(a, locations);
+    FREE_ARRAY(a, lines);
+    FREE_ARRAY(a, stacks);
+    FREE_ARRAY(a, stack_locs);
+    FREE_ARRAY(a, attrs);
+    FREE_ARRAY(a, attrsets);
+    FREE_ARRAY(a, links);
+    FREE_ARRAY(a, samples);
+    FREE_ARRAY(a, obs);
+    FREE_ARRAY(a, round_times);
+    FREE_ARRAY(a, fnptr_keys);
+    FREE_ARRAY(a, fnptr_vals);
+    FREE_ARRAY(a, mapptr_keys);
+    FREE_ARRAY(a, mapptr_vals);
+    FREE_ARRAY(a, scratch_locs);
+    FREE_ARRAY(a, scratch_lines);
+    agg_index *ixs[] = {&a->ix_strings, &a->ix_functions, &a->ix_locations, &a->ix_stacks,
+                        &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,
+                        &a->ix_fnptr,   &a->ix_mapptr};
+    for (size_t i = 0; i < sizeof ixs / sizeof *ixs; i++)
+        ix_free(a, ixs[i]);
+    ss_mem_release(a->chars.cap);
+    a->bytes -= a->chars.cap;
+    ss_buf_free(&a->chars);
+}
+
+void ss_agg_destroy(ss_agg *a) {
+    if (!a)
+        return;
+    free_all(a);
+    free(a);
+}
+
+void ss_agg_reset(ss_agg *a) {
+    /* A period that grew past the limit gives its memory back; otherwise
+     * the next period reuses it. */
+    if (a->bytes > a->limit || a->failed)
+        free_all(a);
+    agg_index *ixs[] = {&a->ix_strings, &a->ix_functions, &a->ix_locations, &a->ix_stacks,
+                        &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,
+                        &a->ix_fnptr,   &a->ix_mapptr};
+    for (size_t i = 0; i < sizeof ixs / sizeof *ixs; i++)
+        ix_clear(ixs[i]);
+    a->n_lines = a->n_stack_locs = a->n_obs = a->n_round_times = 0;
+    a->n_fnptr_keys = a->n_fnptr_vals = a->n_mapptr_keys = a->n_mapptr_vals = 0;
+    a->start_ns = a->end_ns = a->interval_ns = 0;
+    a->rounds = 0;
+    a->failed = false;
+    if (seed(a) != 0)
+        a->failed = true;
+    /* The zero elements are not in the indexes: index 0 is never a hit, so
+     * interning "" explicitly returns 0 via the len == 0 shortcut. */
+}
+
+int ss_agg_add_round(ss_agg *a, const ss_round *r) {
+    if (a->failed)
+        return -ENOMEM;
+    if (a->bytes >= a->limit) {
+        a->rounds_refused++;
+        return -ENOSPC;
+    }
+    if (GROW(a, round_times, a->n_round_times + 1) != 0)
+        return -ENOMEM;
+    uint32_t round = a->n_round_times++;
+    a->round_times[round] = r->time_ns;
+    uint64_t interval = (uint64_t)r->interval_ms * 1000000ull;
+    if (a->rounds == 0)
+        a->start_ns = r->time_ns;
+    if (r->time_ns < a->start_ns)
+        a->start_ns = r->time_ns;
+    if (r->time_ns + (interval ? interval : 1) > a->end_ns)
+        a->end_ns = r->time_ns + (interval ? interval : 1);
+    a->interval_ns = interval;
+    a->runtime = r->runtime;
+    a->rounds++;
+    for (uint32_t i = 0; i < r->n_threads; i++)
+        if (add_thread(a, r, &r->threads[i], round) != 0) {
+            a->failed = true;
+            return -ENOMEM;
+        }
+    return 0;
+}
+
+int ss_agg_group_obs(const ss_agg *a, agg_obs **obs_out, uint32_t **first_out) {
+    uint32_t *first = calloc((size_t)a->n_samples + 1, sizeof *first);
+    agg_obs *obs = malloc(((size_t)a->n_obs + 1) * sizeof *obs);
+    if (!first || !obs) {
+        free(first);
+        free(obs);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < a->n_obs; i++)
+        first[a->obs[i].sample + 1]++;
+    for (uint32_t i = 0; i < a->n_samples; i++)
+        first[i + 1] += first[i];
+    uint32_t *pos = calloc((size_t)a->n_samples + 1, sizeof *pos);
+    if (!pos) {
+        free(first);
+        free(obs);
+        return -ENOMEM;
+    }
+    memcpy(pos, first, (size_t)a->n_samples * sizeof *pos);
+    for (uint32_t i = 0; i < a->n_obs; i++)
+        obs[pos[a->obs[i].sample]++] = a->obs[i];
+    free(pos);
+    *obs_out = obs;
+    *first_out = first;
+    return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * files_exporter.c: local profile files, one set per export period, in
+ * STACKSHOT_OUTPUT_DIR (mode 0600):
+ *
+ *   exporter "pprof":      <exe>.<pid>.<seq>.pb.gz   (gzipped pprof: samples/count,
+ *                                                     wall/nanoseconds, cpu/nanoseconds)
+ *   exporter "flamegraph": <exe>.<pid>.<seq>.collapsed and <exe>.<pid>.<seq>.html
+ *
+ * The flame graph shows the CPU view by default (threads on CPU: where the
+ * time goes) or every thread of every round (STACKSHOT_FLAMEGRAPH_VIEW=wall).
+ * seq counts the periods of one exporter, from 1.
+ */
+#include "encode.h"
+#include "period.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+typedef enum { FILES_PPROF, FILES_FLAME } files_kind;
+
+typedef struct files_state {
+    files_kind kind;
+    ss_period period;
+    ss_exporter_stats *stats;
+    char dir[1024];
+    uint64_t seq;
+    bool cpu_view;
+    ss_buf raw, out;
+} files_state;
+
+static int write_file(files_state *s, const char *suffix, const ss_buf *b) {
+    const ss_process_info *p = ss_process();
+    char name[400];
+    snprintf(name, sizeof name, "%s.%d.%llu.%s", p->exe_name[0] ? p->exe_name : "process",
+             (int)p->pid, (unsigned long long)s->seq, suffix);
+    int fd = ss_output_open(s->dir, name, false);
+    if (fd < 0)
+        return fd;
+    int rc = ss_write_all(fd, b->data, b->len);
+    close(fd);
+    if (rc != 0)
+        ss_warn("%s: writing %s/%s failed: %s", s->kind == FILES_PPROF ? "pprof" : "flamegraph",
+                s->dir, name, strerror(-rc));
+    else
+        atomic_fetch_add(&s->stats->bytes_sent, b->len);
+    return rc;
+}
+
+static int flush_pprof(files_state *s, ss_agg *a) {
+    ss_buf_reset(&s->raw);
+    ss_buf_reset(&s->out);
+    int rc = ss_pprof_encode_agg(a, SS_PPROF_ALL, &s->raw);
+    if (rc == 0)
+        rc = ss_gzip(s->raw.data, s->raw.len, &s->out);
+    if (rc == 0)
+        rc = write_file(s, "pb.gz", &s->out);
+    return rc;
+}
+
+static int flush_flame(files_state *s, ss_agg *a) {
+    ss_buf_reset(&s->out);
+    int rc = ss_collapsed_encode(a, s->cpu_view, &s->out);
+    if (rc == 0)
+        rc = write_file(s, "collapsed", &s->out);
+    if (rc != 0)
+        return rc;
+    ss_buf_reset(&s->out);
+    char title[600];
+    const ss_process_info *p = ss_process();
+    snprintf(title, sizeof title, "%s (pid %d), %s, %llu rounds", p->exe_name, (int)p->pid,
+             s->cpu_view ? "threads on CPU" : "all threads (wall)",
+             (unsigned long long)a->rounds);
+    rc = ss_flamegraph_html(a, s->cpu_view, title, &s->out);
+    if (rc == 0)
+        rc = write_file(s, "html", &s->out);
+    return rc;
+}
+
+static void files_flush(void *owner, ss_agg *a) {
+    files_state *s = owner;
+    s->seq++;
+    int rc = a->failed ? -ENOMEM : s->kind == FILES_PPROF ? flush_pprof(s, a) : flush_flame(s, a);
+    uint64_t n = s->cpu_view && s->kind == FILES_FLAME ? 0 : a->n_obs;
+    if (s->kind == FILES_FLAME && s->cpu_view)
+        for (uint32_t i = 1; i < a->n_samples; i++)
+            n += a->samples[i].cpu;
+    if (rc == 0 || rc == -ENODATA) {
+        atomic_fetch_add(&s->stats->records_exported, n);
+    } else {
+        atomic_fetch_add(&s->stats->failures, 1);
+        atomic_fetch_add(&s->stats->records_dropped, n);
+    }
+}
+
+static int files_open(void **state, const ss_config *cfg, ss_exporter_stats *stats,
+                      files_kind kind) {
+    files_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->kind = kind;
+    s->stats = stats;
+    snprintf(s->dir, sizeof s->dir, "%s", cfg->output_dir);
+    ss_buf_init(&s->raw);
+    ss_buf_init(&s->out);
+    if (kind == FILES_FLAME) {
+        const char *v = ss_config_str("STACKSHOT_FLAMEGRAPH_VIEW", "cpu");
+        if (strcasecmp(v, "wall") == 0)
+            s->cpu_view = false;
+        else if (strcasecmp(v, "cpu") == 0)
+            s->cpu_view = true;
+        else {
+            ss_config_bad("STACKSHOT_FLAMEGRAPH_VIEW", v, "not cpu or wall", "using cpu");
+            s->cpu_view = true;
+        }
+    }
+    int rc = ss_period_init(&s->period, cfg, kind == FILES_PPROF ? "pprof" : "flamegraph",
+                            stats, files_flush, s);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+static int pprof_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
+    return files_open(state, cfg, stats, FILES_PPROF);
+}
+
+static int flame_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
+    return files_open(state, cfg, stats, FILES_FLAME);
+}
+
+static void files_consume(void *state, ss_round *r) {
+    files_state *s = state;
+    ss_period_consume(&s->period, r);
+}
+
+static void files_tick(void *state, uint64_t now) {
+    files_state *s = state;
+    ss_period_tick(&s->period, now);
+}
+
+static void files_close(void *state, uint64_t deadline_ns) {
+    (void)deadline_ns;
+    files_state *s = state;
+    ss_period_flush(&s->period);
+    ss_period_free(&s->period);
+    ss_buf_free(&s->raw);
+    ss_buf_free(&s->out);
+    free(s);
+}
+
+const ss_exporter_ops ss_pprof_exporter = {
+    .name = "pprof",
+    .role = "pprof",
+    .tick_ms = 1000,
+    .open = pprof_open,
+    .consume = files_consume,
+    .tick = files_tick,
+    .close = files_close,
+};
+
+const ss_exporter_ops ss_flamegraph_exporter = {
+    .name = "flamegraph",
+    .role = "flame",
+    .tick_ms = 1000,
+    .open = flame_open,
+    .consume = files_consume,
+    .tick = files_tick,
+    .close = files_close,
+};
