@@ -39,4 +39,17 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
                    uint64_t observed_ns, ss_buf *out, uint32_t *n_records,
                    uint32_t *n_dropped);
 
+/* STACKSHOT_LOGS_FORMAT=pprof, Splunk's later format: the whole round as
+ * one LogRecord whose body is base64(gzip(pprof)) (the pprof encoder of
+ * exporters/profiles, wall view: every thread of the round, labels
+ * thread.name/id/state and trace_id/span_id), with attributes
+ * com.splunk.sourcetype, profiling.data.format=pprof-gzip-base64,
+ * profiling.data.type=cpu, profiling.data.total.frame.count,
+ * profiling.instrumentation.source=continuous, source.event.period; no
+ * trace/span id on the record. Resets and fills out. 0, -ENOMEM, -ENODATA
+ * (nothing to encode) or -ENOSYS (the pprof encoder is not in this build). */
+int ss_logs_encode_pprof(ss_logs_encoder *e, const ss_otlp_resource *res, ss_round *r,
+                         uint64_t observed_ns, ss_buf *out);
+bool ss_logs_pprof_available(void);
+
 #endif /* SS_OTLP_LOGS_H */

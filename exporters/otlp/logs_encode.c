@@ -237,3 +237,140 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
     out->len = len;
     return (int)used;
 }
+
+/* ---- the "later format": one record per round, a pprof in the body ---- */
+
+#if defined(__has_include)
+#if __has_include("../profiles/pprof.h")
+#include "../profiles/pprof.h"
+#define SS_HAVE_PPROF_H 1
+/* Weak: this folder links without the profiles encoder (bodies then are
+ * unavailable and ss_logs_pprof_available says so). */
+extern __typeof__(ss_pprof_encode_rounds) ss_pprof_encode_rounds __attribute__((weak));
+extern __typeof__(ss_gzip) ss_gzip __attribute__((weak));
+#endif
+#endif
+
+bool ss_logs_pprof_available(void) {
+#ifdef SS_HAVE_PPROF_H
+    return ss_pprof_encode_rounds != NULL && ss_gzip != NULL;
+#else
+    return false;
+#endif
+}
+
+static int base64_append(ss_buf *out, const uint8_t *p, size_t n) {
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (ss_buf_reserve(out, (n + 2) / 3 * 4 + 1) != 0)
+        return -ENOMEM;
+    char *o = out->data + out->len;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *o++ = tab[v >> 18];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = tab[v >> 6 & 63];
+        *o++ = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        *o++ = tab[v >> 18];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        *o++ = '=';
+    }
+    out->len = (size_t)(o - out->data);
+    out->data[out->len] = '\0';
+    return 0;
+}
+
+int ss_logs_encode_pprof(ss_logs_encoder *e, const ss_otlp_resource *res, ss_round *r,
+                         uint64_t observed_ns, ss_buf *out) {
+    ss_buf_reset(out);
+#ifndef SS_HAVE_PPROF_H
+    (void)e;
+    (void)res;
+    (void)r;
+    (void)observed_ns;
+    return -ENOSYS;
+#else
+    if (!ss_logs_pprof_available())
+        return -ENOSYS;
+    /* pprof (scratch: e->bodies), then gzip, then base64 */
+    ss_buf *pprof = &e->bodies;
+    ss_buf_reset(pprof);
+    int rc = ss_pprof_encode_rounds(&r, 1, SS_PPROF_WALL, pprof);
+    if (rc != 0)
+        return rc;
+    ss_buf gz, text;
+    ss_buf_init(&gz);
+    ss_buf_init(&text);
+    rc = ss_gzip(pprof->data, pprof->len, &gz);
+    if (rc == 0 && base64_append(&text, (const uint8_t *)gz.data, gz.len) != 0)
+        rc = -ENOMEM;
+    ss_buf_free(&gz);
+    if (rc != 0) {
+        ss_buf_free(&text);
+        return rc;
+    }
+    int64_t frames = 0;
+    for (uint32_t i = 0; i < r->n_threads; i++)
+        frames += r->threads[i].frame_count;
+
+    KeyValue kv[6];
+    AnyValue v[6];
+    kv_str(&kv[0], &v[0], "com.splunk.sourcetype", SS_LOGS_SOURCETYPE);
+    kv_str(&kv[1], &v[1], "profiling.data.format", "pprof-gzip-base64");
+    kv_str(&kv[2], &v[2], "profiling.data.type", "cpu");
+    kv_int(&kv[3], &v[3], "profiling.data.total.frame.count", frames);
+    kv_str(&kv[4], &v[4], "profiling.instrumentation.source", "continuous");
+    kv_int(&kv[5], &v[5], "source.event.period", r->interval_ms);
+    KeyValue *kvp[6] = {&kv[0], &kv[1], &kv[2], &kv[3], &kv[4], &kv[5]};
+    AnyValue body;
+    opentelemetry__proto__common__v1__any_value__init(&body);
+    body.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    body.string_value = text.data;
+    LogRecord rec;
+    opentelemetry__proto__logs__v1__log_record__init(&rec);
+    rec.time_unix_nano = r->time_ns;
+    rec.observed_time_unix_nano = observed_ns;
+    rec.event_name = (char *)SS_LOGS_SCOPE_NAME;
+    rec.body = &body;
+    rec.n_attributes = 6;
+    rec.attributes = kvp;
+    LogRecord *recp = &rec;
+
+    Opentelemetry__Proto__Common__V1__InstrumentationScope scope;
+    opentelemetry__proto__common__v1__instrumentation_scope__init(&scope);
+    scope.name = (char *)SS_LOGS_SCOPE_NAME;
+    scope.version = (char *)SS_LOGS_SCOPE_VERSION;
+    Opentelemetry__Proto__Logs__V1__ScopeLogs sl;
+    opentelemetry__proto__logs__v1__scope_logs__init(&sl);
+    sl.scope = &scope;
+    sl.n_log_records = 1;
+    sl.log_records = &recp;
+    Opentelemetry__Proto__Logs__V1__ScopeLogs *slp = &sl;
+    Opentelemetry__Proto__Logs__V1__ResourceLogs rl;
+    opentelemetry__proto__logs__v1__resource_logs__init(&rl);
+    rl.resource = (Opentelemetry__Proto__Resource__V1__Resource *)&res->msg;
+    rl.n_scope_logs = 1;
+    rl.scope_logs = &slp;
+    Opentelemetry__Proto__Logs__V1__ResourceLogs *rlp = &rl;
+    Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceRequest req;
+    opentelemetry__proto__collector__logs__v1__export_logs_service_request__init(&req);
+    req.n_resource_logs = 1;
+    req.resource_logs = &rlp;
+    size_t len =
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__get_packed_size(
+            &req);
+    rc = ss_buf_reserve(out, len);
+    if (rc == 0) {
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__pack(
+            &req, (uint8_t *)out->data);
+        out->len = len;
+    }
+    ss_buf_free(&text);
+    return rc;
+#endif
+}

@@ -39,6 +39,7 @@ typedef struct logs_state {
     ss_retry_state retry;   /* of the request at the head */
     uint64_t not_before_ns; /* backoff gate (monotonic) */
     uint32_t batch_size;
+    bool pprof; /* STACKSHOT_LOGS_FORMAT=pprof: one record per round */
     pending *head, *tail;
     size_t n_pending;
     uint64_t rnd;
@@ -229,10 +230,13 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     s->batch_size = (uint32_t)ss_config_int("STACKSHOT_LOGS_BATCH_SIZE", SS_LOGS_DEFAULT_BATCH,
                                             1, 100000);
     const char *fmt = ss_config_str("STACKSHOT_LOGS_FORMAT", "text");
-    if (strcmp(fmt, "text") != 0)
+    if (strcmp(fmt, "pprof") == 0 && ss_logs_pprof_available())
+        s->pprof = true;
+    else if (strcmp(fmt, "text") != 0)
         ss_config_bad("STACKSHOT_LOGS_FORMAT", fmt,
-                      strcmp(fmt, "pprof") == 0 ? "pprof bodies are not supported yet"
-                                                : "unknown format (text or pprof)",
+                      strcmp(fmt, "pprof") == 0
+                          ? "this build has no pprof encoder (exporters/profiles)"
+                          : "unknown format (text or pprof)",
                       "using text");
     int rc = ss_otlp_endpoint_load(&s->ep, "LOGS");
     if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
@@ -249,6 +253,21 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     return 0;
 }
 
+/* The pprof format: the round as one record (see ss_logs_encode_pprof). */
+static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
+    int rc = ss_logs_encode_pprof(&s->enc, &s->res, r, observed, &s->out);
+    if (rc == -ENODATA)
+        return; /* a round without threads: nothing to send */
+    if (rc != 0 || s->out.len > SS_LOGS_MAX_REQUEST || push(s, &s->out, 1) != 0) {
+        atomic_fetch_add(&s->stats->records_dropped, 1);
+        ss_warn("otlp_logs: round %" PRIu64 " could not be encoded as pprof (%s); lost",
+                r->seq, rc ? strerror(-rc) : "too large or out of memory");
+        return;
+    }
+    enforce_cap(s);
+    pump(s);
+}
+
 static void logs_consume(void *state, ss_round *r) {
     logs_state *s = state;
     /* The resource is built with the first round, not in open: a JVM agent
@@ -263,6 +282,10 @@ static void logs_consume(void *state, ss_round *r) {
         s->res_built = true;
     }
     uint64_t observed = ss_wall_ns();
+    if (s->pprof) {
+        consume_pprof(s, r, observed);
+        return;
+    }
     uint32_t first = 0;
     while (first < r->n_threads) {
         uint32_t records, dropped;

@@ -375,6 +375,64 @@ cases.batching = async () => {
     assert.equal(lib.counters(res.stderr).exported, 15);
 };
 
+// STACKSHOT_LOGS_FORMAT=pprof: one record per round, body = base64 of a
+// gzip'd pprof holding the round's threads, Splunk's attributes.
+cases.pprof_format = async () => {
+    const zlib = require('zlib');
+    // profile.proto (github.com/google/pprof) field numbers, the part read here
+    const Profile = require('protobufjs').Root.fromJSON({nested: {
+        Profile: {fields: {
+            sample: {rule: 'repeated', type: 'Sample', id: 2},
+            string_table: {rule: 'repeated', type: 'string', id: 6}}},
+        Sample: {fields: {
+            location_id: {rule: 'repeated', type: 'uint64', id: 1},
+            value: {rule: 'repeated', type: 'int64', id: 2},
+            label: {rule: 'repeated', type: 'Label', id: 3}}},
+        Label: {fields: {
+            key: {type: 'int64', id: 1}, str: {type: 'int64', id: 2}, num: {type: 'int64', id: 3}}},
+    }}).lookupType('Profile');
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start();
+    const res = await driver(3, baseEnv(port, {STACKSHOT_LOGS_FORMAT: 'pprof'}));
+    await recv.close();
+    assert.equal(res.code, 0);
+    if (/no pprof encoder/.test(res.stderr)) lib.skip('this build has no pprof encoder');
+    const recs = recv.delivered();
+    assert.equal(recs.length, 3, 'one record per round');
+    for (const r of recs) {
+        assert.equal(r.attrs['com.splunk.sourcetype'], 'otel.profiling');
+        assert.equal(r.attrs['profiling.data.format'], 'pprof-gzip-base64');
+        assert.equal(r.attrs['profiling.data.type'], 'cpu');
+        assert.equal(r.attrs['profiling.instrumentation.source'], 'continuous');
+        assert.equal(Number(r.attrs['profiling.data.total.frame.count']), 3 + 4 + 4);
+        assert.equal(Number(r.attrs['source.event.period']), INTERVAL);
+        assert.ok(!r.rec.trace_id || r.rec.trace_id.length === 0, 'no ids on the record');
+        assert.equal(r.scope.name, 'otel.profiling');
+        const body = r.rec.body.string_value;
+        assert.match(body, /^[A-Za-z0-9+/]+=*$/, 'base64');
+        const raw = zlib.gunzipSync(Buffer.from(body, 'base64'));
+        const p = Profile.toObject(Profile.decode(raw), {longs: Number, defaults: true});
+        const str = (i) => p.string_table[i];
+        assert.equal(p.string_table[0], '', 'pprof string table starts with ""');
+        assert.equal(p.sample.length, 3, 'one sample per thread');
+        const byName = {};
+        for (const smp of p.sample) {
+            const labels = {};
+            for (const l of smp.label) labels[str(l.key)] = l.str ? str(l.str) : l.num;
+            byName[labels['thread.name']] = labels;
+            assert.ok(smp.location_id.length >= 3, 'a stack');
+            assert.ok(smp.value[0] >= 1, 'counted');
+        }
+        assert.deepEqual(Object.keys(byName).sort(), ['otlp-sleeper', 'otlp-spinner', 'otlp-traced']);
+        assert.equal(byName['otlp-spinner']['thread.id'], 4001);
+        assert.equal(byName['otlp-traced']['trace_id'], '0102030405060708090a0b0c0d0e0f10');
+        assert.equal(byName['otlp-traced']['span_id'], 'a1a2a3a4a5a6a7a8');
+        assert.ok(!byName['otlp-spinner']['trace_id']);
+        assert.ok(p.string_table.some((x) => /spin_work/.test(x)), 'function names');
+    }
+    assert.equal(lib.counters(res.stderr).exported, 3);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
