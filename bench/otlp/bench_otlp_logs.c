@@ -169,7 +169,7 @@ static int start_server(void) {
 static uint64_t workload(void) {
     uint64_t t0 = ss_mono_ns();
     volatile uint64_t x = 1;
-    for (uint64_t i = 0; i < 400000000ull; i++)
+    for (uint64_t i = 0; i < 600000000ull; i++)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
     return ss_mono_ns() - t0;
 }
@@ -300,14 +300,21 @@ int main(int argc, char **argv) {
     }
     unsetenv("OTEL_EXPORTER_OTLP_COMPRESSION");
 
-    /* 4. host cost with the receiver down */
-    uint64_t base = host_run(0, "http://127.0.0.1:1");
-    uint64_t down = host_run(SS_EXPORT_OTLP_LOGS, "http://127.0.0.1:1");
-    uint64_t base2 = host_run(0, "http://127.0.0.1:1");
-    uint64_t b = base < base2 ? base : base2;
+    /* 4. host cost with the receiver down: alternate runs, best of three
+     * each (the machine is shared; the minimum is the least disturbed). */
+    uint64_t b = UINT64_MAX, d = UINT64_MAX;
+    for (int k = 0; k < 3; k++) {
+        uint64_t x = host_run(0, "http://127.0.0.1:1");
+        uint64_t y = host_run(SS_EXPORT_OTLP_LOGS, "http://127.0.0.1:1");
+        b = x < b ? x : b;
+        d = y < d ? y : d;
+    }
     printf("host workload:     %.3f s with no exporter (baseline), %.3f s with otlp_logs "
            "and the receiver down: ratio %.3f\n",
-           secs(b), secs(down), (double)down / (double)b);
+           secs(b), secs(d), (double)d / (double)b);
+    printf("                   (a round of %d threads every 20 ms in both: 50x the default "
+           "rate)\n",
+           THREADS);
 
     ss_round_unref(r);
     ss_buf_free(&out);
