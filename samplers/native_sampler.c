@@ -35,13 +35,16 @@
 typedef struct known {
     pid_t tid;
     int64_t number;          /* order first seen: main thread #1 */
-    uint64_t last_cpu;       /* CPU clock at the previous round */
-    uint64_t checked_round;  /* when SigBlk was last read */
+    uint64_t last_cpu;       /* CPU clock after the previous round */
+    uint64_t refreshed;      /* round of the last full /proc read */
+    bool seen;               /* facts below were read at least once */
     bool blocks;             /* blocks the sampling signal */
     bool have_stack;         /* frames below hold the previous stack */
     bool truncated;
     bool has_span;
+    ss_proc_stat st;         /* name, state, nice, start: last read */
     long syscall_nr;         /* at the previous stack */
+    uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -53,12 +56,8 @@ typedef struct known {
 typedef struct pending {
     known *k;
     ss_sig_slot *slot;       /* NULL: reuse the previous stack */
-    ss_proc_stat st;
-    long syscall_nr;
-    uint64_t cpu;
-    uint64_t cpu_delta;
-    bool first;              /* first round this thread is seen */
-    char name[32];
+    uint64_t cpu;            /* CPU clock before signalling */
+    uint64_t prev_cpu;       /* SS_UNKNOWN_U64 the first time */
 } pending;
 
 typedef struct sampler {
@@ -119,9 +118,10 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
         }
         memset(k, 0, sizeof *k);
         k->tid = tids[j];
-        k->number = tids[j] == self ? 1 : s->next_number++;
+        k->number = tids[j] == self ? 1 : 0; /* numbered when first sampled */
         k->last_cpu = SS_UNKNOWN_U64;
         k->syscall_nr = -1;
+        k->io_read = k->io_write = SS_UNKNOWN_U64;
     }
     while (i < s->n_threads)
         known_free(&s->threads[i++]);
@@ -161,54 +161,78 @@ static bool is_ours(pid_t tid, const char *name, pid_t me) {
            (tid != getpid() && strncmp(name, "stackshot-", 10) == 0);
 }
 
-static bool idle_since_last(const known *k, const pending *p) {
-    return k->have_stack && p->cpu != SS_UNKNOWN_U64 && p->cpu == k->last_cpu &&
-           (p->st.state == 'S' || p->st.state == 'D') &&
-           p->syscall_nr == k->syscall_nr && p->syscall_nr >= 0;
+/* An idle thread: it has not run since its stack was taken (its CPU
+ * clock has not moved) and it was sleeping then. Its stack, system call
+ * and state cannot have changed, so nothing about it is read again. */
+static bool idle_since_last(const known *k, uint64_t cpu) {
+    return k->have_stack && cpu != SS_UNKNOWN_U64 && cpu == k->last_cpu &&
+           (k->st.state == 'S' || k->st.state == 'D');
 }
 
-static bool blocks_signal(sampler *s, known *k, bool first) {
-    if (first || s->rounds - k->checked_round >= BLOCK_RECHECK) {
-        int b = ss_proc_blocks_signal(k->tid, s->cfg.signal);
-        k->blocks = b == 1;
-        k->checked_round = s->rounds;
-    }
-    return k->blocks;
+/* Read what changes while a thread runs: /proc state, system call, I/O. */
+static int read_running_facts(known *k) {
+    int rc = ss_proc_read_stat(k->tid, &k->st);
+    if (rc != 0)
+        return rc;
+    k->syscall_nr = (k->st.state == 'S' || k->st.state == 'D') ? ss_proc_read_syscall(k->tid)
+                                                               : -1;
+    if (ss_proc_read_io(k->tid, &k->io_read, &k->io_write) != 0)
+        k->io_read = k->io_write = SS_UNKNOWN_U64;
+    return 0;
 }
 
 /* Decide, for every listed thread, whether to signal it. Returns how many
- * threads go into the round; *skipped and *blocked count the others. */
+ * threads go into the round; *skipped and *blocked count the others.
+ *
+ * /proc reads are the bulk of a round's cost (tens of microseconds each
+ * on some kernels), so a thread is read in full when first seen, every
+ * BLOCK_RECHECK rounds (name, SigBlk), and when it has run; an idle thread
+ * costs one clock_gettime. */
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
+        if (k->tid == me || ss_internal_thread_is(k->tid))
+            continue;
         pending *p = &s->work[n];
-        memset(p, 0, sizeof *p);
         p->k = k;
-        if (ss_proc_read_comm(k->tid, p->name, sizeof p->name) != 0 ||
-            ss_proc_read_stat(k->tid, &p->st) != 0) {
+        p->slot = NULL;
+        p->prev_cpu = k->seen ? k->last_cpu : SS_UNKNOWN_U64;
+        p->cpu = ss_thread_cpu_ns(k->tid);
+        if (p->cpu == SS_UNKNOWN_U64) {
             (*skipped)++; /* exited since listed */
             continue;
         }
-        if (is_ours(k->tid, p->name, me))
+        bool full = !k->seen || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        if (full) {
+            if (ss_proc_read_stat(k->tid, &k->st) != 0) {
+                (*skipped)++;
+                continue;
+            }
+            k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
+            k->refreshed = s->rounds;
+            k->seen = true;
+        }
+        if (is_ours(k->tid, k->st.name, me))
             continue;
-        p->first = k->last_cpu == SS_UNKNOWN_U64 && !k->have_stack;
-        if (blocks_signal(s, k, p->first)) {
+        if (k->blocks) {
             (*blocked)++;
             continue;
         }
-        p->cpu = ss_thread_cpu_ns(k->tid);
-        p->syscall_nr = (p->st.state == 'S' || p->st.state == 'D')
-                            ? ss_proc_read_syscall(k->tid)
-                            : -1;
-        if (!idle_since_last(k, p)) {
+        if (!idle_since_last(k, p->cpu)) {
+            if (read_running_facts(k) != 0) {
+                (*skipped)++;
+                continue;
+            }
             p->slot = ss_sig_assign(k->tid);
             if (!p->slot) {
                 (*skipped)++; /* out of slots (memory) */
                 continue;
             }
         }
+        if (k->number == 0)
+            k->number = s->next_number++;
         n++;
     }
     return n;
@@ -251,29 +275,26 @@ static uint32_t resolve(sampler *s, const ss_sig_answer *a, bool *truncated) {
     return n;
 }
 
-static void fill_facts(const sampler *s, const pending *p, ss_thread_sample *t,
-                       uint64_t now_boot, uint64_t now_wall) {
+static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
+                       uint64_t now_wall) {
     known *k = p->k;
     t->number = k->number;
     t->nid = k->tid;
     t->tid = k->pthread;
     t->prio = 0;
-    t->os_prio = p->st.nice;
+    t->os_prio = k->st.nice;
     t->cpu_ns = p->cpu;
-    t->cpu_delta_ns = p->first || p->cpu == SS_UNKNOWN_U64 ? 0 : p->cpu - k->last_cpu;
-    t->on_cpu = p->first ? p->st.state == 'R' : t->cpu_delta_ns > 0;
-    t->elapsed_ns = ss_proc_elapsed_ns(p->st.start_ticks, now_boot);
+    bool first = p->prev_cpu == SS_UNKNOWN_U64 || p->cpu < p->prev_cpu;
+    t->cpu_delta_ns = first ? 0 : p->cpu - p->prev_cpu;
+    t->on_cpu = first ? k->st.state == 'R' : t->cpu_delta_ns > 0;
+    t->elapsed_ns = ss_proc_elapsed_ns(k->st.start_ticks, now_boot);
     if (t->elapsed_ns != SS_UNKNOWN_U64 && t->elapsed_ns / 1000000 < now_wall / 1000000)
         t->start_wall_ms = now_wall / 1000000 - t->elapsed_ns / 1000000;
-    uint64_t rd, wr;
-    if (ss_proc_read_io(k->tid, &rd, &wr) == 0) {
-        t->io_read_bytes = rd;
-        t->io_write_bytes = wr;
-    }
+    t->io_read_bytes = k->io_read;
+    t->io_write_bytes = k->io_write;
     t->has_span = k->has_span;
     memcpy(t->trace_id, k->trace_id, 16);
     memcpy(t->span_id, k->span_id, 8);
-    (void)s;
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
@@ -281,8 +302,10 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     known *k = p->k;
     if (p->slot) {
         ss_sig_answer a;
-        if (!ss_sig_result(p->slot, &a))
+        if (!ss_sig_result(p->slot, &a)) {
+            k->have_stack = false; /* the old one is stale now */
             return false;
+        }
         bool truncated;
         uint32_t n = resolve(s, &a, &truncated);
         k->pthread = a.pthread;
@@ -290,19 +313,18 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
         memcpy(k->trace_id, a.trace_id, 16);
         memcpy(k->span_id, a.span_id, 8);
         k->truncated = truncated;
-        k->syscall_nr = p->syscall_nr;
         keep_stack(k, s->scratch, n);
         s->signalled++;
     } else {
         s->reused++;
     }
-    ss_thread_sample *t = ss_round_builder_add_thread(s->builder, p->name);
+    ss_thread_sample *t = ss_round_builder_add_thread(s->builder, k->st.name);
     if (!t)
         return false;
-    fill_facts(s, p, t, now_boot, now_wall);
+    fill_facts(p, t, now_boot, now_wall);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
-    ss_native_state(p->st.state, p->syscall_nr, k->frames, n, &t->state, &t->status,
+    ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,
                     &t->state_detail);
     for (uint32_t i = 0; i < n; i++)
         if (ss_round_builder_add_frame(s->builder, &k->frames[i]) != 0)

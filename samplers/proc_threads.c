@@ -81,8 +81,14 @@ int ss_proc_read_stat(pid_t tid, ss_proc_stat *out) {
         return (int)len;
     /* the name (field 2) may hold spaces and parentheses: skip to the last ')' */
     char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
+    char *open_paren = strchr(buf, '(');
+    if (!p || p[1] != ' ' || !open_paren || open_paren > p)
         return -EINVAL;
+    size_t nlen = (size_t)(p - open_paren - 1);
+    if (nlen >= sizeof out->name)
+        nlen = sizeof out->name - 1;
+    memcpy(out->name, open_paren + 1, nlen);
+    out->name[nlen] = '\0';
     p += 2;
     out->state = *p;
     /* fields after the state: 4 ppid ... 19 nice ... 22 starttime */

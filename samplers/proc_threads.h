@@ -21,6 +21,7 @@ int ss_proc_list_tids(pid_t **tids, size_t *cap);
 
 /* The fields of /proc/self/task/<tid>/stat that the sampler uses. */
 typedef struct ss_proc_stat {
+    char name[32];       /* comm, as in field 2 (saves reading comm) */
     char state;          /* R, S, D, T, t, Z, X, ... */
     int32_t nice;
     uint64_t start_ticks; /* starttime: clock ticks after boot */
