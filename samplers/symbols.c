@@ -47,6 +47,14 @@ typedef struct cache_slot {
     uint8_t n;       /* frames */
 } cache_slot;
 
+/* The function last found for a 256-byte block of code: most misses fall
+ * in a function met before, and a lookup may start there. */
+#define SS_SYMBOLS_FN_SLOTS 1024
+typedef struct fn_slot {
+    Dwfl_Module *mod; /* NULL = empty */
+    Dwarf_Die die;
+} fn_slot;
+
 struct ss_symbols {
     Dwfl *dwfl;
     Dwfl_Callbacks callbacks;
@@ -59,6 +67,7 @@ struct ss_symbols {
     size_t max_entries; /* resets past this (half the slots) */
     ss_frame *pool;
     size_t pool_used, pool_size;
+    fn_slot *fns;
     ss_symbols_counters c;
 };
 
@@ -86,6 +95,17 @@ static int read_counts(struct dl_phdr_info *info, size_t size, void *arg) {
 
 /* ---- the module list -------------------------------------------------- */
 
+static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t mix64_block(uint64_t pc) { return mix64(pc >> 8); }
+
 static void cache_clear(ss_symbols *s) {
     memset(s->slots, 0, (s->mask + 1) * sizeof *s->slots);
     s->pool_used = 0;
@@ -97,6 +117,8 @@ static void cache_clear(ss_symbols *s) {
 static int report_modules(ss_symbols *s) {
     struct loader_counts lc = {0, 0, false};
     dl_iterate_phdr(read_counts, &lc);
+    /* Modules that go away free their DWARF: forget remembered DIEs. */
+    memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     dwfl_report_begin(s->dwfl);
     int rc = dwfl_linux_proc_report(s->dwfl, getpid());
     if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && rc == 0)
@@ -217,45 +239,99 @@ typedef struct resolved {
     int n;
 } resolved;
 
-/* Add the inlined frames that contain `pc`, innermost first, and return
- * the file and line the physical function is at (the outermost call
- * site) through *file and *line. */
-static void add_inlines(Dwfl_Module *mod, Dwarf_Addr pc, resolved *r,
-                        const char **file, int *line) {
+/* The function and inlined-instance DIEs that contain a pc, outermost
+ * first. */
+typedef struct scope_chain {
+    Dwarf_Die d[SS_SYMBOLS_MAX_INLINE + 8];
+    int n;
+} scope_chain;
+
+/* Walk down from `parent` into the one child that contains pc, and so on:
+ * subtrees that do not contain pc are skipped whole (dwarf_siblingof
+ * jumps over them), so one lookup reads a CU's top-level DIEs and the
+ * DIEs of one function. (dwarf_getscopes reads the same, but then walks
+ * into the abstract definition of an inlined function rather than its
+ * callers, which dwarf_getscopes_die would find with a second full
+ * walk.) Namespaces have no address range: they are searched. */
+static bool descend(Dwarf_Die *parent, Dwarf_Addr pc, scope_chain *c, int depth) {
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(parent, &child) != 0)
+        return false;
+    do {
+        int tag = dwarf_tag(&child);
+        switch (tag) {
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine:
+        case DW_TAG_lexical_block:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+            if (dwarf_haspc(&child, pc) == 1) {
+                if (tag != DW_TAG_lexical_block && tag != DW_TAG_try_block &&
+                    tag != DW_TAG_catch_block && c->n < (int)(sizeof c->d / sizeof *c->d))
+                    c->d[c->n++] = child;
+                descend(&child, pc, c, depth + 1);
+                return true;
+            }
+            break;
+        case DW_TAG_namespace:
+        case DW_TAG_module:
+            if (descend(&child, pc, c, depth + 1))
+                return true;
+            break;
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+}
+
+/* The scopes of pc, starting from a function remembered for pc's 256-byte
+ * block when it still contains pc, else from the CU. */
+static void find_scopes(ss_symbols *s, Dwfl_Module *mod, Dwarf_Die *cudie,
+                        Dwarf_Addr pc, scope_chain *c) {
+    fn_slot *fs = &s->fns[(mix64_block(pc)) & (SS_SYMBOLS_FN_SLOTS - 1)];
+    c->n = 0;
+    if (fs->mod == mod && dwarf_haspc(&fs->die, pc) == 1) {
+        c->d[c->n++] = fs->die;
+        descend(&fs->die, pc, c, 1);
+        return;
+    }
+    descend(cudie, pc, c, 0);
+    if (c->n > 0 && dwarf_tag(&c->d[0]) == DW_TAG_subprogram) {
+        fs->mod = mod;
+        fs->die = c->d[0];
+    }
+}
+
+/* Add the inlined frames that contain pc, innermost first, and return
+ * the DIE of the function they are inlined into (NULL if DWARF has no
+ * function there). *file and *line come in as pc's own place and leave
+ * as the place in that function (the outermost call site). */
+static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
+                              resolved *r, scope_chain *c, const char **file,
+                              int *line) {
     Dwarf_Addr bias = 0;
     Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
     if (!cudie)
-        return;
-    Dwarf_Die *scopes = NULL;
-    int n = dwarf_getscopes(cudie, pc - bias, &scopes);
-    if (n <= 0) {
-        free(scopes);
-        return;
-    }
-    /* dwarf_getscopes continues past an inlined instance into its
-     * abstract definition's scopes; the DIE tree's own parents of the
-     * innermost scope are the call chain as compiled. */
-    Dwarf_Die inner = scopes[0];
-    free(scopes);
-    scopes = NULL;
-    n = dwarf_getscopes_die(&inner, &scopes);
-    for (int i = 0; i < n && r->n < SS_SYMBOLS_MAX_INLINE - 1; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram)
+        return NULL;
+    find_scopes(s, mod, cudie, pc - bias, c);
+    int i = c->n - 1;
+    for (; i >= 0 && r->n < SS_SYMBOLS_MAX_INLINE - 1; i--) {
+        if (dwarf_tag(&c->d[i]) != DW_TAG_inlined_subroutine)
             break;
-        if (tag != DW_TAG_inlined_subroutine)
-            continue;
         /* This frame is at the current *file:*line; its caller is at the
          * call site. */
         ss_frame *f = &r->f[r->n++];
-        const ss_funcinfo *fn = intern_fn(die_fn_name(&scopes[i]),
+        const ss_funcinfo *fn = intern_fn(die_fn_name(&c->d[i]),
                                           *file ? *file : "unknown");
         f->fn = fn ? fn : &unknown_fn;
         f->line = *line;
         f->inlined = 1;
-        call_site(&scopes[i], cudie, file, line);
+        call_site(&c->d[i], cudie, file, line);
     }
-    free(scopes);
+    while (i >= 0 && dwarf_tag(&c->d[i]) != DW_TAG_subprogram)
+        i--; /* inline chain deeper than the frames we keep */
+    return i >= 0 ? &c->d[i] : NULL;
 }
 
 static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r) {
@@ -287,11 +363,18 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
         else
             line = 0;
     }
-    add_inlines(mod, pc, r, &file, &line);
+    scope_chain c;
+    Dwarf_Die *sub = add_inlines(s, mod, pc, r, &c, &file, &line);
 
-    GElf_Off off = 0;
-    GElf_Sym sym;
-    const char *name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+    /* The function: DWARF's name when DWARF has the function (no symbol
+     * table scan, and the linkage name of C++ methods), else the symbol
+     * table's. */
+    const char *name = sub ? die_fn_name(sub) : NULL;
+    if (!name) {
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+    }
     if (!file) /* no DWARF line: name the module, as jstack does */
         file = map ? base_name(map->path) : "unknown";
     ss_frame *f = &r->f[r->n++];
@@ -306,15 +389,6 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
 }
 
 /* ---- the cache -------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 static cache_slot *cache_find(ss_symbols *s, uint64_t key) {
     for (size_t i = mix64(key) & s->mask;; i = (i + 1) & s->mask) {
@@ -374,13 +448,15 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->pool_size = s->max_entries * 2; /* inline chains are rare and short */
     s->slots = calloc(slots, sizeof *s->slots);
     s->pool = calloc(s->pool_size, sizeof *s->pool);
+    s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = dwfl_linux_proc_find_elf;
     s->callbacks.find_debuginfo = debuginfo_finder();
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
-    if (s->slots && s->pool)
+    bool mem = s->slots && s->pool && s->fns;
+    if (mem)
         s->dwfl = dwfl_begin(&s->callbacks);
     if (!s->dwfl) {
-        if (s->slots && s->pool)
+        if (mem)
             ss_error("symbols: dwfl_begin failed: %s; native frames stay unnamed",
                      dwfl_errmsg(-1));
         ss_symbols_destroy(s);
@@ -401,6 +477,7 @@ void ss_symbols_destroy(ss_symbols *s) {
         dwfl_end(s->dwfl);
     free(s->slots);
     free(s->pool);
+    free(s->fns);
     free(s);
 }
 

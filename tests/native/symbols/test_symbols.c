@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -258,6 +259,31 @@ static void test_dlopen_dlclose(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* The vDSO has no file: libdwfl reads it from memory (the one module it
+ * does). Some address in its first pages is clock_gettime's. */
+static void test_vdso(void **state) {
+    (void)state;
+    uint64_t base = getauxval(AT_SYSINFO_EHDR);
+    if (!base)
+        skip();
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    bool found = false;
+    for (uint64_t off = 0; off < 8192; off += 16) {
+        int n = ss_symbols_resolve(s, base + off, false, f, 8);
+        assert_int_equal(n, 1);
+        if (off > 0 && !f[0].map)
+            break; /* past its end (it is at least a page) */
+        assert_non_null(f[0].map);
+        assert_string_equal(f[0].map->path, "[vdso]");
+        assert_string_equal(f[0].fn->file, "[vdso]");
+        if (strstr(f[0].fn->name, "clock_gettime"))
+            found = true;
+    }
+    assert_true(found);
+    ss_symbols_destroy(s);
+}
+
 /* With DEBUGINFOD_URLS set (Debian's login shells set it), resolving a
  * stripped library (libc) must not ask a debuginfod server: the server
  * here is a listening socket that must see no connection. Meaningful
@@ -311,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_dlopen_dlclose),
+        cmocka_unit_test(test_vdso),
         cmocka_unit_test(test_no_debuginfod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
