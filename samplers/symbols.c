@@ -119,6 +119,7 @@ static int report_modules(ss_symbols *s) {
     dl_iterate_phdr(read_counts, &lc);
     /* Modules that go away free their DWARF: forget remembered DIEs. */
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
+    ss_demangle_reset();
     dwfl_report_begin(s->dwfl);
     int rc = dwfl_linux_proc_report(s->dwfl, getpid());
     if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && rc == 0)

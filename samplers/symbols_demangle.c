@@ -42,9 +42,17 @@ static cxa_demangle_fn find_demangler(void) {
     return fn;
 }
 
+/* The resolver is single-threaded by contract; these are written only by
+ * the sampler thread. */
+static cxa_demangle_fn fn;
+static bool looked;
+
+void ss_demangle_reset(void) {
+    if (!fn)
+        looked = false; /* a dlopen may have brought a C++ runtime */
+}
+
 char *ss_demangle(const char *mangled, bool refresh) {
-    static cxa_demangle_fn fn;
-    static bool looked;
     if (!mangled || strncmp(mangled, "_Z", 2) != 0)
         return NULL;
     if (!looked || (refresh && !fn)) {

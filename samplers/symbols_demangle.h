@@ -13,6 +13,10 @@
  * loaded. `refresh`: look the runtime up again (after a dlopen). */
 char *ss_demangle(const char *mangled, bool refresh);
 
+/* After a dlopen: look for the runtime again on the next C++ name if it
+ * was not found before. */
+void ss_demangle_reset(void);
+
 /* Split a demangled name into namespace/class and function name:
  * "ns::Class<int>::method(int) const" -> "ns::Class<int>", "method".
  * The parameter list and a leading return type are dropped, template
