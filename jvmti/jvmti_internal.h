@@ -52,7 +52,9 @@ void ss_jresolver_destroy(ss_jresolver *r);
 int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci,
                 ss_frame *out);
 void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods,
-                        uint64_t *invalid, uint64_t *clears);
+                        uint64_t *invalid, uint64_t *clears, uint64_t *refreshes);
+/* Start of a round: the resolver's clock for line-table refreshes. */
+void ss_jresolver_round(ss_jresolver *r);
 
 /* ---- threads.c ---------------------------------------------------- */
 

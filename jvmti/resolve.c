@@ -15,10 +15,13 @@
  *  - A stack is taken at a safepoint, the resolution happens after it; a
  *    class unloaded in between gives INVALID_METHODID here, same path.
  *  - Redefinition (RedefineClasses / RetransformClasses) keeps jmethodIDs
- *    of surviving methods but may change their line tables. The cache keeps
- *    the table it first saw; docs/java.md states it. Agents that redefine
- *    classes (debuggers, some APM agents) change line numbers of the
- *    redefined methods only, and only when the bytecode's lines moved.
+ *    of surviving methods but may change their line tables, and JVMTI
+ *    tells an agent about it only through ClassFileLoadHook, which would
+ *    cost every class load (and CDS sharing). So a cached method is
+ *    resolved again when it is older than STACKSHOT_JVMTI_REFRESH seconds
+ *    (default 60): lines and file of a redefined method are right again
+ *    within that time, at the cost of one resolution per method seen per
+ *    period.
  *
  * The hash table is open addressing, grown at half full; the sampler thread
  * is its only user. It is bounded: a program that keeps loading classes
@@ -43,12 +46,15 @@ typedef struct method_entry {
     line_entry *lines;
     uint32_t n_lines;
     bool native;
+    uint64_t lines_mono_ns; /* when the line table was read */
 } method_entry;
 
 struct ss_jresolver {
     method_entry *slots;
     uint32_t cap, used;
-    uint64_t invalid, clears;
+    uint64_t invalid, clears, refreshes;
+    uint64_t refresh_ns;
+    uint64_t now; /* monotonic ns, set once per round */
     jclass module_cls, descriptor_cls, optional_cls;
     jmethodID get_name, get_descriptor, raw_version, or_else;
     bool module_ids_tried;
@@ -59,6 +65,9 @@ ss_jresolver *ss_jresolver_create(void) {
     if (!r)
         return NULL;
     r->cap = 1024;
+    r->now = ss_mono_ns();
+    r->refresh_ns = (uint64_t)ss_config_int("STACKSHOT_JVMTI_REFRESH", 60, 1, 86400) *
+                    1000000000ull;
     r->slots = calloc(r->cap, sizeof *r->slots);
     if (!r->slots) {
         free(r);
@@ -78,10 +87,11 @@ void ss_jresolver_destroy(ss_jresolver *r) {
 }
 
 void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods, uint64_t *invalid,
-                        uint64_t *clears) {
+                        uint64_t *clears, uint64_t *refreshes) {
     *methods = r->used;
     *invalid = r->invalid;
     *clears = r->clears;
+    *refreshes = r->refreshes;
 }
 
 static uint32_t hash_ptr(const void *p) {
@@ -211,7 +221,13 @@ static const ss_funcinfo *unknown_fn(void) {
     return ss_funcinfo_intern("unknown", "unknown", "unknown", NULL, SS_FRAME_JAVA);
 }
 
-static void load_lines(method_entry *e, jmethodID m) {
+void ss_jresolver_round(ss_jresolver *r) { r->now = ss_mono_ns(); }
+
+static void load_lines(ss_jresolver *r, method_entry *e, jmethodID m) {
+    free(e->lines);
+    e->lines = NULL;
+    e->n_lines = 0;
+    e->lines_mono_ns = r->now;
     jint n = 0;
     jvmtiLineNumberEntry *t = NULL;
     if ((*ss_jvmti)->GetLineNumberTable(ss_jvmti, m, &n, &t) != JVMTI_ERROR_NONE || n <= 0)
@@ -247,7 +263,7 @@ static int resolve_method(ss_jresolver *r, JNIEnv *env, jmethodID m, method_entr
     if ((*j)->GetSourceFileName(j, cls, &src) != JVMTI_ERROR_NONE)
         src = NULL;
     if (!native)
-        load_lines(e, m);
+        load_lines(r, e, m);
 
     char cname[1024], name[512], file[512], module[256];
     ss_jclass_name(sig, cname, sizeof cname);
@@ -320,6 +336,20 @@ int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci, ss_fra
         r->used++;
     }
     out->fn = e->fn;
+    if (!e->native && r->now - e->lines_mono_ns > r->refresh_ns) {
+        /* the method may have been redefined: its lines, even its source
+         * file may differ now. Resolve it again; keep the old entry if
+         * its class is gone meanwhile. */
+        method_entry again = {.key = m};
+        if (resolve_method(r, env, m, &again) == 0) {
+            free(e->lines);
+            *e = again;
+            r->refreshes++;
+        } else {
+            free(again.lines);
+            e->lines_mono_ns = r->now;
+        }
+    }
     out->line = e->native ? 0 : line_at(e, bci);
     return 0;
 }

@@ -274,6 +274,7 @@ static void take_round(sampler *s, JNIEnv *env) {
         return;
     }
     uint64_t t0 = ss_mono_ns();
+    ss_jresolver_round(s->resolver);
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
     jvmtiStackInfo *si = NULL;
     jint n = 0;
@@ -375,12 +376,14 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
             }
         }
         pthread_mutex_unlock(&S.mu);
-        uint64_t methods, invalid, clears;
-        ss_jresolver_stats(s.resolver, &methods, &invalid, &clears);
+        uint64_t methods, invalid, clears, refreshes;
+        ss_jresolver_stats(s.resolver, &methods, &invalid, &clears, &refreshes);
         ss_debug("jvmti: sampler done after %llu rounds (%llu methods cached, cache "
-                 "emptied %llu times, %llu frames of unloaded methods)",
+                 "emptied %llu times, %llu line tables re-read, %llu frames of "
+                 "unloaded methods)",
                  (unsigned long long)s.rounds, (unsigned long long)methods,
-                 (unsigned long long)clears, (unsigned long long)invalid);
+                 (unsigned long long)clears, (unsigned long long)refreshes,
+                 (unsigned long long)invalid);
     }
     sampler_free(&s);
     ss_internal_thread_remove(me);

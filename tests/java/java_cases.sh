@@ -17,6 +17,9 @@
 #                threads: rounds hold exactly 100 of them and count 1900 as
 #                skipped; once those end and 50 new ones start, rounds hold
 #                the 50 and skip none (VirtualThreadEnd frees the slots)
+#   redefine     RedefTarget.nap redefined (java.lang.instrument) while
+#                sampled, STACKSHOT_JVMTI_REFRESH=1: early rounds print it at
+#                Redef.java:51, the last ones at RedefTarget.java:16
 #   churn        classes loaded and unloaded in a loop (custom loaders, GC),
 #                sampled every 10 ms for STACKSHOT_CHURN_SECONDS (default 20)
 #                without a crash, frames of the churned classes resolved
@@ -138,6 +141,31 @@ vthreads)
         fail "last round: $(tail -1 "$tmp/rounds")"
     grep -c 'nap=100' "$tmp/rounds" | sed 's/^/rounds with the first 100: /'
     tail -1 "$tmp/rounds"
+    ;;
+redefine)
+    src=$(cd "$(dirname "$0")" && pwd)
+    mkdir -p "$tmp/v2" "$tmp/jar"
+    "$jh/bin/javac" -cp "$classes" -d "$tmp/v2" "$src/redef-v2/RedefTarget.java" ||
+        { fail "javac v2"; exit 1; }
+    printf 'Premain-Class: Redef\nCan-Redefine-Classes: true\n' >"$tmp/manifest"
+    cp "$classes/Redef.class" "$tmp/jar/"
+    "$jh/bin/jar" cfm "$tmp/agent.jar" "$tmp/manifest" -C "$tmp/jar" Redef.class ||
+        { fail "jar"; exit 1; }
+    SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=100 \
+        STACKSHOT_JVMTI_REFRESH=1 STACKSHOT_OUTPUT_DIR=$tmp/o \
+        "$java" "-javaagent:$tmp/agent.jar" "-agentpath:$lib" -cp "$classes" \
+        Redef "$tmp/v2/RedefTarget.class" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] || fail "JVM failed: $(cat "$tmp/err")"
+    grep -q '^redefined' "$tmp/out" || fail "the class was not redefined"
+    f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
+    # the frame of RedefTarget.nap in each round's main thread, in order
+    awk '/^"main"/ {on=1} on && /at RedefTarget.nap\(/ {print; on=0} /^$/ {on=0}' "$f" |
+        uniq -c >"$tmp/naps"
+    cat "$tmp/naps"
+    head -1 "$tmp/naps" | grep -q 'at RedefTarget.nap(Redef.java:51)$' ||
+        fail "before the redefinition: not Redef.java:51"
+    tail -1 "$tmp/naps" | grep -q 'at RedefTarget.nap(RedefTarget.java:16)$' ||
+        fail "after the redefinition: not RedefTarget.java:16"
     ;;
 churn)
     secs=${STACKSHOT_CHURN_SECONDS:-20}
