@@ -489,6 +489,19 @@ static bool sample_eq(const ss_agg *a, uint32_t idx, const void *key) {
     return x->stack == y->stack && x->attrset == y->attrset && x->link == y->link;
 }
 
+/* The CPU view. A thread that ran for less than 1% of the interval only
+ * woke up briefly (often for the sampler's own signal, which interrupts
+ * sleeps): counting it as a full CPU sample would paint idle threads as
+ * busy, so it counts as off CPU. Its CPU time is small either way. */
+static bool on_cpu(const ss_round *r, const ss_thread_sample *t) {
+    if (!t->on_cpu)
+        return false;
+    uint64_t d = t->cpu_delta_ns;
+    if (d == 0 || d == SS_UNKNOWN_U64)
+        return true; /* no CPU clock: the sampler's judgement stands */
+    return d * 100 >= (uint64_t)r->interval_ms * 1000000ull;
+}
+
 static int add_thread(ss_agg *a, const ss_round *r, const ss_thread_sample *t, uint32_t round) {
     agg_sample k = {.attrset = attrset_of(a, t), .link = link_of(a, t)};
     k.stack = stack_of(a, r, t);
@@ -509,7 +522,7 @@ static int add_thread(ss_agg *a, const ss_round *r, const ss_thread_sample *t, u
     agg_sample *s = &a->samples[idx];
     s->wall++;
     uint32_t flag = 0;
-    if (t->on_cpu) {
+    if (on_cpu(r, t)) {
         s->cpu++;
         uint64_t d = t->cpu_delta_ns;
         s->cpu_ns += d && d != SS_UNKNOWN_U64 ? d : (uint64_t)r->interval_ms * 1000000ull;

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""check_files.py: read the pprof / collapsed / flame graph files back with
+independent tools.
+
+  check_files.py synth <profiles_drive> <out dir>
+      30 rounds of the known scenario (tests/profiles/synth.h) through the
+      real exporters; go tool pprof -raw/-top must see exactly its counts,
+      labels and locations; the collapsed file must match the golden text.
+  check_files.py demo <stackshot-demo> <libstackshot.so> <out dir> [preload prefix]
+      the C demo with the agent preloaded (pprof, flamegraph, text): the
+      busy thread's function is on top, samples/count per thread equals the
+      rounds the text exporter wrote, thread labels are present.
+
+Exit 77 (skip) when `go` is not installed.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+GOLDEN_COLLAPSED_CPU_30 = (
+    "main;global.main;global.worker;global.compute_primes 20\n"
+    "main;global.main;global.worker;global.is_prime 10\n")
+
+
+def fail(msg):
+    print("check_files: FAIL: " + msg)
+    sys.exit(1)
+
+
+def go_env(tmp):
+    env = dict(os.environ)
+    env["HOME"] = tmp
+    env["GOCACHE"] = os.path.join(tmp, "gocache")
+    env["PPROF_TMPDIR"] = tmp
+    env["GOFLAGS"] = ""
+    env.pop("PPROF_BINARY_PATH", None)
+    return env
+
+
+def pprof(args, path, tmp):
+    out = subprocess.run(["go", "tool", "pprof"] + args + [path], capture_output=True,
+                         text=True, env=go_env(tmp), timeout=120)
+    if out.returncode != 0:
+        fail("go tool pprof %s: %s" % (" ".join(args), out.stderr.strip()))
+    return out.stdout
+
+
+def parse_raw(text):
+    """Samples (values, location ids, labels) and locations of -raw output."""
+    samples, locations = [], {}
+    section = None
+    cur = None
+    for line in text.splitlines():
+        if line.startswith("Samples:"):
+            section = "s"
+            continue
+        if line.startswith("Locations"):
+            section = "l"
+            continue
+        if line.startswith("Mappings"):
+            section = "m"
+            continue
+        if section == "s":
+            m = re.match(r"^\s+([\d ]+):\s*([\d ]*)$", line)
+            if m and not line.strip().startswith("samples/"):
+                cur = {"values": [int(v) for v in m.group(1).split()],
+                       "locs": [int(v) for v in m.group(2).split()], "labels": {}}
+                samples.append(cur)
+                continue
+            for k, v in re.findall(r"([\w.]+):\[([^\]]*)\]", line):
+                if cur is not None:
+                    cur["labels"][k] = v
+        elif section == "l":
+            m = re.match(r"^\s+(\d+): (0x[0-9a-f]+) (?:M=\d+ )?(\S+)", line)
+            if m:
+                locations[int(m.group(1))] = [m.group(3)]
+                last = int(m.group(1))
+            else:
+                m = re.match(r"^\s+(\S+) .*s=\d+$", line)
+                if m and locations:
+                    locations[last].append(m.group(1))
+    return samples, locations
+
+
+def top_flat(text):
+    for line in text.splitlines():
+        m = re.match(r"^\s*([\d.]+\w*)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+\w*\s+[\d.]+%\s+(\S+)", line)
+        if m:
+            return m.group(2), line
+    fail("no rows in -top output:\n" + text)
+
+
+def check_synth(drive, out):
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    r = subprocess.run([drive, out, "30"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("profiles_drive: " + r.stderr)
+    pb = glob.glob(os.path.join(out, "*.1.pb.gz"))
+    col = glob.glob(os.path.join(out, "*.1.collapsed"))
+    html = glob.glob(os.path.join(out, "*.1.html"))
+    if len(pb) != 1 or len(col) != 1 or len(html) != 1:
+        fail("expected one .pb.gz, .collapsed and .html, got %s" % os.listdir(out))
+    for p in pb + col + html:
+        if os.stat(p).st_mode & 0o777 != 0o600:
+            fail("%s has mode %o" % (p, os.stat(p).st_mode & 0o777))
+    with open(col[0]) as f:
+        if f.read() != GOLDEN_COLLAPSED_CPU_30:
+            fail("collapsed file differs from the golden text")
+    raw = pprof(["-raw"], pb[0], out)
+    if "samples/count wall/nanoseconds cpu/nanoseconds" not in raw:
+        fail("sample types missing:\n" + raw)
+    if "PeriodType: wall nanoseconds" not in raw or "Period: 10000000" not in raw:
+        fail("period missing")
+    samples, locs = parse_raw(raw)
+    by_thread = {}
+    for s in samples:
+        name = s["labels"].get("thread.name")
+        if name is None or "thread.state" not in s["labels"] or "thread.id" not in s["labels"]:
+            fail("sample without thread labels: %s" % s)
+        by_thread[name] = by_thread.get(name, 0) + s["values"][0]
+        leaf = locs[s["locs"][0]][0]
+        if name == "main":
+            want = {"global.compute_primes": 20, "global.is_prime": 10}[leaf]
+            if s["values"] != [want, want * 10000000, want * 9000000]:
+                fail("main/%s values %s" % (leaf, s["values"]))
+            if s["labels"]["thread.id"] != "100" or s["labels"]["thread.state"] != "RUNNABLE":
+                fail("main labels %s" % s["labels"])
+        if name == "java-worker":
+            if s["labels"].get("trace_id") != "0102030405060708090a0b0c0d0e0f10" or \
+               s["labels"].get("span_id") != "a1a2a3a4a5a6a7a8":
+                fail("span labels %s" % s["labels"])
+        if name == "idle" and locs[s["locs"][0]] != ["global.inner", "global.outer"]:
+            fail("inlined location %s" % locs[s["locs"][0]])
+    if by_thread != {"main": 30, "idle": 30, "java-worker": 30}:
+        fail("samples per thread %s" % by_thread)
+    fn, line = top_flat(pprof(["-top", "-sample_index=cpu"], pb[0], out))
+    if fn != "global.compute_primes":
+        fail("top CPU function is %s (%s)" % (fn, line))
+    print("synth: ok: %d samples, %s" % (len(samples), by_thread))
+
+
+def check_demo(demo, lib, out, prefix):
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "pprof,flamegraph,text",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+                "LD_PRELOAD": (prefix + " " if prefix else "") + lib})
+    r = subprocess.run([demo, "3"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        fail("demo exited %d: %s" % (r.returncode, r.stderr))
+    txt = glob.glob(os.path.join(out, "*.txt"))
+    pb = glob.glob(os.path.join(out, "*.pb.gz"))
+    if len(txt) != 1 or len(pb) != 1:
+        fail("expected one text and one pprof file: %s" % os.listdir(out))
+    with open(txt[0], errors="replace") as f:
+        text = f.read()
+    rounds = len(re.findall(r"^Full thread dump stackshot round", text, re.M))
+    busy_rounds = len(re.findall(r'^"busy-worker"', text, re.M))
+    if rounds < 10:
+        fail("only %d rounds" % rounds)
+    samples, locs = parse_raw(pprof(["-raw"], pb[0], out))
+    per_thread = {}
+    for s in samples:
+        if "thread.name" not in s["labels"] or "thread.id" not in s["labels"]:
+            fail("sample without thread labels: %s" % s)
+        n = s["labels"]["thread.name"]
+        per_thread[n] = per_thread.get(n, 0) + s["values"][0]
+    if per_thread.get("busy-worker") != busy_rounds:
+        fail("busy-worker has %s samples, the text shows it in %d rounds" %
+             (per_thread.get("busy-worker"), busy_rounds))
+    if per_thread.get("sleeper") != len(re.findall(r'^"sleeper"', text, re.M)):
+        fail("sleeper sample count differs from the text")
+    top = pprof(["-top", "-sample_index=cpu"], pb[0], out)
+    fn, line = top_flat(top)
+    if fn not in ("global.is_prime", "global.compute_primes"):
+        fail("top CPU function is %s:\n%s" % (fn, top))
+    cum = pprof(["-top", "-cum", "-sample_index=samples", "-tagfocus=thread.name=busy-worker"],
+                pb[0], out)
+    if not re.search(r"\s%d\s+[\d.]+%%\s+global\.compute_primes" % busy_rounds, cum):
+        fail("compute_primes is not in all %d busy-worker samples:\n%s" % (busy_rounds, cum))
+    print("demo: ok: %d rounds, busy-worker %d samples, top %s" % (rounds, busy_rounds, fn))
+
+
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+
+
+def flame(page, fn, shot):
+    if shutil.which("node") is None or \
+            not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
+        print("check_files: node or playwright-core (npm ci in tests/profiles/node) missing; skipped")
+        sys.exit(77)
+    r = subprocess.run(["node", os.path.join(NODE_DIR, "flame_check.js"), page, fn, shot],
+                       capture_output=True, text=True, timeout=120)
+    sys.stdout.write(r.stdout)
+    if r.returncode == 77:
+        sys.exit(77)
+    if r.returncode != 0:
+        fail("flame_check: " + r.stderr.strip())
+
+
+def flame_synth(drive, out):
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    r = subprocess.run([drive, out, "30"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("profiles_drive: " + r.stderr)
+    page = glob.glob(os.path.join(out, "*.html"))[0]
+    flame(page, "global.compute_primes", os.path.join(out, "flame.png"))
+
+
+def flame_demo(demo, lib, out, prefix):
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "flamegraph",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+                "LD_PRELOAD": (prefix + " " if prefix else "") + lib})
+    r = subprocess.run([demo, "2"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        fail("demo exited %d: %s" % (r.returncode, r.stderr))
+    pages = glob.glob(os.path.join(out, "*.html"))
+    if len(pages) != 1:
+        fail("expected one flame graph page: %s" % os.listdir(out))
+    with open(glob.glob(os.path.join(out, "*.collapsed"))[0]) as f:
+        lines = f.read().splitlines()
+    if not any(l.startswith("busy-worker;") and ";global.compute_primes" in l for l in lines):
+        fail("no busy-worker/compute_primes stack in the collapsed file")
+    flame(pages[0], "global.compute_primes", os.path.join(out, "flame.png"))
+
+
+def main():
+    if sys.argv[1] == "flame-synth":
+        return flame_synth(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "flame-demo":
+        return flame_demo(sys.argv[2], sys.argv[3], sys.argv[4],
+                          sys.argv[5] if len(sys.argv) > 5 else "")
+    if shutil.which("go") is None:
+        print("check_files: go not installed (Debian golang-go); skipped")
+        sys.exit(77)
+    mode = sys.argv[1]
+    if mode == "synth":
+        check_synth(sys.argv[2], sys.argv[3])
+    elif mode == "demo":
+        check_demo(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else "")
+    else:
+        fail("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
