@@ -204,7 +204,10 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*skipped)++; /* exited since listed */
             continue;
         }
-        bool full = !k->seen || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        /* a thread seen blocking the signal may have been caught inside
+         * a short masked section (pthread_create masks everything): look
+         * again every round until it does not */
+        bool full = !k->seen || k->blocks || s->rounds - k->refreshed >= BLOCK_RECHECK;
         if (full) {
             if (ss_proc_read_stat(k->tid, &k->st) != 0) {
                 (*skipped)++;

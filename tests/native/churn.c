@@ -12,7 +12,7 @@ static atomic_long created;
 
 static void *short_life(void *arg) {
     volatile unsigned long x = (unsigned long)arg;
-    for (int i = 0; i < 20000; i++)
+    for (int i = 0; i < 1000000; i++)
         x = x * 31 + (unsigned long)i;
     return NULL;
 }
