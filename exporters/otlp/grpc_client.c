@@ -314,27 +314,51 @@ static void find_retry_info(const grpc_metadata_array *trailers, ss_grpc_result 
     }
 }
 
-int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
-                  uint64_t deadline_ns, ss_grpc_result *result) {
+/* One call in flight: what its batch fills in, until it completes. The
+ * struct's address is the completion-queue tag. */
+struct ss_grpc_call {
+    grpc_call *call;
+    grpc_byte_buffer *send_bb, *recv_bb;
+    grpc_metadata_array initial, trailing;
+    grpc_status_code status;
+    grpc_slice details;
+};
+
+static void call_free(ss_grpc_call *k) {
+    grpc_slice_unref(k->details);
+    grpc_metadata_array_destroy(&k->initial);
+    grpc_metadata_array_destroy(&k->trailing);
+    grpc_byte_buffer_destroy(k->send_bb);
+    if (k->recv_bb)
+        grpc_byte_buffer_destroy(k->recv_bb);
+    grpc_call_unref(k->call);
+    free(k);
+}
+
+ss_grpc_call *ss_grpc_call_start(ss_grpc_client *c, const char *method_path,
+                                 const void *bytes, size_t len, uint64_t deadline_ns,
+                                 ss_grpc_result *result) {
     maybe_replace_channel(c);
+    ss_grpc_call *k = calloc(1, sizeof *k);
     grpc_slice method = grpc_slice_from_static_string(method_path);
-    grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
-                                               c->cq, method, NULL,
-                                               call_deadline(deadline_ns), NULL);
+    grpc_call *call = k ? grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                   c->cq, method, NULL,
+                                                   call_deadline(deadline_ns), NULL)
+                        : NULL;
     if (!call) {
+        free(k);
         result->status = SS_GRPC_INTERNAL;
         snprintf(result->message, sizeof result->message, "cannot create a call");
-        return result->status;
+        return NULL;
     }
+    k->call = call;
     grpc_slice payload = grpc_slice_from_copied_buffer(bytes, len);
-    grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&payload, 1);
+    k->send_bb = grpc_raw_byte_buffer_create(&payload, 1);
     grpc_slice_unref(payload);
-    grpc_byte_buffer *recv_bb = NULL;
-    grpc_metadata_array initial, trailing;
-    grpc_metadata_array_init(&initial);
-    grpc_metadata_array_init(&trailing);
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
+    grpc_metadata_array_init(&k->initial);
+    grpc_metadata_array_init(&k->trailing);
+    k->status = GRPC_STATUS_UNKNOWN;
+    k->details = grpc_empty_slice();
 
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
@@ -342,46 +366,75 @@ int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes,
     ops[0].data.send_initial_metadata.count = c->n_md;
     ops[0].data.send_initial_metadata.metadata = c->md;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send_bb;
+    ops[1].data.send_message.send_message = k->send_bb;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &k->initial;
     ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv_bb;
+    ops[4].data.recv_message.recv_message = &k->recv_bb;
     ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-
-    void *tag = (void *)c;
-    grpc_call_error err = grpc_call_start_batch(call, ops, 6, tag, NULL);
+    ops[5].data.recv_status_on_client.trailing_metadata = &k->trailing;
+    ops[5].data.recv_status_on_client.status = &k->status;
+    ops[5].data.recv_status_on_client.status_details = &k->details;
+    grpc_call_error err = grpc_call_start_batch(call, ops, 6, k, NULL);
     if (err != GRPC_CALL_OK) {
         result->status = SS_GRPC_INTERNAL;
         snprintf(result->message, sizeof result->message, "call rejected locally (%s)",
                  grpc_call_error_to_string(err));
-    } else {
-        /* The call's deadline ends it; the queue returns our tag then. */
-        grpc_event ev;
-        do {
-            ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        } while (ev.type == GRPC_OP_COMPLETE && ev.tag != tag);
-        result->status = (int)status;
-        copy_slice(result->message, sizeof result->message, details);
-        if (status == GRPC_STATUS_OK && recv_bb)
-            read_response(recv_bb, &result->response);
-        find_retry_info(&trailing, result);
-        if (status == GRPC_STATUS_UNAVAILABLE &&
-            grpc_channel_check_connectivity_state(c->channel, 0) != GRPC_CHANNEL_READY)
-            c->replace_channel = true;
+        call_free(k);
+        return NULL;
     }
+    return k;
+}
+
+/* The call completed: its outcome into *result, then free it. */
+static void call_finish(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *result) {
+    result->status = (int)k->status;
+    copy_slice(result->message, sizeof result->message, k->details);
+    if (k->status == GRPC_STATUS_OK && k->recv_bb)
+        read_response(k->recv_bb, &result->response);
+    find_retry_info(&k->trailing, result);
     result->has_retry_delay = result->has_retry_delay && result->status != SS_GRPC_OK;
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&initial);
-    grpc_metadata_array_destroy(&trailing);
-    grpc_byte_buffer_destroy(send_bb);
-    if (recv_bb)
-        grpc_byte_buffer_destroy(recv_bb);
-    grpc_call_unref(call);
+    if (k->status == GRPC_STATUS_UNAVAILABLE &&
+        grpc_channel_check_connectivity_state(c->channel, 0) != GRPC_CHANNEL_READY)
+        c->replace_channel = true;
+    call_free(k);
     ss_grpc_client_note_threads(c);
+}
+
+bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *k, uint64_t wait_ns,
+                       ss_grpc_result *result) {
+    gpr_timespec until = wait_ns == UINT64_MAX
+                             ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
+                             : gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                            gpr_time_from_nanos((int64_t)wait_ns, GPR_TIMESPAN));
+    for (;;) {
+        /* Only this client's calls use its queue, one at a time: the one
+         * completion that can come is this call's. */
+        grpc_event ev = grpc_completion_queue_next(c->cq, until, NULL);
+        if (ev.type == GRPC_QUEUE_TIMEOUT)
+            return false;
+        if (ev.type == GRPC_OP_COMPLETE && ev.tag == k) {
+            call_finish(c, k, result);
+            return true;
+        }
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            return false;
+    }
+}
+
+void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *result) {
+    grpc_call_cancel(k->call, NULL);
+    /* a cancelled call completes promptly (CANCELLED) */
+    ss_grpc_call_poll(c, k, UINT64_MAX, result);
+}
+
+int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
+                  uint64_t deadline_ns, ss_grpc_result *result) {
+    ss_grpc_call *k = ss_grpc_call_start(c, method_path, bytes, len, deadline_ns, result);
+    if (!k)
+        return result->status;
+    /* the call's deadline ends it; the queue returns it then */
+    ss_grpc_call_poll(c, k, UINT64_MAX, result);
     return result->status;
 }

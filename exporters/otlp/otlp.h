@@ -153,6 +153,20 @@ int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes,
  * ss_grpc_unary calls it after each call, exporters from their tick. */
 void ss_grpc_client_note_threads(ss_grpc_client *c);
 
+/* The same call without blocking: ss_grpc_call_start sends it (NULL when
+ * it fails locally: *result then says why), ss_grpc_call_poll waits at
+ * most wait_ns (0: only look; UINT64_MAX: until it ends) and returns true
+ * once the call has ended, with *result filled and the call freed. One
+ * call in flight per client. ss_grpc_call_cancel ends a call in flight
+ * (result CANCELLED) and frees it. */
+typedef struct ss_grpc_call ss_grpc_call;
+ss_grpc_call *ss_grpc_call_start(ss_grpc_client *c, const char *method_path,
+                                 const void *bytes, size_t len, uint64_t deadline_ns,
+                                 ss_grpc_result *result);
+bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *call, uint64_t wait_ns,
+                       ss_grpc_result *result);
+void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *result);
+
 void ss_grpc_result_init(ss_grpc_result *r);
 void ss_grpc_result_free(ss_grpc_result *r);
 
