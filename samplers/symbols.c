@@ -427,7 +427,18 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
 typedef int find_debuginfo_fn(Dwfl_Module *, void **, const char *, Dwarf_Addr,
                                const char *, const char *, GElf_Word, char **);
 
+/* STACKSHOT_SYMBOLS_DEBUGINFO=false: no separate debuginfo at all. */
+static int no_debuginfo(Dwfl_Module *mod, void **user, const char *modname,
+                        Dwarf_Addr base, const char *file, const char *link,
+                        GElf_Word crc, char **name) {
+    (void)mod, (void)user, (void)modname, (void)base, (void)file, (void)link,
+        (void)crc, (void)name;
+    return -1;
+}
+
 static find_debuginfo_fn *debuginfo_finder(void) {
+    if (!ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true))
+        return no_debuginfo;
     const char *urls = getenv("DEBUGINFOD_URLS");
     if (urls && *urls) {
         ss_debug("symbols: DEBUGINFOD_URLS is set; debuginfo is looked up "
@@ -468,7 +479,9 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
 }
 
 ss_symbols *ss_symbols_create(void) {
-    return ss_symbols_create_sized(SS_SYMBOLS_CACHE_ENTRIES);
+    int64_t n = ss_config_int("STACKSHOT_SYMBOLS_CACHE", SS_SYMBOLS_CACHE_ENTRIES,
+                              16, 1 << 20);
+    return ss_symbols_create_sized((size_t)n);
 }
 
 void ss_symbols_destroy(ss_symbols *s) {

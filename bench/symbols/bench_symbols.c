@@ -49,6 +49,19 @@ static void collect(void) {
             addrs[naddrs++] = (uint64_t)(uintptr_t)own[i] + (uint64_t)off;
 }
 
+/* Resident memory in kB (VmRSS), to see what libdw keeps of the files. */
+static long rss_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 static double run(ss_symbols *s, int passes) {
     ss_frame f[SS_SYMBOLS_MAX_INLINE];
     double t0 = now();
@@ -74,10 +87,12 @@ int main(void) {
     collect();
     double base = run_dladdr(20);
 
+    long rss0 = rss_kb();
     double t0 = now();
     ss_symbols *cold = ss_symbols_create();
     double create_ms = (now() - t0) * 1e3;
     double cold_rate = run(cold, 1);
+    long rss1 = rss_kb();
 
     ss_symbols *small = ss_symbols_create_sized(16);
     run(small, 1); /* parse what the addresses need */
@@ -93,6 +108,8 @@ int main(void) {
     printf("  cold (fresh)         %12.0f lookups/s  %.3fx\n", cold_rate, cold_rate / base);
     printf("  miss (libdw warm)    %12.0f lookups/s  %.3fx\n", miss_rate, miss_rate / base);
     printf("  hot (cached)         %12.0f lookups/s  %.3fx\n", hot_rate, hot_rate / base);
+    printf("  memory: +%ld kB resident after the cold pass (ELF + DWARF read)\n",
+           rss1 - rss0);
     printf("  hot / cold           %12.1fx\n", hot_rate / cold_rate);
     printf("  cache: %llu hits, %llu misses, %llu entries, %llu resets\n",
            (unsigned long long)c.hits, (unsigned long long)c.misses,

@@ -259,6 +259,37 @@ static void test_dlopen_dlclose(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* STACKSHOT_SYMBOLS_DEBUGINFO=false: separate debuginfo (libc6-dbg's
+ * /usr/lib/debug files) is not read, so libc has names from its own
+ * symbol table and no lines; the test binary's own DWARF still counts.
+ * STACKSHOT_SYMBOLS_CACHE sizes the cache. */
+static void test_config(void **state) {
+    (void)state;
+    setenv("STACKSHOT_SYMBOLS_DEBUGINFO", "false", 1);
+    setenv("STACKSHOT_SYMBOLS_CACHE", "16", 1);
+    ss_symbols *s = ss_symbols_create();
+    unsetenv("STACKSHOT_SYMBOLS_DEBUGINFO");
+    unsetenv("STACKSHOT_SYMBOLS_CACHE");
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    void *p = dlsym(RTLD_DEFAULT, "nanosleep");
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)p + 4, false, f, 8);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(f[0].fn->name, "nanosleep"));
+    assert_string_equal(f[0].fn->file, "libc.so.6");
+    assert_int_equal(f[0].line, 0);
+    int line = known_static_fn(0);
+    n = ss_symbols_resolve(s, ra_seen, true, f, 8);
+    assert_fn(&f[0], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(f[0].line, line);
+    for (uint64_t i = 0; i < 64; i++)
+        ss_symbols_resolve(s, (uint64_t)(uintptr_t)p + i, false, f, 8);
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_true(c.resets > 0);
+    assert_true(c.entries <= 16);
+    ss_symbols_destroy(s);
+}
+
 /* The vDSO has no file: libdwfl reads it from memory (the one module it
  * does). Some address in its first pages is clock_gettime's. */
 static void test_vdso(void **state) {
@@ -338,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_dlopen_dlclose),
         cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
