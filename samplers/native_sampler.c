@@ -88,6 +88,8 @@ static pthread_t thread;
 static sampler *active;
 /* Kept reachable after a fork (the parent's copy may be mid-update). */
 static sampler *forgotten;
+/* The sampler thread is taking a round: its state may be half-updated. */
+static _Atomic bool in_round;
 
 /* ---- known threads ------------------------------------------------ */
 
@@ -419,7 +421,9 @@ static void *sampler_main(void *arg) {
         if (rc != ETIMEDOUT && ss_mono_ns() < next)
             continue; /* spurious wake-up */
         pthread_mutex_unlock(&lock);
+        atomic_store(&in_round, true);
         ss_round *r = take_round(s);
+        atomic_store(&in_round, false);
         if (r)
             ss_exporters_publish(r);
         else
@@ -507,9 +511,15 @@ static void native_after_fork_child(void) {
     pthread_mutex_init(&lock, NULL);
     thread_running = false;
     stopping = false;
-    if (active)
+    /* A sampler caught between rounds left its state consistent: keep
+     * it, the warm symbol cache above all (a cold start costs the child
+     * hundreds of milliseconds of DWARF reading). The parent's threads
+     * drop out of it at the child's first round. */
+    if (active && atomic_load(&in_round)) {
         forgotten = active;
-    active = NULL;
+        active = NULL;
+    }
+    atomic_store(&in_round, false);
     ss_sig_after_fork();
 }
 
