@@ -38,6 +38,7 @@ typedef struct logs_state {
     ss_retry_policy policy;
     ss_retry_state retry;   /* of the request at the head */
     uint64_t not_before_ns; /* backoff gate (monotonic) */
+    ss_grpc_call *inflight; /* the call sending the head, or NULL */
     uint32_t batch_size;
     bool pprof; /* STACKSHOT_LOGS_FORMAT=pprof: one record per round */
     pending *head, *tail;
@@ -73,6 +74,18 @@ static void drop_head(logs_state *s) {
     pop_head(s);
 }
 
+/* Drop the request after the head (the head is being sent). */
+static void drop_second(logs_state *s) {
+    pending *p = s->head->next;
+    s->head->next = p->next;
+    if (s->tail == p)
+        s->tail = s->head;
+    s->n_pending--;
+    atomic_fetch_add(&s->stats->records_dropped, p->records);
+    ss_mem_release(p->charged);
+    free(p);
+}
+
 static int push(logs_state *s, const ss_buf *b, uint32_t records) {
     pending *p = malloc(sizeof *p + b->len);
     if (!p)
@@ -97,13 +110,19 @@ static int push(logs_state *s, const ss_buf *b, uint32_t records) {
 static void enforce_cap(logs_state *s) {
     size_t limit = ss_mem_limit();
     while (s->n_pending > 1 && ss_mem_used() > limit) {
+        /* the head stays while a call sends it, and the newest always */
+        if (s->inflight && s->n_pending < 3)
+            break;
         if (!s->cap_told) {
             ss_warn("otlp_logs: the backend is not taking data; dropping the oldest "
                     "batches to stay within STACKSHOT_MAX_MEMORY (%zu bytes)",
                     limit);
             s->cap_told = true;
         }
-        drop_head(s);
+        if (s->inflight)
+            drop_second(s);
+        else
+            drop_head(s);
     }
 }
 
@@ -152,60 +171,105 @@ static void tell_failure(logs_state *s, const ss_grpc_result *res, const char *w
     s->last_status = res->status;
 }
 
-/* Send the head request once. Returns true when the FIFO may go on (the
- * head was delivered or dropped), false when it waits for a retry. */
-static bool send_head(logs_state *s, uint64_t now, uint64_t cap_ns) {
+/* The head's call ended with *res: count it, pop or drop the head, or
+ * schedule a retry. Returns true when the FIFO may go on at once. */
+static bool head_done(logs_state *s, ss_grpc_result *res) {
     pending *p = s->head;
-    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
-    if (cap_ns && (!deadline || deadline > cap_ns))
-        deadline = cap_ns;
-    ss_grpc_result res;
-    ss_grpc_result_init(&res);
-    int st = ss_grpc_unary(s->client, SS_LOGS_METHOD, p->bytes, p->len, deadline, &res);
-    bool go_on = true;
+    int st = res->status;
     if (st == SS_GRPC_OK) {
         if (s->last_status != SS_GRPC_OK)
             ss_info("otlp_logs: delivering to %s again", s->ep.url);
         s->last_status = SS_GRPC_OK;
         atomic_fetch_add(&s->stats->bytes_sent, p->len);
-        on_response(s, &res, p->records);
+        on_response(s, res, p->records);
         pop_head(s);
-    } else {
-        atomic_fetch_add(&s->stats->failures, 1);
-        uint64_t delay;
-        char what[96];
-        bool retryable = ss_otlp_retryable(st, res.has_retry_delay);
-        if (retryable &&
-            ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
-            snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
-            tell_failure(s, &res, what);
-            atomic_fetch_add(&s->stats->retries, 1);
-            s->not_before_ns = ss_mono_ns() + delay;
-            go_on = false;
-        } else {
-            if (retryable)
-                snprintf(what, sizeof what, "giving up after %u attempts; dropping the batch",
-                         (unsigned)s->retry.attempts);
-            else
-                snprintf(what, sizeof what, "dropping the batch");
-            tell_failure(s, &res, what);
-            drop_head(s);
-        }
+        return true;
     }
+    atomic_fetch_add(&s->stats->failures, 1);
+    uint64_t delay;
+    char what[96];
+    bool retryable = ss_otlp_retryable(st, res->has_retry_delay);
+    if (retryable &&
+        ss_retry_next(&s->policy, &s->retry, res->retry_delay_ns, next_rnd(s), &delay)) {
+        snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
+        tell_failure(s, res, what);
+        atomic_fetch_add(&s->stats->retries, 1);
+        s->not_before_ns = ss_mono_ns() + delay;
+        return false;
+    }
+    if (retryable)
+        snprintf(what, sizeof what, "giving up after %u attempts; dropping the batch",
+                 (unsigned)s->retry.attempts);
+    else
+        snprintf(what, sizeof what, "dropping the batch");
+    tell_failure(s, res, what);
+    drop_head(s);
+    return true;
+}
+
+/* Start the head's call; its deadline is the export timeout, capped by
+ * cap_ns (shutdown) when given. False when it failed at once (handled). */
+static bool start_head(logs_state *s, uint64_t cap_ns) {
+    pending *p = s->head;
+    uint64_t now = ss_mono_ns();
+    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
+    if (cap_ns && (!deadline || deadline > cap_ns))
+        deadline = cap_ns;
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    s->inflight = ss_grpc_call_start(s->client, SS_LOGS_METHOD, p->bytes, p->len, deadline,
+                                     &res);
+    if (!s->inflight)
+        head_done(s, &res);
+    ss_grpc_result_free(&res);
+    return s->inflight != NULL;
+}
+
+/* Wait at most wait_ns for the call in flight. True when it ended (and
+ * the FIFO may go on). */
+static bool poll_inflight(logs_state *s, uint64_t wait_ns) {
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    if (!ss_grpc_call_poll(s->client, s->inflight, wait_ns, &res)) {
+        ss_grpc_result_free(&res);
+        return false;
+    }
+    s->inflight = NULL;
+    bool go_on = head_done(s, &res);
     ss_grpc_result_free(&res);
     return go_on;
 }
 
-/* Send what is due, oldest first, until something must wait. */
+/* A call answered within this is handled at once (loopback takes about a
+ * millisecond); a slower one is looked at again by the next tick, so the
+ * exporter thread never waits long for the network. */
+#define POLL_NS 20000000ull
+
+/* Send what is due, oldest first, one call at a time, until something
+ * must wait (a call still in flight, or a backoff). */
 static void pump(logs_state *s) {
-    while (s->head && ss_mono_ns() >= s->not_before_ns)
-        if (!send_head(s, ss_mono_ns(), 0))
-            break;
+    for (;;) {
+        if (s->inflight) {
+            if (!poll_inflight(s, POLL_NS))
+                return;
+            continue;
+        }
+        if (!s->head || ss_mono_ns() < s->not_before_ns)
+            return;
+        start_head(s, 0);
+    }
 }
 
 /* ---- the exporter -------------------------------------------------- */
 
 static void logs_free(logs_state *s) {
+    if (s->inflight) {
+        ss_grpc_result res;
+        ss_grpc_result_init(&res);
+        ss_grpc_call_cancel(s->client, s->inflight, &res);
+        ss_grpc_result_free(&res);
+        s->inflight = NULL;
+    }
     while (s->head)
         drop_head(s);
     ss_grpc_client_destroy(s->client);
@@ -326,13 +390,17 @@ static void logs_close(void *state, uint64_t deadline_ns) {
         uint64_t now = ss_mono_ns();
         if (now + 1000000 >= deadline_ns)
             break;
+        if (s->inflight) {
+            poll_inflight(s, deadline_ns - now);
+            continue;
+        }
         if (now < s->not_before_ns) {
             if (s->not_before_ns >= deadline_ns)
                 break;
             ss_sleep_ns(s->not_before_ns - now);
             continue;
         }
-        send_head(s, now, deadline_ns);
+        start_head(s, deadline_ns);
     }
     if (s->head) {
         size_t lost = 0;
