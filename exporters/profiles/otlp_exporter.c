@@ -1,0 +1,365 @@
+/*
+ * otlp_exporter.c: exporter "otlp_profiles": every export period one
+ * ExportProfilesServiceRequest (otlp_encode.c) over the gRPC client of
+ * exporters/otlp (otlp.h), with the OTEL_EXPORTER_OTLP_PROFILES_* /
+ * OTEL_EXPORTER_OTLP_* endpoint, headers, gzip, timeout and the shared
+ * retry policy.
+ *
+ *   STACKSHOT_PROFILES_VERSION  v1development (default) | v1experimental
+ *   STACKSHOT_PROFILES_METHOD   gRPC method path; default follows the version
+ *   STACKSHOT_PROFILES_TIMESTAMPS  true (default): one timestamp per observation
+ *
+ * Requests wait in a short FIFO (at most 4; the oldest is dropped and
+ * counted) while the backend is down. "Records" in the counters are
+ * observations: one thread in one round.
+ */
+#include "../otlp/otlp.h"
+#include "encode.h"
+#include "period.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define DEV_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+#define EXP_METHOD "/opentelemetry.proto.collector.profiles.v1experimental.ProfilesService/Export"
+#define MAX_PENDING 4
+#define MAX_REQUEST (64u << 20)
+
+typedef struct pending {
+    struct pending *next;
+    uint64_t records;
+    size_t len;
+    uint8_t bytes[];
+} pending;
+
+typedef struct prof_state {
+    ss_exporter_stats *stats;
+    ss_period period;
+    ss_otlp_endpoint ep;
+    ss_grpc_client *client;
+    ss_otlp_resource res;
+    bool res_built;
+    ss_prof_resource_attr *rattrs;
+    ss_prof_request_opts opts;
+    char method[256];
+    ss_buf out;
+    ss_retry_policy policy;
+    ss_retry_state retry;
+    uint64_t not_before_ns;
+    pending *head, *tail;
+    int n_pending;
+    uint64_t rnd;
+    int last_status;
+    bool unimplemented_told, partial_told;
+} prof_state;
+
+static uint64_t next_rnd(prof_state *s) {
+    s->rnd ^= s->rnd << 13;
+    s->rnd ^= s->rnd >> 7;
+    s->rnd ^= s->rnd << 17;
+    return s->rnd;
+}
+
+static void pop_head(prof_state *s, bool dropped) {
+    pending *p = s->head;
+    if (dropped)
+        atomic_fetch_add(&s->stats->records_dropped, p->records);
+    s->head = p->next;
+    if (!s->head)
+        s->tail = NULL;
+    s->n_pending--;
+    ss_mem_release(sizeof *p + p->len);
+    free(p);
+    s->retry = (ss_retry_state){0};
+}
+
+/* ExportProfilesServiceResponse{partial_success=1{rejected_profiles=1,
+ * error_message=2}}, read without a generated decoder. */
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t c = *(*p)++;
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+static void partial_success(const uint8_t *p, size_t n, int64_t *rejected, char *msg,
+                            size_t msg_len) {
+    const uint8_t *end = p + n;
+    *rejected = 0;
+    msg[0] = '\0';
+    uint64_t tag, len, v;
+    while (p < end && read_varint(&p, end, &tag)) {
+        if ((tag & 7) != 2 || !read_varint(&p, end, &len) || len > (uint64_t)(end - p))
+            return;
+        if (tag >> 3 != 1) {
+            p += len;
+            continue;
+        }
+        const uint8_t *q = p, *qend = p + len;
+        while (q < qend && read_varint(&q, qend, &tag)) {
+            if ((tag >> 3) == 1 && (tag & 7) == 0 && read_varint(&q, qend, &v)) {
+                *rejected = (int64_t)v;
+            } else if ((tag >> 3) == 2 && (tag & 7) == 2 && read_varint(&q, qend, &len) &&
+                       len <= (uint64_t)(qend - q)) {
+                snprintf(msg, msg_len, "%.*s", (int)len, (const char *)q);
+                q += len;
+            } else {
+                return;
+            }
+        }
+        p = qend;
+    }
+}
+
+static void tell_failure(prof_state *s, const ss_grpc_result *res, const char *what) {
+    if (res->status == SS_GRPC_UNIMPLEMENTED) {
+        if (!s->unimplemented_told)
+            ss_error("otlp_profiles: %s answers UNIMPLEMENTED to %s: no profiles pipeline there "
+                     "(an OpenTelemetry Collector needs --feature-gates=+service.profilesSupport "
+                     "and a profiles pipeline), or another proto version (see "
+                     "STACKSHOT_PROFILES_VERSION); dropping the data",
+                     s->ep.url, s->method);
+        s->unimplemented_told = true;
+        s->last_status = res->status;
+        return;
+    }
+    ss_log(res->status == s->last_status ? SS_LOG_DEBUG : SS_LOG_WARN,
+           "otlp_profiles: export to %s failed: %s%s%s; %s", s->ep.url,
+           ss_grpc_status_name(res->status), res->message[0] ? ": " : "", res->message, what);
+    s->last_status = res->status;
+}
+
+static bool send_head(prof_state *s, uint64_t now, uint64_t cap_ns) {
+    pending *p = s->head;
+    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
+    if (cap_ns && (!deadline || deadline > cap_ns))
+        deadline = cap_ns;
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    int st = ss_grpc_unary(s->client, s->method, p->bytes, p->len, deadline, &res);
+    bool go_on = true;
+    if (st == SS_GRPC_OK) {
+        if (s->last_status != SS_GRPC_OK)
+            ss_info("otlp_profiles: delivering to %s again", s->ep.url);
+        s->last_status = SS_GRPC_OK;
+        atomic_fetch_add(&s->stats->bytes_sent, p->len);
+        int64_t rejected;
+        char msg[200];
+        partial_success((const uint8_t *)res.response.data, res.response.len, &rejected, msg,
+                        sizeof msg);
+        if (rejected > 0 || msg[0]) {
+            ss_log(s->partial_told ? SS_LOG_DEBUG : SS_LOG_WARN,
+                   "otlp_profiles: the backend rejected %" PRId64 " profiles (%s); not retried",
+                   rejected, msg[0] ? msg : "no message");
+            s->partial_told = true;
+        }
+        if (rejected > 0)
+            atomic_fetch_add(&s->stats->records_rejected, p->records);
+        else
+            atomic_fetch_add(&s->stats->records_exported, p->records);
+        pop_head(s, false);
+    } else {
+        atomic_fetch_add(&s->stats->failures, 1);
+        uint64_t delay;
+        char what[96];
+        bool retryable = ss_otlp_retryable(st, res.has_retry_delay);
+        if (retryable &&
+            ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
+            snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
+            tell_failure(s, &res, what);
+            atomic_fetch_add(&s->stats->retries, 1);
+            s->not_before_ns = ss_mono_ns() + delay;
+            go_on = false;
+        } else {
+            snprintf(what, sizeof what, "dropping the profiles of the period");
+            tell_failure(s, &res, what);
+            pop_head(s, true);
+        }
+    }
+    ss_grpc_result_free(&res);
+    return go_on;
+}
+
+static void pump(prof_state *s) {
+    while (s->head && ss_mono_ns() >= s->not_before_ns)
+        if (!send_head(s, ss_mono_ns(), 0))
+            break;
+}
+
+static int build_resource(prof_state *s) {
+    if (s->res_built)
+        return 0;
+    if (ss_otlp_resource_build(&s->res) != 0)
+        return -ENOMEM;
+    s->res_built = true;
+    s->rattrs = calloc(s->res.n_attrs ? s->res.n_attrs : 1, sizeof *s->rattrs);
+    if (!s->rattrs)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->res.n_attrs; i++) {
+        const ss_attr *a = &s->res.attrs[i];
+        s->rattrs[i] = (ss_prof_resource_attr){a->key, a->type == SS_ATTR_STRING ? a->str : NULL,
+                                               a->i};
+    }
+    s->opts.resource = s->rattrs;
+    s->opts.n_resource = s->res.n_attrs;
+    return 0;
+}
+
+/* The period is over: encode it and queue the request. */
+static void prof_flush(void *owner, ss_agg *a) {
+    prof_state *s = owner;
+    uint64_t records = a->n_obs;
+    if (build_resource(s) != 0) {
+        atomic_fetch_add(&s->stats->records_dropped, records);
+        return;
+    }
+    ss_buf_reset(&s->out);
+    int rc = ss_otlp_profiles_encode(a, &s->opts, &s->out);
+    if (rc == -ENODATA)
+        return;
+    if (rc != 0 || s->out.len > MAX_REQUEST) {
+        ss_warn("otlp_profiles: the period's request %s; %" PRIu64 " observations lost",
+                rc ? "could not be encoded (out of memory)" : "exceeds 64 MiB", records);
+        atomic_fetch_add(&s->stats->records_dropped, records);
+        return;
+    }
+    pending *p = malloc(sizeof *p + s->out.len);
+    if (!p) {
+        atomic_fetch_add(&s->stats->records_dropped, records);
+        return;
+    }
+    p->next = NULL;
+    p->records = records;
+    p->len = s->out.len;
+    memcpy(p->bytes, s->out.data, s->out.len);
+    ss_mem_charge(sizeof *p + p->len);
+    if (s->tail)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    s->n_pending++;
+    while (s->n_pending > MAX_PENDING) {
+        ss_warn("otlp_profiles: %d periods wait for %s; dropping the oldest", s->n_pending,
+                s->ep.url);
+        pop_head(s, true);
+    }
+}
+
+static void prof_free(prof_state *s) {
+    while (s->head)
+        pop_head(s, true);
+    ss_grpc_client_destroy(s->client);
+    if (s->res_built)
+        ss_otlp_resource_free(&s->res);
+    free(s->rattrs);
+    ss_otlp_endpoint_free(&s->ep);
+    ss_period_free(&s->period);
+    ss_buf_free(&s->out);
+    free(s);
+}
+
+static int prof_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
+    prof_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->stats = stats;
+    ss_buf_init(&s->out);
+    s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+    s->policy = ss_retry_policy_load();
+    const char *v = ss_config_str("STACKSHOT_PROFILES_VERSION", "v1development");
+    if (strcasecmp(v, "v1experimental") == 0) {
+        s->opts.version = SS_OTLP_PROF_V1EXPERIMENTAL;
+    } else {
+        if (strcasecmp(v, "v1development") != 0)
+            ss_config_bad("STACKSHOT_PROFILES_VERSION", v,
+                          "not v1development or v1experimental", "using v1development");
+        s->opts.version = SS_OTLP_PROF_V1DEVELOPMENT;
+    }
+    const char *def = s->opts.version == SS_OTLP_PROF_V1EXPERIMENTAL ? EXP_METHOD : DEV_METHOD;
+    const char *m = ss_config_str("STACKSHOT_PROFILES_METHOD", def);
+    if (m[0] != '/' || strlen(m) >= sizeof s->method || strchr(m + 1, '/') == NULL) {
+        ss_config_bad("STACKSHOT_PROFILES_METHOD", m, "not a gRPC method path (/package.Service/Method)",
+                      "using the default");
+        m = def;
+    }
+    snprintf(s->method, sizeof s->method, "%s", m);
+    s->opts.timestamps = ss_config_bool("STACKSHOT_PROFILES_TIMESTAMPS", true);
+    s->opts.scope_name = SS_NAME;
+    s->opts.scope_version = SS_VERSION;
+    int rc = ss_period_init(&s->period, cfg, "otlp_profiles", stats, prof_flush, s);
+    if (rc == 0)
+        rc = ss_otlp_endpoint_load(&s->ep, "PROFILES");
+    if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
+        rc = -EIO;
+    if (rc != 0) {
+        prof_free(s);
+        return rc;
+    }
+    ss_info("otlp_profiles: sending %s profiles every %llu s to %s (%s, %s%s)",
+            s->opts.version == SS_OTLP_PROF_V1EXPERIMENTAL ? "v1experimental" : "v1development",
+            (unsigned long long)(s->period.period_ns / 1000000000ull), s->ep.url, s->ep.target,
+            s->ep.tls ? "TLS" : "plaintext",
+            s->ep.compression == SS_OTLP_COMPRESS_GZIP ? ", gzip" : "");
+    *state = s;
+    return 0;
+}
+
+static void prof_consume(void *state, ss_round *r) {
+    prof_state *s = state;
+    /* The resource waits for the first round: a JVM knows its runtime
+     * facts (process.runtime.*) only by then. */
+    if (build_resource(s) != 0) {
+        atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        return;
+    }
+    ss_period_consume(&s->period, r);
+    pump(s);
+}
+
+static void prof_tick(void *state, uint64_t now) {
+    prof_state *s = state;
+    ss_grpc_client_note_threads(s->client);
+    ss_period_tick(&s->period, now);
+    pump(s);
+}
+
+static void prof_close(void *state, uint64_t deadline_ns) {
+    prof_state *s = state;
+    ss_period_flush(&s->period);
+    while (s->head) {
+        uint64_t now = ss_mono_ns();
+        if (now + 1000000 >= deadline_ns)
+            break;
+        if (now < s->not_before_ns) {
+            if (s->not_before_ns >= deadline_ns)
+                break;
+            ss_sleep_ns(s->not_before_ns - now);
+            continue;
+        }
+        send_head(s, now, deadline_ns);
+    }
+    if (s->head)
+        ss_warn("otlp_profiles: %d periods not delivered before the shutdown deadline",
+                s->n_pending);
+    prof_free(s);
+}
+
+const ss_exporter_ops ss_otlp_profiles_exporter = {
+    .name = "otlp_profiles",
+    .role = "otlpp",
+    .tick_ms = 200,
+    .open = prof_open,
+    .consume = prof_consume,
+    .tick = prof_tick,
+    .close = prof_close,
+};
