@@ -430,6 +430,27 @@ cases.pprof_format = async () => {
     assert.equal(lib.counters(res.stderr).exported, 3);
 };
 
+// A receiver that never answers and no timeout (OTEL_EXPORTER_OTLP_TIMEOUT=0):
+// the exporter thread is never stuck in the call, so at exit the call is
+// cancelled at the shutdown deadline, the host exits on time and every
+// record is counted.
+cases.hang_no_timeout = async () => {
+    const recv = new Receiver(() => ({hang: true}));
+    const port = await recv.start();
+    const res = await driver(4, baseEnv(port, {
+        OTEL_EXPORTER_OTLP_TIMEOUT: '0',
+        STACKSHOT_SHUTDOWN_TIMEOUT: '800',
+    }));
+    await recv.close();
+    assert.equal(res.code, 0);
+    assert.ok(res.ms < 4 * INTERVAL + 800 + 1500, `exit on time (${res.ms} ms)`);
+    assert.equal(recv.calls.length, 1, 'one call in flight at a time');
+    const k = lib.counters(res.stderr);
+    assert.equal(k.exported, 0);
+    assert.equal(k.dropped, 12);
+    assert.match(res.stderr, /12 records not delivered before the shutdown deadline/);
+};
+
 async function main() {
     const name = process.argv[2];
     if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
