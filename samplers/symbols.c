@@ -233,6 +233,72 @@ static void call_site(Dwarf_Die *inl, Dwarf_Die *cudie, const char **file,
     }
 }
 
+/* C++ functions with internal linkage (anonymous namespaces, static
+ * members of local classes) have no linkage name in DWARF, only their
+ * bare DW_AT_name. Their scope is the chain of namespaces and classes
+ * that contain their declaration. */
+static bool cu_is_cxx(Dwarf_Die *cudie) {
+    int lang = dwarf_srclang(cudie);
+    return lang == DW_LANG_C_plus_plus || lang == DW_LANG_C_plus_plus_03 ||
+           lang == DW_LANG_C_plus_plus_11 || lang == DW_LANG_C_plus_plus_14;
+}
+
+static void die_scope(Dwarf_Die *die, char *ns, size_t size) {
+    Dwarf_Die decl = *die, next;
+    Dwarf_Attribute a;
+    for (int hop = 0; hop < 8; hop++) { /* to the declaration */
+        if (!dwarf_attr(&decl, DW_AT_abstract_origin, &a) &&
+            !dwarf_attr(&decl, DW_AT_specification, &a))
+            break;
+        if (!dwarf_formref_die(&a, &next))
+            break;
+        decl = next;
+    }
+    size_t len = 0;
+    ns[0] = '\0';
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes_die(&decl, &scopes);
+    for (int i = n - 1; i >= 1; i--) { /* outermost first, decl itself last */
+        const char *part;
+        switch (dwarf_tag(&scopes[i])) {
+        case DW_TAG_namespace:
+            part = dwarf_diename(&scopes[i]);
+            if (!part)
+                part = "(anonymous namespace)";
+            break;
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+            part = dwarf_diename(&scopes[i]);
+            if (!part)
+                part = "{anonymous}";
+            break;
+        default:
+            continue;
+        }
+        int w = snprintf(ns + len, size - len, "%s%s", len ? "::" : "", part);
+        if (w < 0 || (size_t)w >= size - len)
+            break; /* truncated: keep what fits */
+        len += (size_t)w;
+    }
+    free(scopes);
+    if (len == 0)
+        snprintf(ns, size, "global");
+}
+
+/* The funcinfo of a DWARF function DIE, or NULL when DWARF names none. */
+static const ss_funcinfo *intern_die_fn(Dwarf_Die *die, Dwarf_Die *cudie,
+                                        const char *file) {
+    const char *name = die_fn_name(die);
+    if (!name)
+        return NULL;
+    if (strncmp(name, "_Z", 2) == 0 || !cu_is_cxx(cudie))
+        return intern_fn(name, file);
+    char ns[512];
+    die_scope(die, ns, sizeof ns);
+    return ss_funcinfo_intern(ns, name, file, NULL, SS_FRAME_NATIVE);
+}
+
 /* ---- resolving one address -------------------------------------------- */
 
 typedef struct resolved {
@@ -310,9 +376,10 @@ static void find_scopes(ss_symbols *s, Dwfl_Module *mod, Dwarf_Die *cudie,
  * as the place in that function (the outermost call site). */
 static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
                               resolved *r, scope_chain *c, const char **file,
-                              int *line) {
+                              int *line, Dwarf_Die **cu_out) {
     Dwarf_Addr bias = 0;
     Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+    *cu_out = cudie;
     if (!cudie)
         return NULL;
     find_scopes(s, mod, cudie, pc - bias, c);
@@ -323,8 +390,8 @@ static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
         /* This frame is at the current *file:*line; its caller is at the
          * call site. */
         ss_frame *f = &r->f[r->n++];
-        const ss_funcinfo *fn = intern_fn(die_fn_name(&c->d[i]),
-                                          *file ? *file : "unknown");
+        const ss_funcinfo *fn = intern_die_fn(&c->d[i], cudie,
+                                              *file ? *file : "unknown");
         f->fn = fn ? fn : &unknown_fn;
         f->line = *line;
         f->inlined = 1;
@@ -365,21 +432,22 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
             line = 0;
     }
     scope_chain c;
-    Dwarf_Die *sub = add_inlines(s, mod, pc, r, &c, &file, &line);
+    Dwarf_Die *cudie = NULL;
+    Dwarf_Die *sub = add_inlines(s, mod, pc, r, &c, &file, &line, &cudie);
+    if (!file) /* no DWARF line: name the module, as jstack does */
+        file = map ? base_name(map->path) : "unknown";
 
     /* The function: DWARF's name when DWARF has the function (no symbol
      * table scan, and the linkage name of C++ methods), else the symbol
      * table's. */
-    const char *name = sub ? die_fn_name(sub) : NULL;
-    if (!name) {
+    const ss_funcinfo *fn = sub ? intern_die_fn(sub, cudie, file) : NULL;
+    if (!fn) {
         GElf_Off off = 0;
         GElf_Sym sym;
-        name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+        fn = intern_fn(dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL),
+                       file);
     }
-    if (!file) /* no DWARF line: name the module, as jstack does */
-        file = map ? base_name(map->path) : "unknown";
     ss_frame *f = &r->f[r->n++];
-    const ss_funcinfo *fn = intern_fn(name, file);
     f->fn = fn ? fn : &unknown_fn;
     f->line = line;
     f->inlined = 0;

@@ -31,6 +31,9 @@ int outer_caller(volatile int *p);
 extern int cpp_line;
 extern uint64_t cpp_ra;
 int cpp_call_method(int x);
+extern int cpp_inline_line, cpp_lambda_line;
+extern uint64_t cpp_inline_ra, cpp_lambda_ra;
+int cpp_call_scopes(int x);
 
 static uint64_t ra_seen;
 
@@ -142,6 +145,20 @@ static void test_cxx(void **state) {
     assert_int_equal(n, 1);
     assert_fn(&f[0], "demo::Box<int>", "get_twice", "cpp_helper.cpp");
     assert_int_equal(f[0].line, cpp_line);
+
+    /* An inlined static member of a class in an anonymous namespace (no
+     * linkage name in DWARF), then a lambda. */
+    assert_int_equal(cpp_call_scopes(5), 15);
+    n = ss_symbols_resolve(s, cpp_inline_ra, true, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 2);
+    assert_fn(&f[0], "outer::(anonymous namespace)::Widget", "twice", "cpp_helper.cpp");
+    assert_int_equal(f[0].line, cpp_inline_line);
+    assert_int_equal(f[0].inlined, 1);
+    assert_fn(&f[1], "outer", "use", "cpp_helper.cpp");
+    n = ss_symbols_resolve(s, cpp_lambda_ra, true, f, SS_SYMBOLS_MAX_INLINE);
+    assert_int_equal(n, 1);
+    assert_fn(&f[0], "outer::use(int)::{lambda(int)#1}", "operator()", "cpp_helper.cpp");
+    assert_int_equal(f[0].line, cpp_lambda_line);
     ss_symbols_destroy(s);
 }
 
