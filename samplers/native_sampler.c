@@ -447,8 +447,21 @@ static void init_cond(void) {
     pthread_condattr_destroy(&a);
 }
 
+/* STACKSHOT_UNWIND: "step" (default) or "fast"; see docs/native.md. */
+static bool unwind_fast_wanted(void) {
+    const char *v = ss_config_str("STACKSHOT_UNWIND", "step");
+    if (strcmp(v, "fast") == 0)
+        return true;
+    static bool reported; /* once, not at every ss_native_sample_once */
+    if (strcmp(v, "step") != 0 && !reported) {
+        reported = true;
+        ss_config_bad("STACKSHOT_UNWIND", v, "not \"step\" or \"fast\"", "using step");
+    }
+    return false;
+}
+
 static int prepare(const ss_config *cfg) {
-    int rc = ss_sig_start(cfg->signal, cfg->max_depth);
+    int rc = ss_sig_start(cfg->signal, cfg->max_depth, unwind_fast_wanted());
     if (rc != 0)
         return rc;
     if (!active) {

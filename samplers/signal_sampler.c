@@ -53,6 +53,7 @@ struct ss_sig_slot {
 #define CHUNK_SLOTS 64u
 #define MAX_CHUNKS 1024u /* 65,536 threads sampled at once */
 #define BATCH 128u       /* signals in flight at once */
+#define HANDLER_FRAMES 8u /* room for the handler's own frames (fast path) */
 
 typedef struct tab_entry {
     _Atomic pid_t tid;
@@ -71,6 +72,8 @@ static sig_table *_Atomic table;
 static _Atomic bool active;
 static _Atomic pid_t own_pid;
 static _Atomic uint32_t answers; /* futex word: bumped by every answer */
+static uint64_t restorer;        /* the signal trampoline's address */
+static bool use_fast;
 
 /* Sampler-private. */
 static int the_signal;
@@ -119,19 +122,20 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t ns) {
 }
 
 /* Unwind from the interrupted context (not from here: the handler's own
- * frames and the signal trampoline are never recorded). */
-static uint32_t unwind_into(ss_sig_slot *s, void *uc) {
+ * frames and the signal trampoline are never recorded), one unw_step at a
+ * time. The slow path: every step looks its module up again. */
+static uint32_t unwind_steps(ss_sig_slot *s, void *uc) {
     unw_cursor_t c;
     if (unw_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0)
         return 0;
-    uint32_t n = 0;
+    uint32_t n = 0, cap = s->cap - HANDLER_FRAMES;
     bool exact = true; /* the leaf is the interrupted instruction */
     for (;;) {
         unw_word_t ip;
         if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
         s->ips[n++] = (uint64_t)ip | (exact ? SS_IP_EXACT : 0);
-        if (n >= s->cap)
+        if (n >= cap)
             break;
         /* the frame above a signal trampoline was interrupted, too */
         exact = unw_is_signal_frame(&c) > 0;
@@ -139,6 +143,40 @@ static uint32_t unwind_into(ss_sig_slot *s, void *uc) {
             break;
     }
     return n;
+}
+
+/* The fast path: unw_backtrace keeps a per-thread cache of frame shapes
+ * keyed by address, so a stack seen before unwinds without looking any
+ * module up (10-50x fewer cycles than unw_step on a process with many
+ * libraries). It starts here, so the frames up to and including the
+ * signal trampoline (__restore_rt, the sa_restorer the kernel returns
+ * to) are dropped. Its addresses of callers may already be "return
+ * address - 1"; the resolver's own -1 still lands inside the call
+ * instruction, so lines do not change. Returns 0 when the trampoline is
+ * not found (the caller then takes the slow path). */
+static uint32_t unwind_fast(ss_sig_slot *s) {
+    int n = unw_backtrace((void **)s->ips, (int)s->cap);
+    int skip = -1;
+    for (int i = 0; i < n && i < (int)HANDLER_FRAMES; i++) {
+        uint64_t ip = s->ips[i];
+        if (restorer && (ip == restorer || ip + 1 == restorer)) {
+            skip = i + 1;
+            break;
+        }
+    }
+    if (skip < 0 || skip >= n)
+        return 0;
+    uint32_t m = (uint32_t)(n - skip);
+    if (m > s->cap - HANDLER_FRAMES)
+        m = s->cap - HANDLER_FRAMES;
+    memmove(s->ips, s->ips + skip, (size_t)m * sizeof *s->ips);
+    s->ips[0] |= SS_IP_EXACT;
+    return m;
+}
+
+static uint32_t unwind_into(ss_sig_slot *s, void *uc) {
+    uint32_t n = use_fast ? unwind_fast(s) : 0;
+    return n ? n : unwind_steps(s, uc);
 }
 
 static void handler(int sig, siginfo_t *si, void *uc) {
@@ -193,7 +231,7 @@ static int install_handler(int sig) {
     return 0;
 }
 
-int ss_sig_start(int sig, uint32_t max_depth) {
+int ss_sig_start(int sig, uint32_t max_depth, bool fast) {
     if (installed && sig != the_signal) {
         ss_error("STACKSHOT_SIGNAL changed to %d after the handler for %d was "
                  "installed; keeping %d",
@@ -206,8 +244,18 @@ int ss_sig_start(int sig, uint32_t max_depth) {
     if (!installed) {
         /* once, before any handler runs: per-thread caches need no lock */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-        slot_cap = max_depth + 1;
+        slot_cap = max_depth + 1 + HANDLER_FRAMES;
     }
+    if (!installed) {
+        struct sigaction cur;
+        if (sigaction(sig, NULL, &cur) == 0)
+            restorer = (uint64_t)(uintptr_t)cur.sa_restorer;
+        /* once here, not in a handler: unw_backtrace's first call sets up
+         * its cache key (pthread_once) */
+        void *warm[4];
+        unw_backtrace(warm, 4);
+    }
+    use_fast = fast;
     installed = true;
     the_signal = sig;
     atomic_store(&own_pid, getpid());

@@ -40,8 +40,10 @@ typedef struct ss_sig_answer {
 
 /* Install the handler for `sig` (once per process; later calls with the
  * same signal only re-enable it). Refuses with -EBUSY when another
- * handler owns the signal. Frames buffers hold max_depth + 1 ips. */
-int ss_sig_start(int sig, uint32_t max_depth);
+ * handler owns the signal. Frames buffers hold max_depth + 1 ips.
+ * `fast`: unwind with unw_backtrace (a per-thread cache of frame shapes,
+ * about 256 KiB per sampled thread) instead of unw_step. */
+int ss_sig_start(int sig, uint32_t max_depth, bool fast);
 
 /* Make the handler a no-op (it stays installed: a late signal must never
  * meet SIG_DFL, which would kill the process). */
