@@ -633,7 +633,7 @@ void ss_agg_destroy(ss_agg *a) {
 void ss_agg_reset(ss_agg *a) {
     /* A period that grew past the limit gives its memory back; otherwise
      * the next period reuses it. */
-    if (a->bytes > a->limit || a->failed)
+    if (a->bytes >= a->limit || a->failed)
         free_all(a);
     agg_index *ixs[] = {&a->ix_strings, &a->ix_functions, &a->ix_locations, &a->ix_stacks,
                         &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,

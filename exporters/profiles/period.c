@@ -9,7 +9,7 @@ int ss_period_init(ss_period *p, const ss_config *cfg, const char *who,
     memset(p, 0, sizeof *p);
     int64_t secs = ss_config_int("STACKSHOT_PROFILES_PERIOD", 60, 1, 86400);
     p->period_ns = (uint64_t)secs * 1000000000ull;
-    size_t limit = cfg && cfg->max_memory ? (size_t)(cfg->max_memory / 2) : (size_t)64 << 20;
+    size_t limit = cfg && cfg->max_memory ? (size_t)(cfg->max_memory / 4) : (size_t)64 << 20;
     if (limit < ((size_t)1 << 20))
         limit = (size_t)1 << 20;
     p->agg = ss_agg_create(limit);

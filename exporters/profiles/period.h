@@ -27,7 +27,7 @@ typedef struct ss_period {
     bool warned_full;
 } ss_period;
 
-/* Reads STACKSHOT_PROFILES_PERIOD; memory limit: half of STACKSHOT_MAX_MEMORY.
+/* Reads STACKSHOT_PROFILES_PERIOD; memory limit: a quarter of STACKSHOT_MAX_MEMORY.
  * 0 or -ENOMEM. */
 int ss_period_init(ss_period *p, const ss_config *cfg, const char *who,
                    ss_exporter_stats *stats, ss_period_flush_fn flush, void *owner);

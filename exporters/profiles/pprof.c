@@ -92,23 +92,40 @@ static void put_sample(ss_buf *b, ss_agg *a, const agg_sample *s, ss_pprof_view 
     pb_end(b, m);
 }
 
+static void put_mapping(ss_buf *b, const ss_agg *a, uint32_t i) {
+    const agg_mapping *mp = &a->mappings[i];
+    size_t m = pb_begin(b, P_MAPPING);
+    pb_uint(b, M_ID, i);
+    pb_uint_nz(b, M_START, mp->start);
+    pb_uint_nz(b, M_LIMIT, mp->limit);
+    pb_uint_nz(b, M_OFFSET, mp->offset);
+    pb_uint_nz(b, M_FILENAME, mp->file);
+    pb_uint_nz(b, M_BUILD_ID, mp->build_id);
+    /* Symbolised here: tell pprof not to symbolise again. */
+    pb_uint(b, M_HAS_FUNCTIONS, 1);
+    pb_uint(b, M_HAS_FILENAMES, 1);
+    pb_uint(b, M_HAS_LINE_NUMBERS, 1);
+    pb_uint(b, M_HAS_INLINE_FRAMES, 1);
+    pb_end(b, m);
+}
+
+/* pprof takes the first mapping for the main binary ("File:" in its
+ * reports): the executable's mapping goes first, the rest in table order. */
+static uint32_t main_mapping(const ss_agg *a) {
+    const char *exe = ss_process()->exe_path;
+    for (uint32_t i = 1; exe[0] && i < a->n_mappings; i++)
+        if (strcmp(ss_agg_str(a, a->mappings[i].file), exe) == 0)
+            return i;
+    return 0;
+}
+
 static void put_tables(ss_buf *b, const ss_agg *a) {
-    for (uint32_t i = 1; i < a->n_mappings; i++) {
-        const agg_mapping *mp = &a->mappings[i];
-        size_t m = pb_begin(b, P_MAPPING);
-        pb_uint(b, M_ID, i);
-        pb_uint_nz(b, M_START, mp->start);
-        pb_uint_nz(b, M_LIMIT, mp->limit);
-        pb_uint_nz(b, M_OFFSET, mp->offset);
-        pb_uint_nz(b, M_FILENAME, mp->file);
-        pb_uint_nz(b, M_BUILD_ID, mp->build_id);
-        /* Symbolised here: tell pprof not to symbolise again. */
-        pb_uint(b, M_HAS_FUNCTIONS, 1);
-        pb_uint(b, M_HAS_FILENAMES, 1);
-        pb_uint(b, M_HAS_LINE_NUMBERS, 1);
-        pb_uint(b, M_HAS_INLINE_FRAMES, 1);
-        pb_end(b, m);
-    }
+    uint32_t first = main_mapping(a);
+    if (first)
+        put_mapping(b, a, first);
+    for (uint32_t i = 1; i < a->n_mappings; i++)
+        if (i != first)
+            put_mapping(b, a, i);
     for (uint32_t i = 1; i < a->n_locations; i++) {
         const agg_location *lc = &a->locations[i];
         size_t m = pb_begin(b, P_LOCATION);
