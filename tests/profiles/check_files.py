@@ -186,6 +186,38 @@ def check_demo(demo, lib, out, prefix):
     print("demo: ok: %d rounds, busy-worker %d samples, top %s" % (rounds, busy_rounds, fn))
 
 
+def check_java(jdk, lib, demo_src, out):
+    java, javac = os.path.join(jdk, "bin", "java"), os.path.join(jdk, "bin", "javac")
+    if not os.path.exists(javac):
+        print("check_files: no JDK at %s; skipped" % jdk)
+        sys.exit(77)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(os.path.join(out, "classes"))
+    subprocess.run([javac, "-d", os.path.join(out, "classes"), demo_src], check=True, timeout=120)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "pprof,text",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100"})
+    r = subprocess.run([java, "-agentpath:" + lib, "-cp", os.path.join(out, "classes"), "Demo", "3"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    if r.returncode != 0:
+        fail("java exited %d: %s" % (r.returncode, r.stderr))
+    txt = glob.glob(os.path.join(out, "*.txt"))
+    pb = glob.glob(os.path.join(out, "*.pb.gz"))
+    if len(txt) != 1 or len(pb) != 1:
+        fail("expected one text and one pprof file: %s" % os.listdir(out))
+    with open(txt[0], errors="replace") as f:
+        text = f.read()
+    busy_rounds = len(re.findall(r'^"busy-worker"', text, re.M))
+    samples, locs = parse_raw(pprof(["-raw"], pb[0], out))
+    busy = sum(s["values"][0] for s in samples if s["labels"].get("thread.name") == "busy-worker")
+    if busy != busy_rounds or busy < 10:
+        fail("busy-worker: %d samples, the text shows it in %d rounds" % (busy, busy_rounds))
+    fn, line = top_flat(pprof(["-top", "-sample_index=cpu"], pb[0], out))
+    if fn != "Demo.computePrimes":
+        fail("top CPU function is %s (%s)" % (fn, line))
+    print("java: ok: busy-worker %d samples, top %s" % (busy, fn))
+
+
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 
 
@@ -245,6 +277,8 @@ def main():
     mode = sys.argv[1]
     if mode == "synth":
         check_synth(sys.argv[2], sys.argv[3])
+    elif mode == "java":
+        check_java(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "demo":
         check_demo(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else "")
     else:
