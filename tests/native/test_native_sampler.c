@@ -1,0 +1,274 @@
+/* test_native_sampler.c: the native sampler in-process (cmocka).
+ *
+ * /proc readers against threads in known conditions, the state table of
+ * docs/native.md, and whole rounds taken with ss_native_sample_once:
+ * names, frames, the blocked count, idle-stack reuse, depth cut. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "samplers/proc_threads.h"
+#include "samplers/ss_samplers.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int stop;
+static atomic_int tid_sleeper, tid_blocker, tid_spinner;
+
+static void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+__attribute__((noinline)) static void test_sleeping_here(void) {
+    while (!atomic_load(&stop))
+        nap_ms(300);
+}
+
+static void *sleeper(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "t-sleeper");
+    atomic_store(&tid_sleeper, ss_gettid());
+    test_sleeping_here();
+    return NULL;
+}
+
+static void *blocker(void *arg) {
+    sigset_t s;
+    sigfillset(&s);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    pthread_setname_np(pthread_self(), "t-blocker");
+    atomic_store(&tid_blocker, ss_gettid());
+    (void)arg;
+    while (!atomic_load(&stop))
+        nap_ms(20);
+    return NULL;
+}
+
+static void *spinner(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "t-spinner");
+    atomic_store(&tid_spinner, ss_gettid());
+    volatile unsigned long x = 0;
+    while (!atomic_load(&stop))
+        x++;
+    return NULL;
+}
+
+static pthread_t th[3];
+
+static int setup(void **state) {
+    (void)state;
+    pthread_create(&th[0], NULL, sleeper, NULL);
+    pthread_create(&th[1], NULL, blocker, NULL);
+    pthread_create(&th[2], NULL, spinner, NULL);
+    while (!atomic_load(&tid_sleeper) || !atomic_load(&tid_blocker) || !atomic_load(&tid_spinner))
+        nap_ms(1);
+    nap_ms(100);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    ss_native_release();
+    return 0;
+}
+
+static void test_proc_readers(void **state) {
+    (void)state;
+    ss_proc_stat st;
+    assert_int_equal(ss_proc_read_stat(tid_sleeper, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_equal(st.state, 'S');
+    long nr = ss_proc_read_syscall(tid_sleeper);
+    assert_true(nr == SYS_clock_nanosleep || nr == SYS_nanosleep);
+    assert_int_equal(ss_proc_read_stat(tid_spinner, &st), 0);
+    assert_int_equal(st.state, 'R');
+    assert_int_equal(ss_proc_blocks_signal(tid_blocker, SIGRTMAX - 3), 1);
+    assert_int_equal(ss_proc_blocks_signal(tid_sleeper, SIGRTMAX - 3), 0);
+    uint64_t a = ss_thread_cpu_ns(tid_spinner);
+    nap_ms(50);
+    uint64_t b = ss_thread_cpu_ns(tid_spinner);
+    assert_true(a != SS_UNKNOWN_U64 && b > a);
+    assert_int_equal(ss_proc_read_stat(999999999, &st), -ENOENT);
+    pid_t *tids = NULL;
+    size_t cap = 0;
+    int n = ss_proc_list_tids(&tids, &cap);
+    assert_true(n >= 4);
+    for (int i = 1; i < n; i++)
+        assert_true(tids[i - 1] < tids[i]);
+    free(tids);
+}
+
+static const ss_frame *frames_named(const char **names, int n) {
+    static ss_frame f[8];
+    for (int i = 0; i < n; i++) {
+        memset(&f[i], 0, sizeof f[i]);
+        f[i].fn = ss_funcinfo_intern("global", names[i], "libc.so.6", NULL, SS_FRAME_NATIVE);
+    }
+    return f;
+}
+
+static void test_state_table(void **state) {
+    (void)state;
+    ss_thread_state s;
+    const char *status, *detail;
+    ss_native_state('R', -1, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_RUNNABLE);
+    assert_string_equal(status, "runnable");
+    ss_native_state('S', SYS_clock_nanosleep, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_TIMED_WAITING);
+    assert_string_equal(status, "sleeping");
+    const char *mutex[] = {"futex_wait", "__lll_lock_wait", "pthread_mutex_lock", "f"};
+    ss_native_state('S', SYS_futex, frames_named(mutex, 4), 4, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_BLOCKED);
+    assert_string_equal(status, "waiting for monitor entry");
+    assert_string_equal(detail, "on mutex");
+    const char *tcond[] = {"futex_wait", "__pthread_cond_timedwait64", "f"};
+    ss_native_state('S', SYS_futex, frames_named(tcond, 3), 3, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_TIMED_WAITING);
+    assert_string_equal(detail, "on condition");
+    const char *cond[] = {"futex_wait", "__pthread_cond_wait_common", "f"};
+    ss_native_state('S', SYS_futex, frames_named(cond, 3), 3, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_WAITING);
+    assert_string_equal(status, "waiting on condition");
+    ss_native_state('S', SYS_epoll_wait, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_WAITING);
+    assert_string_equal(detail, "epoll_wait");
+    ss_native_state('D', SYS_read, NULL, 0, &s, &status, &detail);
+    assert_string_equal(detail, "uninterruptible");
+    ss_native_state('t', -1, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_STOPPED);
+    ss_native_state('Z', -1, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_TERMINATED);
+}
+
+static const ss_thread_sample *find(const ss_round *r, const char *name) {
+    for (uint32_t i = 0; i < r->n_threads; i++)
+        if (strcmp(r->threads[i].name, name) == 0)
+            return &r->threads[i];
+    return NULL;
+}
+
+static bool has_fn(const ss_round *r, const ss_thread_sample *t, const char *fn) {
+    const ss_frame *f = ss_thread_frames(r, t);
+    for (uint32_t i = 0; i < t->frame_count; i++)
+        if (f[i].fn && strcmp(f[i].fn->name, fn) == 0)
+            return true;
+    return false;
+}
+
+static void test_rounds(void **state) {
+    (void)state;
+    ss_config cfg;
+    ss_config_load(&cfg);
+    ss_round *r1, *r2;
+    uint64_t rounds, sig0, reu0, sig1, reu1;
+    assert_int_equal(ss_native_sample_once(&cfg, &r1), 0);
+    ss_native_sample_stats(&rounds, &sig0, &reu0);
+    nap_ms(60);
+    assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
+    ss_native_sample_stats(&rounds, &sig1, &reu1);
+
+    /* the blocker is counted, not listed; the caller is left out */
+    assert_int_equal(r2->threads_blocked, 1);
+    assert_null(find(r2, "t-blocker"));
+    for (uint32_t i = 0; i < r2->n_threads; i++)
+        assert_int_not_equal(r2->threads[i].nid, ss_gettid());
+
+    const ss_thread_sample *sl = find(r2, "t-sleeper");
+    assert_non_null(sl);
+    assert_int_equal(sl->nid, tid_sleeper);
+    assert_int_equal(sl->state, SS_STATE_TIMED_WAITING);
+    assert_true(has_fn(r2, sl, "test_sleeping_here"));
+    assert_true(has_fn(r2, sl, "sleeper"));
+    assert_int_not_equal(sl->tid, 0);
+
+    const ss_thread_sample *sp = find(r2, "t-spinner");
+    assert_non_null(sp);
+    assert_int_equal(sp->state, SS_STATE_RUNNABLE);
+    assert_true(sp->on_cpu && sp->cpu_delta_ns > 0);
+    assert_true(has_fn(r2, sp, "spinner"));
+    /* the spinner always costs a signal in the second round */
+    assert_true(sig1 - sig0 >= 1);
+    ss_round_unref(r1);
+    ss_round_unref(r2);
+
+    /* the stack is cut at max depth, leaf side kept */
+    cfg.max_depth = 2; /* spinner, start_thread, clone3: 3 frames */
+    ss_round *r3;
+    assert_int_equal(ss_native_sample_once(&cfg, &r3), 0);
+    const ss_thread_sample *sp3 = find(r3, "t-spinner");
+    assert_non_null(sp3);
+    assert_int_equal(sp3->frame_count, 2);
+    assert_true(sp3->truncated);
+    assert_true(has_fn(r3, sp3, "spinner"));
+    ss_round_unref(r3);
+}
+
+static pthread_mutex_t park_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_c = PTHREAD_COND_INITIALIZER;
+
+static void *parked(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "t-parked");
+    pthread_mutex_lock(&park_m);
+    while (!atomic_load(&stop))
+        pthread_cond_wait(&park_c, &park_m);
+    pthread_mutex_unlock(&park_m);
+    return NULL;
+}
+
+static void test_idle_reuse(void **state) {
+    (void)state;
+    ss_config cfg;
+    ss_config_load(&cfg);
+    pthread_t t;
+    pthread_create(&t, NULL, parked, NULL);
+    nap_ms(50);
+    ss_round *r;
+    uint64_t rounds, sig, reu0, reu1;
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0); /* first: signalled */
+    ss_round_unref(r);
+    nap_ms(20);
+    ss_native_sample_stats(&rounds, &sig, &reu0);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    ss_native_sample_stats(&rounds, &sig, &reu1);
+    const ss_thread_sample *p = find(r, "t-parked");
+    assert_non_null(p);
+    assert_true(reu1 - reu0 >= 1); /* at least the parked thread */
+    assert_int_equal(p->state, SS_STATE_WAITING);
+    assert_string_equal(p->state_detail, "on condition");
+    assert_false(p->on_cpu);
+    assert_true(has_fn(r, p, "parked"));
+    ss_round_unref(r);
+    atomic_store(&stop, 1);
+    pthread_mutex_lock(&park_m);
+    pthread_cond_broadcast(&park_c);
+    pthread_mutex_unlock(&park_m);
+    pthread_join(t, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_proc_readers),
+        cmocka_unit_test(test_state_table),
+        cmocka_unit_test(test_rounds),
+        cmocka_unit_test(test_idle_reuse),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
