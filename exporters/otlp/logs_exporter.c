@@ -313,6 +313,8 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
             s->ep.url, s->ep.target, s->ep.tls ? "TLS" : "plaintext",
             s->ep.compression == SS_OTLP_COMPRESS_GZIP ? ", gzip" : "",
             (unsigned)s->ep.n_headers, (unsigned)s->ep.timeout_ms);
+    ss_debug("otlp_logs: OTLP wire of opentelemetry-proto %s, %s bodies, batches of %u",
+             SS_OTLP_PROTO_TAG, s->pprof ? "pprof" : "text", (unsigned)s->batch_size);
     *state = s;
     return 0;
 }

@@ -27,6 +27,10 @@
 
 #include "../ss_exporters.h"
 
+/* The opentelemetry-proto tag whose wire the .proto files of
+ * exporters/otlp/proto follow (each file says so too). */
+#define SS_OTLP_PROTO_TAG "v1.11.0"
+
 #include "opentelemetry/proto/common/v1/common.pb-c.h"
 #include "opentelemetry/proto/resource/v1/resource.pb-c.h"
 
