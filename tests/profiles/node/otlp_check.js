@@ -236,7 +236,11 @@ async function main() {
   const root = loadRoot();
   const got = [];
   const server = new grpc.Server();
-  for (const pkg of [DEV, EXP]) {
+  // "unimplemented": only the other version's service is there, so the
+  // exporter's method is unknown to the receiver.
+  const want = version === 'v1experimental' ? EXP : DEV;
+  const pkgs = expect === 'unimplemented' ? [want === DEV ? EXP : DEV] : [DEV, EXP];
+  for (const pkg of pkgs) {
     server.addService(service(pkg), {
       Export: (call, cb) => { got.push({ pkg, bytes: call.request }); cb(null, Buffer.alloc(0)); },
     });
@@ -248,14 +252,24 @@ async function main() {
     OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1',
     STACKSHOT_PROFILES_VERSION: version,
   });
-  const child = spawn(cmd[0], cmd.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
+  const child = spawn(cmd[0], cmd.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '', stderr = '';
   child.stdout.on('data', (b) => { stdout += b; });
-  const code = await new Promise((res) => child.on('exit', (c) => res(c)));
+  child.stderr.on('data', (b) => { stderr += b; process.stderr.write(b); });
+  const code = await new Promise((res) => child.on('close', (c) => res(c)));
   server.forceShutdown();
+  if (expect === 'unimplemented') {
+    // The driver exits 1 when records were dropped; it must say why, once.
+    check(code === 1, `command exited ${code}, want 1 (records dropped)`);
+    check(got.length === 0, 'a request reached the wrong service');
+    const lines = stderr.split('\n').filter((l) => l.includes('answers UNIMPLEMENTED'));
+    check(lines.length === 1, `${lines.length} UNIMPLEMENTED lines, want 1`);
+    check(/otlp_profiles: exported 0 dropped 90/.test(stdout), 'counters: ' + stdout.trim());
+    console.log('otlp_check: ok ' + version + ' unimplemented: ' + stdout.trim());
+    process.exit(0);
+  }
   check(code === 0, `command exited ${code}`);
   check(got.length >= 1, 'no request received');
-  const want = version === 'v1experimental' ? EXP : DEV;
   check(got.every((g) => g.pkg === want), 'requests on the wrong method path');
   const Req = root.lookupType(want + '.ExportProfilesServiceRequest');
   let summary;
