@@ -112,6 +112,27 @@ static void cache_clear(ss_symbols *s) {
     s->c.entries = 0;
 }
 
+static void mod_info_free(void *user);
+
+/* libdwfl passes the address of the userdata slot here (its
+ * MODCB_ARGS), though the prototype says void *. */
+static int module_removed(Dwfl_Module *mod, void *slot, const char *name,
+                          Dwarf_Addr base, void *arg) {
+    (void)mod, (void)name, (void)base, (void)arg;
+    void **user = slot;
+    mod_info_free(*user);
+    *user = NULL;
+    return DWARF_CB_OK;
+}
+
+static int module_forget(Dwfl_Module *mod, void **user, const char *name,
+                         Dwarf_Addr base, void *arg) {
+    (void)mod, (void)name, (void)base, (void)arg;
+    mod_info_free(*user);
+    *user = NULL;
+    return DWARF_CB_OK;
+}
+
 /* Read /proc/self/maps into the Dwfl. Modules still mapped at the same
  * place keep what libdw already parsed of them. */
 static int report_modules(ss_symbols *s) {
@@ -122,7 +143,7 @@ static int report_modules(ss_symbols *s) {
     ss_demangle_reset();
     dwfl_report_begin(s->dwfl);
     int rc = dwfl_linux_proc_report(s->dwfl, getpid());
-    if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && rc == 0)
+    if (dwfl_report_end(s->dwfl, module_removed, NULL) != 0 && rc == 0)
         rc = -1;
     s->adds = lc.adds;
     s->subs = lc.subs;
@@ -155,15 +176,38 @@ static const char *base_name(const char *path) {
     return b ? b + 1 : path;
 }
 
-/* The interned mapping of a module, made once per module and kept in the
- * module's userdata slot. */
-static const ss_mapping *module_mapping(Dwfl_Module *mod) {
+/* What the resolver keeps per module, in libdwfl's userdata slot: the
+ * interned mapping and a sorted index of the symbol table's functions.
+ * (libdwfl's own dwfl_module_addrinfo scans the whole symbol table on
+ * every call: 2 ms per lookup in libjvm.so's 80 000 symbols.) Freed when
+ * the module goes away (dwfl_report_end) or with the resolver. */
+typedef struct sym_entry {
+    uint64_t start, size;
+    const char *name; /* in the ELF's string table: lives with the module */
+    int rank;         /* GLOBAL 2 > WEAK 1 > LOCAL 0, among equal starts */
+} sym_entry;
+
+typedef struct mod_info {
+    const ss_mapping *map;
+    sym_entry *syms;
+    size_t nsyms;
+    bool indexed; /* the index was attempted (syms may still be NULL) */
+} mod_info;
+
+#define SS_SYMBOLS_MAX_SYMS (4u << 20) /* past this, libdwfl's scan */
+
+static mod_info *module_info(Dwfl_Module *mod) {
     void **user = NULL;
     Dwarf_Addr start = 0, end = 0;
     const char *name = dwfl_module_info(mod, &user, &start, &end, NULL, NULL,
                                         NULL, NULL);
-    if (user && *user)
+    if (!user)
+        return NULL;
+    if (*user)
         return *user;
+    mod_info *mi = calloc(1, sizeof *mi);
+    if (!mi)
+        return NULL;
     if (!name)
         name = "unknown";
     if (strncmp(name, "[vdso", 5) == 0)
@@ -175,10 +219,94 @@ static const ss_mapping *module_mapping(Dwfl_Module *mod) {
     int len = dwfl_module_build_id(mod, &bits, &vaddr);
     for (int i = 0; i < len && i < 64; i++)
         snprintf(hex + 2 * i, 3, "%02x", bits[i]);
-    const ss_mapping *m = ss_mapping_intern(name, hex, start, end, 0);
-    if (m && user)
-        *user = (void *)m;
-    return m;
+    mi->map = ss_mapping_intern(name, hex, start, end, 0);
+    *user = mi;
+    return mi;
+}
+
+static const ss_mapping *module_mapping(Dwfl_Module *mod) {
+    mod_info *mi = module_info(mod);
+    return mi ? mi->map : NULL;
+}
+
+static void mod_info_free(void *user) {
+    mod_info *mi = user;
+    if (mi) {
+        free(mi->syms);
+        free(mi);
+    }
+}
+
+static int sym_cmp(const void *a, const void *b) {
+    const sym_entry *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return y->rank - x->rank; /* best name first */
+}
+
+static void index_symbols(Dwfl_Module *mod, mod_info *mi) {
+    mi->indexed = true;
+    int n = dwfl_module_getsymtab(mod);
+    if (n <= 1 || (unsigned)n > SS_SYMBOLS_MAX_SYMS)
+        return;
+    sym_entry *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return;
+    size_t k = 0;
+    for (int i = 1; i < n; i++) { /* entry 0 is the null symbol */
+        GElf_Sym sym;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx,
+                                                   NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info);
+        if (!name || !*name || addr == 0 || sym.st_shndx == SHN_UNDEF ||
+            (type != STT_FUNC && type != STT_GNU_IFUNC))
+            continue;
+        int bind = GELF_ST_BIND(sym.st_info);
+        v[k++] = (sym_entry){addr, sym.st_size, name,
+                             bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0};
+    }
+    qsort(v, k, sizeof *v, sym_cmp);
+    size_t u = 0; /* one entry per start: the best-ranked name */
+    for (size_t i = 0; i < k; i++) {
+        if (u > 0 && v[u - 1].start == v[i].start) {
+            if (v[i].size > v[u - 1].size)
+                v[u - 1].size = v[i].size;
+            continue;
+        }
+        v[u++] = v[i];
+    }
+    mi->syms = v;
+    mi->nsyms = u;
+}
+
+/* The function symbol containing pc: binary search of the index. A
+ * symbol without a size (hand-written assembly) reaches to the next. */
+static const char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc) {
+    mod_info *mi = module_info(mod);
+    if (mi && !mi->indexed)
+        index_symbols(mod, mi);
+    if (!mi || !mi->syms) {
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        return dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+    }
+    size_t lo = 0, hi = mi->nsyms; /* first entry with start > pc */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (mi->syms[mid].start <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const sym_entry *e = &mi->syms[lo - 1];
+    if (e->size > 0 ? pc < e->start + e->size
+                    : (lo == mi->nsyms || pc < mi->syms[lo].start))
+        return e->name;
+    return NULL;
 }
 
 /* Intern a function name as namespace + name: C names go to "global",
@@ -442,10 +570,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
      * table's. */
     const ss_funcinfo *fn = sub ? intern_die_fn(sub, cudie, file) : NULL;
     if (!fn) {
-        GElf_Off off = 0;
-        GElf_Sym sym;
-        fn = intern_fn(dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL),
-                       file);
+        fn = intern_fn(symbol_name(mod, pc), file);
     }
     ss_frame *f = &r->f[r->n++];
     f->fn = fn ? fn : &unknown_fn;
@@ -555,8 +680,10 @@ ss_symbols *ss_symbols_create(void) {
 void ss_symbols_destroy(ss_symbols *s) {
     if (!s)
         return;
-    if (s->dwfl)
+    if (s->dwfl) {
+        dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
         dwfl_end(s->dwfl);
+    }
     free(s->slots);
     free(s->pool);
     free(s->fns);

@@ -294,6 +294,20 @@ static void test_config(void **state) {
     assert_non_null(strstr(f[0].fn->name, "nanosleep"));
     assert_string_equal(f[0].fn->file, "libc.so.6");
     assert_int_equal(f[0].line, 0);
+    /* Names from the symbol-table index, anywhere inside the function. */
+    static const char *const libc_fns[] = {"malloc", "free", "getenv", "opendir",
+                                           "pthread_create"};
+    for (size_t i = 0; i < sizeof libc_fns / sizeof *libc_fns; i++) {
+        uint64_t a = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, libc_fns[i]);
+        assert_true(a != 0);
+        for (uint64_t off = 1; off < 24; off += 7) {
+            n = ss_symbols_resolve(s, a + off, true, f, 8);
+            assert_int_equal(n, 1);
+            if (!strstr(f[0].fn->name, libc_fns[i]))
+                fail_msg("%s+%d resolved as %s", libc_fns[i], (int)off, f[0].fn->name);
+            assert_string_equal(f[0].fn->file, "libc.so.6");
+        }
+    }
     int line = known_static_fn(0);
     n = ss_symbols_resolve(s, ra_seen, true, f, 8);
     assert_fn(&f[0], "global", "known_static_fn", "test_symbols.c");
