@@ -5,9 +5,11 @@
  * STACKSHOT_LOGS_BATCH_SIZE records and 4 MiB each) that wait in a FIFO of
  * packed bytes until the backend takes them. The FIFO is charged to the
  * agent's memory account; past STACKSHOT_MAX_MEMORY its oldest requests go,
- * counted. Sending happens in consume and in tick, one call at a time on
- * this exporter's own thread; a failed call sets a backoff gate that later
- * ticks respect, so the thread never sleeps inside consume. */
+ * counted. One call is in flight at a time; consume and tick (every
+ * 100 ms) start the next when one is due and look at the one in flight
+ * for at most POLL_NS, so this exporter thread never waits on the network
+ * or sleeps through a backoff inside consume: a failed call only sets a
+ * gate that later ticks respect. */
 #include "logs.h"
 
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
@@ -22,7 +24,6 @@
 typedef struct pending {
     struct pending *next;
     uint32_t records;
-    uint32_t attempts;
     size_t len, charged;
     uint8_t bytes[];
 } pending;
@@ -92,7 +93,6 @@ static int push(logs_state *s, const ss_buf *b, uint32_t records) {
         return -ENOMEM;
     p->next = NULL;
     p->records = records;
-    p->attempts = 0;
     p->len = b->len;
     p->charged = sizeof *p + b->len;
     memcpy(p->bytes, b->data, b->len);
