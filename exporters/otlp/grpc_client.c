@@ -3,14 +3,16 @@
  * One channel and one completion queue per client; the exporter thread that
  * created the client is the only one that uses it, so nothing here locks.
  * A call is one batch (send metadata, message, close; receive metadata,
- * message, status) and one wait on the queue: gRPC's own threads do the I/O,
- * and the deadline we give the call bounds the wait.
+ * message, status) and waits on the queue: gRPC's own threads do the I/O,
+ * the caller waits as long as it likes (ss_grpc_call_poll) or until the
+ * call's deadline ends it (ss_grpc_unary).
  *
  * gRPC is initialised on first use, on the calling (exporter) thread, and
  * never shut down: its threads may be shared with a host that uses gRPC
  * too, and grpc_shutdown from an exiting process can block. The threads
- * gRPC starts inherit the exporter thread's name ("stackshot-...") and its
- * blocked signal mask, so samplers leave them out like the agent's own. */
+ * gRPC starts have names of their own ("grpc_global_tim", "event_engine")
+ * but inherit the exporter thread's all-blocked signal mask, which is how
+ * they are found and registered as internal (register_grpc_threads). */
 #include "otlp.h"
 
 #include <grpc/byte_buffer.h>
