@@ -362,9 +362,13 @@ static ss_round *take_round(sampler *s) {
         pending *p = &s->work[i];
         if (!emit(s, p, now_boot, now_wall))
             skipped++;
-        /* Our own signal costs the thread some CPU: compare the next round
-         * with the clock as it is after the handler, or an idle thread
-         * would look busy forever. */
+    }
+    /* Our own signal costs a thread some CPU: compare the next round with
+     * the clock as it is after the handler (read last, once the threads
+     * had time to go back to sleep), or an idle thread would look busy
+     * forever. */
+    for (uint32_t i = 0; i < planned; i++) {
+        pending *p = &s->work[i];
         p->k->last_cpu = p->slot ? ss_thread_cpu_ns(p->k->tid) : p->cpu;
     }
     s->rounds++;

@@ -24,22 +24,30 @@ __attribute__((noinline)) static void spin_for(double secs) {
             x += (unsigned long)i;
 }
 
-__attribute__((noinline)) static void parent_work(void) { spin_for(1.6); }
-__attribute__((noinline)) static void child_work(void) { spin_for(0.8); }
-__attribute__((noinline)) static void execd_work(void) { spin_for(0.8); }
+/* durations are multiplied by argv[1] (sanitizer builds run slower) */
+static double scale = 1.0;
+
+__attribute__((noinline)) static void parent_work(void) { spin_for(1.6 * scale); }
+__attribute__((noinline)) static void child_work(void) { spin_for(0.8 * scale); }
+__attribute__((noinline)) static void execd_work(void) { spin_for(0.8 * scale); }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "execd") == 0) {
+    if (argc > 2 && strcmp(argv[1], "execd") == 0) {
+        scale = atof(argv[2]);
         execd_work();
         return 0;
     }
+    if (argc > 1 && atof(argv[1]) > 0)
+        scale = atof(argv[1]);
     spin_for(0.3);
     pid_t pid = fork();
     if (pid < 0)
         return 2;
     if (pid == 0) {
         child_work();
-        execl("/proc/self/exe", argv[0], "execd", (char *)NULL);
+        char arg[32];
+        snprintf(arg, sizeof arg, "%g", scale);
+        execl("/proc/self/exe", argv[0], "execd", arg, (char *)NULL);
         _exit(3);
     }
     parent_work();

@@ -78,16 +78,19 @@ def any_frame(rounds, fn):
 
 
 os.makedirs(tmp, exist_ok=True)
+# sanitizer builds run (and start threads) several times slower
+scale = float(os.environ.get("SS_TIME_SCALE", "1"))
+sec = lambda x: "%g" % (x * scale)
 b = lambda name: os.path.join(bindir, name)
 
 if case == "churn":
-    run([b("ss_churn"), "3"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    run([b("ss_churn"), sec(3)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
     rounds = only_file("ss_churn")
     check(len(rounds) >= 20, "churn: %d rounds in 3 s at 10 ms" % len(rounds))
     check([r["seq"] for r in rounds] == list(range(1, len(rounds) + 1)), "churn: rounds out of sequence")
     check(any_frame(rounds, "short_life"), "churn: no short_life frame seen")
 elif case == "many":
-    run([b("ss_many_threads"), "3", "1000"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200"})
+    run([b("ss_many_threads"), sec(3), "1000"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200"})
     rounds = only_file("ss_many_threads")
     full = [r for r in rounds if r["n"] >= 1001]
     check(len(full) >= 3, "many: rounds with all 1001 threads: %d of %d (%s)" %
@@ -99,7 +102,7 @@ elif case == "many":
         check(parked == 1000, "many: round %d has %d parked threads" % (r["seq"], parked))
     check(all(r["n"] <= 1001 for r in rounds), "many: more threads than exist")
 elif case == "depth":
-    run([os.environ.get("SS_DEMO", b("stackshot-demo")), "2"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+    run([os.environ.get("SS_DEMO", b("stackshot-demo")), sec(2)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
                                      "STACKSHOT_MAX_DEPTH": "50"})
     rounds = only_file("stackshot-demo")
     check(len(rounds) >= 6, "depth: %d rounds" % len(rounds))
@@ -113,7 +116,7 @@ elif case == "depth":
     others = [t for r in rounds for t in r["threads"] if t["name"] == "sleeper"]
     check(others and all(t["marker"] is None for t in others), "depth: marker on a short stack")
 elif case == "fork":
-    p = run([b("ss_fork_exec")], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100"})
+    p = run([b("ss_fork_exec"), sec(1)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100"})
     m = re.search(r"child (\d+)", p.stdout)
     if check(m, "fork: no child pid in %r" % p.stdout):
         child = int(m.group(1))
@@ -132,7 +135,7 @@ elif case == "fork":
             check(any_frame(cr, "execd_work"), "fork: execd_work never sampled after exec")
             check(not any_frame(cr, "parent_work"), "fork: parent stacks in the child's file")
 elif case == "dlopen":
-    run([b("ss_dl_loop"), b("libss_dltest.so"), "2.5"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    run([b("ss_dl_loop"), b("libss_dltest.so"), sec(2.5)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
     rounds = only_file("ss_dl_loop")
     check(len(rounds) >= 40, "dlopen: %d rounds" % len(rounds))
     check(any_frame(rounds, "dltest_work"), "dlopen: dltest_work never sampled")
