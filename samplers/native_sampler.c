@@ -172,8 +172,24 @@ static bool idle_since_last(const known *k, uint64_t cpu) {
 }
 
 /* Read what changes while a thread runs: /proc state, system call, I/O. */
-static int read_running_facts(known *k) {
+/* Read stat into k. A different start time means the kernel gave this
+ * tid to a new thread since we last looked: forget the old one. */
+static int read_stat(known *k) {
+    uint64_t start = k->st.start_ticks;
     int rc = ss_proc_read_stat(k->tid, &k->st);
+    if (rc != 0)
+        return rc;
+    if (k->seen && k->st.start_ticks != start) {
+        k->number = k->tid == getpid() ? 1 : 0;
+        k->have_stack = false;
+        k->blocks = false;
+        k->last_cpu = SS_UNKNOWN_U64;
+    }
+    return 0;
+}
+
+static int read_running_facts(known *k) {
+    int rc = read_stat(k);
     if (rc != 0)
         return rc;
     k->syscall_nr = (k->st.state == 'S' || k->st.state == 'D') ? ss_proc_read_syscall(k->tid)
@@ -211,7 +227,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
          * again every round until it does not */
         bool full = !k->seen || k->blocks || s->rounds - k->refreshed >= BLOCK_RECHECK;
         if (full) {
-            if (ss_proc_read_stat(k->tid, &k->st) != 0) {
+            if (read_stat(k) != 0) {
                 (*skipped)++;
                 continue;
             }
