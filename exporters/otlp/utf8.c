@@ -8,6 +8,8 @@
  * every byte of an invalid sequence becomes '?'. */
 #include "otlp.h"
 
+#include <string.h>
+
 /* Length of the valid sequence at p (at most n bytes), or 0. */
 static size_t valid_seq(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
@@ -41,9 +43,23 @@ static size_t valid_seq(const unsigned char *p, size_t n) {
     return len;
 }
 
+/* Skip ASCII from i on, eight bytes at a time (bodies are mostly ASCII). */
+static size_t skip_ascii(const char *s, size_t i, size_t n) {
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull)
+            break;
+        i += 8;
+    }
+    while (i < n && (unsigned char)s[i] < 0x80)
+        i++;
+    return i;
+}
+
 size_t ss_utf8_fix(char *s, size_t n) {
     size_t fixed = 0;
-    for (size_t i = 0; i < n;) {
+    for (size_t i = skip_ascii(s, 0, n); i < n; i = skip_ascii(s, i, n)) {
         size_t len = valid_seq((const unsigned char *)s + i, n - i);
         if (len) {
             i += len;
@@ -56,7 +72,7 @@ size_t ss_utf8_fix(char *s, size_t n) {
 }
 
 bool ss_utf8_valid(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
+    for (size_t i = skip_ascii(s, 0, n); i < n; i = skip_ascii(s, i, n)) {
         size_t len = valid_seq((const unsigned char *)s + i, n - i);
         if (!len)
             return false;
