@@ -10,10 +10,13 @@
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
-static int done;
+static pthread_cond_t all_parked = PTHREAD_COND_INITIALIZER;
+static int done, parked;
 
 __attribute__((noinline)) static void parked_in_many(void) {
     pthread_mutex_lock(&m);
+    parked++;
+    pthread_cond_broadcast(&all_parked);
     while (!done)
         pthread_cond_wait(&c, &m);
     pthread_mutex_unlock(&m);
@@ -36,6 +39,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         if (pthread_create(&t[made], &a, worker, NULL) == 0)
             made++;
+    /* the run starts when every thread is parked (thread start-up is slow
+     * under sanitizers) */
+    pthread_mutex_lock(&m);
+    while (parked < made)
+        pthread_cond_wait(&all_parked, &m);
+    pthread_mutex_unlock(&m);
     /* sleep to a deadline: a signal (the sampler's) ends usleep early */
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
