@@ -362,7 +362,9 @@ static const struct {
     {"flamegraph", SS_EXPORT_FLAMEGRAPH},
 };
 
-#define DEFAULT_EXPORTERS SS_EXPORT_TEXT
+/* OTLP call-stack logs are what the seed agents ship by default; a user
+ * with no collector asks for local files with STACKSHOT_EXPORTERS=text. */
+#define DEFAULT_EXPORTERS SS_EXPORT_OTLP_LOGS
 
 static uint32_t exporter_bit(const char *name, size_t n) {
     for (size_t i = 0; i < sizeof exporter_names / sizeof exporter_names[0]; i++)

@@ -39,7 +39,8 @@ def run(agent_env, workers=2, log=None):
     env = dict(base_env)
     cmd = [java]
     if agent_env is not None:
-        env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_OUTPUT_DIR': tmp + '/out'})
+        env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_EXPORTERS': 'text',
+                    'STACKSHOT_OUTPUT_DIR': tmp + '/out'})
         env.update(agent_env)
         cmd.append('-agentpath:' + lib)
     if log:

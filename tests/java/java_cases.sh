@@ -30,6 +30,7 @@ tmp=$(mktemp -d /tmp/ss-java-case.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 unset SPLUNK_PROFILER_ENABLED SPLUNK_PROFILER_CALL_STACK_INTERVAL STACKSHOT_OUTPUT_DIR \
       STACKSHOT_LOG_LEVEL STACKSHOT_EXPORTERS SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS
+export STACKSHOT_EXPORTERS=text # these cases read the thread-dump text file
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 

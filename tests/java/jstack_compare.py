@@ -173,7 +173,8 @@ def main():
     for k in list(env):
         if k.startswith(('SPLUNK_', 'STACKSHOT_', 'OTEL_')):
             del env[k]
-    opts = 'SPLUNK_PROFILER_CALL_STACK_INTERVAL=200,STACKSHOT_OUTPUT_DIR=' + out_dir
+    opts = ('SPLUNK_PROFILER_CALL_STACK_INTERVAL=200,STACKSHOT_EXPORTERS=text,'
+            'STACKSHOT_OUTPUT_DIR=' + out_dir)
     if args.internal:
         opts += ',SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS=true'
     cmd = [java, '-Xss2m']
@@ -183,6 +184,7 @@ def main():
         env['SPLUNK_PROFILER_ENABLED'] = 'true'
         env['SPLUNK_PROFILER_CALL_STACK_INTERVAL'] = '200'
         env['STACKSHOT_OUTPUT_DIR'] = out_dir
+        env['STACKSHOT_EXPORTERS'] = 'text'
         if args.internal:
             env['SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS'] = 'true'
         cmd.append('-agentpath:' + args.lib)

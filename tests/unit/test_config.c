@@ -45,7 +45,7 @@ static void test_defaults(void **state) {
     assert_false(c.enabled);
     assert_int_equal(c.interval_ms, 1000);
     assert_false(c.include_internal);
-    assert_int_equal(c.exporters, SS_EXPORT_TEXT);
+    assert_int_equal(c.exporters, SS_EXPORT_OTLP_LOGS);
     assert_int_equal(c.max_depth, 1024);
     assert_int_equal(c.max_memory, 64u << 20);
     assert_int_equal(c.log_level, SS_LOG_INFO);
