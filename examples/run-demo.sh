@@ -42,4 +42,5 @@ pb=$(ls "$out"/stackshot-demo.*.pb.gz 2>/dev/null | head -n 1 || true)
 [ -n "$pb" ] && echo "pprof profile of the C demo: go tool pprof -top $pb"
 echo
 echo "== last round of $native (first 60 lines) =="
-awk '/^Full thread dump/ {buf=""} {buf = buf $0 "\n"} END {printf "%s", buf}' "$native" | head -n 60
+awk '/^Full thread dump/ {n = 0} {line[n++] = $0}
+     END {for (i = 0; i < n && i < 60; i++) print line[i]}' "$native"
