@@ -184,8 +184,10 @@ static void test_rounds(void **state) {
     assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
     ss_native_sample_stats(&rounds, &sig1, &reu1);
 
-    /* the blocker is counted, not listed; the caller is left out */
-    assert_int_equal(r2->threads_blocked, 1);
+    /* the blocker is counted, not listed; the caller is left out. At least
+     * one: a sanitizer's runtime may own a thread that blocks every signal
+     * (TSan's background thread does), and that one is counted too. */
+    assert_true(r2->threads_blocked >= 1);
     assert_null(find(r2, "t-blocker"));
     for (uint32_t i = 0; i < r2->n_threads; i++)
         assert_int_not_equal(r2->threads[i].nid, ss_gettid());
