@@ -38,12 +38,18 @@ typedef struct ss_sig_answer {
     uint8_t span_id[8];
 } ss_sig_answer;
 
+/* How the handler unwinds (STACKSHOT_UNWIND). */
+enum {
+    SS_UNWIND_STEP = 0, /* libunwind unw_step from the signal context */
+    SS_UNWIND_FAST,     /* libunwind unw_backtrace: per-thread cache, ~256 KiB each */
+    SS_UNWIND_GCC,      /* libgcc _Unwind_Backtrace (_dl_find_object, no syscalls) */
+};
+
 /* Install the handler for `sig` (once per process; later calls with the
  * same signal only re-enable it). Refuses with -EBUSY when another
  * handler owns the signal. Frames buffers hold max_depth + 1 ips.
- * `fast`: unwind with unw_backtrace (a per-thread cache of frame shapes,
- * about 256 KiB per sampled thread) instead of unw_step. */
-int ss_sig_start(int sig, uint32_t max_depth, bool fast);
+ * `unwind`: one of SS_UNWIND_*. */
+int ss_sig_start(int sig, uint32_t max_depth, int unwind);
 
 /* Make the handler a no-op (it stays installed: a late signal must never
  * meet SIG_DFL, which would kill the process). */

@@ -13,7 +13,8 @@
  * It also reports the resident memory the sampler added (VmRSS before the
  * first round and after the last).
  *
- * usage: bench_native [rounds]   (default 20). Prints a table; asserts
+ * usage: bench_native [rounds [case]]   (default 20 rounds, all four cases;
+ * case 1-4 runs only that one, for profiling). Prints a table; asserts
  * nothing. */
 #define _GNU_SOURCE
 #include "samplers/ss_samplers.h"
@@ -98,6 +99,12 @@ static double baseline_round_us(const pid_t *tids, int n, int sig) {
 
 /* ---- helpers ----------------------------------------------------- */
 
+static uint64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static long vm_rss_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -127,6 +134,8 @@ static int list_tids(pid_t *out, int max) {
 
 typedef struct result {
     double round_us, base_us;
+    double sampler_cpu_us; /* CPU of the thread taking the round */
+    double agent_cpu_us;   /* process CPU of the round minus the threads' own */
     uint32_t threads, frames;
     uint64_t signalled, reused;
     long rss_added_kb;
@@ -156,17 +165,37 @@ static result run_case(const ss_config *cfg, int n, int depth, int active, int r
     }
     uint64_t s0, r0, sig0, sig1, reu0, reu1;
     ss_native_sample_stats(&s0, &sig0, &reu0);
-    uint64_t total = 0;
+    uint64_t total = 0, sampler_cpu = 0, round_cpu = 0, bg_cpu = 0, bg_wall = 0;
     for (int i = 0; i < rounds; i++) {
+        uint64_t c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+        uint64_t s0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         uint64_t t0 = ss_mono_ns();
         if (ss_native_sample_once(cfg, &round) == 0) {
-            total += ss_mono_ns() - t0;
+            uint64_t t1 = ss_mono_ns();
+            uint64_t s1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            uint64_t c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+            total += t1 - t0;
+            sampler_cpu += s1 - s0;
+            round_cpu += c1 - c0;
             r.threads = round->n_threads;
             r.frames = round->n_frames;
             ss_round_unref(round);
         }
-        nap_us(20000); /* let active threads run between rounds */
+        /* let active threads run between rounds; what the process burns
+         * meanwhile is the threads' own work, without any sampling */
+        uint64_t w0 = ss_mono_ns(), b0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+        nap_us(20000);
+        bg_cpu += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - b0;
+        bg_wall += ss_mono_ns() - w0;
     }
+    /* agent CPU: the process's CPU during the rounds, minus what the
+     * threads burn on their own over the same wall time (the rate seen
+     * between rounds). Includes the handlers, which run on the sampled
+     * threads, and the sampler thread itself. */
+    double bg_rate = bg_wall ? (double)bg_cpu / (double)bg_wall : 0;
+    double agent = (double)round_cpu - bg_rate * (double)total;
+    r.agent_cpu_us = (agent > 0 ? agent : 0) / rounds / 1e3;
+    r.sampler_cpu_us = (double)sampler_cpu / rounds / 1e3;
     ss_native_sample_stats(&r0, &sig1, &reu1);
     r.rss_added_kb = vm_rss_kb() - rss0;
     r.signalled = sig1 - sig0;
@@ -193,6 +222,7 @@ static result run_case(const ss_config *cfg, int n, int depth, int active, int r
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 20;
+    int only = argc > 2 ? atoi(argv[2]) : 0; /* 1..4: run one case (profiling) */
     ss_log_set_level(SS_LOG_WARN);
     ss_config cfg;
     ss_config_load(&cfg);
@@ -203,21 +233,31 @@ int main(int argc, char **argv) {
     struct { int n, depth, active; } cases[] = {
         {100, 50, 0}, {100, 50, 1}, {1000, 20, 0}, {1000, 20, 1},
     };
-    printf("%-8s %-6s %-7s %10s %10s %10s %10s %9s %9s %8s %8s\n", "threads", "depth", "mode",
-           "round_us", "us/thread", "ns/frame", "base_us", "ratio", "signalled", "reused", "rss_KiB");
+    printf("%-7s %-5s %-6s %9s %9s %9s %9s %9s %9s %8s %7s %9s %6s %8s\n", "threads", "depth",
+           "mode", "round_us", "cpu_us", "smp_cpu", "us/thread", "ns/frame", "base_us", "ratio",
+           "cpu/b", "signalled", "reused", "rss_KiB");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (only > 0 && (size_t)only != i + 1)
+            continue;
         result r = run_case(&cfg, cases[i].n, cases[i].depth, cases[i].active, rounds);
-        printf("%-8d %-6d %-7s %10.1f %10.2f %10.1f %10.1f %8.2fx %9llu %8llu %8ld\n", cases[i].n,
-               cases[i].depth, cases[i].active ? "active" : "idle", r.round_us,
-               r.threads ? r.round_us / r.threads : 0,
+        printf("%-7d %-5d %-6s %9.1f %9.1f %9.1f %9.2f %9.1f %9.1f %7.2fx %6.2fx %9llu %6llu "
+               "%8ld\n",
+               cases[i].n, cases[i].depth, cases[i].active ? "active" : "idle", r.round_us,
+               r.agent_cpu_us, r.sampler_cpu_us, r.threads ? r.round_us / r.threads : 0,
                r.frames ? r.round_us * 1e3 / r.frames : 0, r.base_us,
                r.base_us > 0 ? r.round_us / r.base_us : 0,
+               r.base_us > 0 ? r.agent_cpu_us / r.base_us : 0,
                (unsigned long long)r.signalled / (unsigned)rounds,
                (unsigned long long)r.reused / (unsigned)rounds, r.rss_added_kb);
     }
     printf("\nround_us: one round with ss_native_sample_once (hot symbol cache), mean of %d\n"
+           "cpu_us:   agent CPU per round: process CPU during the round minus the threads' own\n"
+           "          (their CPU rate between rounds); the handlers plus the sampler thread\n"
+           "smp_cpu:  CPU of the thread that takes the round (lists, /proc, signals, resolves)\n"
+           "us/thread, ns/frame: round_us per listed thread / per frame of the round\n"
            "base_us:  serial signal round trip to every thread (no unwinding), same threads\n"
-           "ratio:    round_us / base_us; signalled / reused: stacks per round\n"
+           "ratio:    round_us / base_us; cpu/b: cpu_us / base_us\n"
+           "signalled / reused: stacks per round\n"
            "rss_KiB:  VmRSS growth from before the first round of the case to after its last\n"
            "          (the first case includes loading the symbol tables)\n", rounds);
     ss_native_release();
