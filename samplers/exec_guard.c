@@ -1,0 +1,122 @@
+/* exec_guard.c: the exec family, wrapped so that an exec never meets the
+ * sampling signal.
+ *
+ * Pending signals survive execve() while handlers are reset to SIG_DFL,
+ * and the default action of a real-time signal is to terminate. A thread
+ * that execs just as the sampler signals it would kill the new program
+ * the moment it starts. So with the library preloaded, every exec
+ * function first calls ss_native_exec_begin(): no new round starts, a
+ * round in progress is waited for (bounded), and a signal it sent to the
+ * caller is taken by our handler before the exec. If the exec fails the
+ * sampler goes on.
+ *
+ * These are the only symbols besides the public API and the JVMTI entry
+ * points that the library exports (stackshot.map). Inside a JVM the
+ * library is loaded with dlopen and interposes nothing; the JVMTI sampler
+ * sends no signals, so nothing is needed there. posix_spawn() and
+ * system() exec in a new process through glibc's internal execve and are
+ * not affected: our signals go only to the threads of this process. */
+
+#include "samplers/ss_samplers.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#define SS_EXPORT __attribute__((visibility("default")))
+
+extern char **environ;
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+/* The next definition of `name` (libc's). Looked up on first use: the
+ * library's constructor must not do work when the agent is disabled. */
+static void *real(const char *name) {
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (!fn)
+        errno = ENOSYS;
+    return fn;
+}
+
+SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    static execve_fn fn;
+    if (!fn && !(fn = (execve_fn)real("execve")))
+        return -1;
+    ss_native_exec_begin();
+    int rc = fn(path, argv, envp);
+    int saved = errno;
+    ss_native_exec_end();
+    errno = saved;
+    return rc;
+}
+
+SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    static execve_fn fn;
+    if (!fn && !(fn = (execve_fn)real("execvpe")))
+        return -1;
+    ss_native_exec_begin();
+    int rc = fn(file, argv, envp);
+    int saved = errno;
+    ss_native_exec_end();
+    errno = saved;
+    return rc;
+}
+
+SS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    static fexecve_fn fn;
+    if (!fn && !(fn = (fexecve_fn)real("fexecve")))
+        return -1;
+    ss_native_exec_begin();
+    int rc = fn(fd, argv, envp);
+    int saved = errno;
+    ss_native_exec_end();
+    errno = saved;
+    return rc;
+}
+
+SS_EXPORT int execv(const char *path, char *const argv[]) {
+    return execve(path, argv, environ);
+}
+
+SS_EXPORT int execvp(const char *file, char *const argv[]) {
+    return execvpe(file, argv, environ);
+}
+
+/* The list forms: count the arguments, copy them to an array on the
+ * stack (as libc does: no malloc between fork and exec); execle's
+ * environment follows the terminating NULL. */
+#define LIST_TO_ARGV(arg0, argv)                                             \
+    size_t n_ = 1;                                                           \
+    va_list ap_;                                                             \
+    va_start(ap_, arg0);                                                     \
+    while (va_arg(ap_, char *))                                              \
+        n_++;                                                                \
+    va_end(ap_);                                                             \
+    char *argv[n_ + 1];                                                      \
+    argv[0] = (char *)(arg0);                                                \
+    va_start(ap_, arg0);                                                     \
+    for (size_t i_ = 1; i_ <= n_; i_++)                                      \
+        argv[i_] = va_arg(ap_, char *)
+
+SS_EXPORT int execl(const char *path, const char *arg, ...) {
+    LIST_TO_ARGV(arg, argv);
+    va_end(ap_);
+    return execve(path, argv, environ);
+}
+
+SS_EXPORT int execlp(const char *file, const char *arg, ...) {
+    LIST_TO_ARGV(arg, argv);
+    va_end(ap_);
+    return execvpe(file, argv, environ);
+}
+
+SS_EXPORT int execle(const char *path, const char *arg, ...) {
+    LIST_TO_ARGV(arg, argv);
+    char **envp = va_arg(ap_, char **);
+    va_end(ap_);
+    return execve(path, argv, envp);
+}
