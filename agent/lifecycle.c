@@ -8,14 +8,23 @@
  * fork(): the child has none of the parent's threads. It forgets the
  * parent's exporters and sampler state without touching them (their locks
  * may be held by threads that no longer exist) and starts afresh with its
- * own pid, so its samples are its own. exec() needs nothing: the new image
- * starts the agent again from the preload constructor if LD_PRELOAD and
- * SPLUNK_PROFILER_ENABLED are still in its environment. */
+ * own pid, so its samples are its own.
+ *
+ * exec(): this image ends as at exit, but no destructor runs. The exec
+ * functions (agent/exec_guard.c) stop the agent first: queued rounds are
+ * flushed within the shutdown deadline and no sampling signal is left
+ * pending (it would kill the new image: handlers are reset at exec,
+ * pending signals are not). If the exec fails the agent starts again. The
+ * new image starts its own agent from the preload constructor if
+ * LD_PRELOAD and SPLUNK_PROFILER_ENABLED are still in its environment. */
 #include "agent_internal.h"
 #include "stackshot.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +115,25 @@ void ss_agent_stop(void) {
         source->stop(deadline);
         ss_exporters_stop(deadline);
     }
+    pthread_mutex_unlock(&lifecycle_lock);
+}
+
+bool ss_agent_exec_begin(void) {
+    /* A vfork child shares our memory but not our threads: the agent is
+     * the parent's, and must go on for it. */
+    if (!atomic_load(&running) || ss_process()->pid != (pid_t)syscall(SYS_getpid))
+        return false;
+    ss_agent_stop();
+    /* a signal the last round sent to this thread is taken on the return
+     * of this system call at the latest */
+    sched_yield();
+    return true;
+}
+
+void ss_agent_exec_failed(void) {
+    pthread_mutex_lock(&lifecycle_lock);
+    if (!atomic_load(&running) && source)
+        start_locked();
     pthread_mutex_unlock(&lifecycle_lock);
 }
 

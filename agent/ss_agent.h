@@ -428,6 +428,12 @@ int ss_agent_start(const ss_source_ops *source, const ss_config *cfg);
 /* Stop the source, flush exporters within the shutdown deadline. */
 void ss_agent_stop(void);
 bool ss_agent_running(void);
+/* Around an exec by this process (agent/exec_guard.c): begin stops the
+ * agent as at exit (flushing within the shutdown deadline) and returns
+ * whether it was running here; after a failed exec, ss_agent_exec_failed
+ * starts it again. */
+bool ss_agent_exec_begin(void);
+void ss_agent_exec_failed(void);
 
 /* Is this process a JVM that loads the agent through JVMTI (so the
  * preload constructor must stay out of its way)? */

@@ -24,9 +24,6 @@
 #include "signal_sampler.h"
 
 #include <errno.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -93,11 +90,6 @@ static sampler *active;
 static sampler *forgotten;
 /* The sampler thread is taking a round: its state may be half-updated. */
 static _Atomic bool in_round;
-/* A thread of this process is about to exec: no round may start. */
-static _Atomic bool exec_pending;
-/* The process whose threads the running sampler signals (0: none). */
-static _Atomic pid_t sampler_pid;
-static uint32_t exec_wait_ms;
 
 /* ---- known threads ------------------------------------------------ */
 
@@ -449,16 +441,12 @@ static void *sampler_main(void *arg) {
         if (rc != ETIMEDOUT && ss_mono_ns() < next)
             continue; /* spurious wake-up */
         pthread_mutex_unlock(&lock);
-        /* in_round is set before exec_pending is read, and the exec side
-         * does the opposite (both sequentially consistent): either this
-         * round sees the exec coming, or the exec waits for this round. */
         atomic_store(&in_round, true);
-        bool exec_now = atomic_load(&exec_pending);
-        ss_round *r = exec_now ? NULL : take_round(s);
+        ss_round *r = take_round(s);
         atomic_store(&in_round, false);
         if (r)
             ss_exporters_publish(r);
-        else if (!exec_now)
+        else
             ss_warn("native sampler: a round was lost (out of memory or /proc unreadable)");
         /* absolute deadlines; after a late round, skip the missed ticks */
         uint64_t now = ss_mono_ns();
@@ -523,31 +511,7 @@ static int native_start(const ss_config *cfg) {
         return rc;
     }
     thread_running = true;
-    exec_wait_ms = cfg->answer_ms + 100;
-    atomic_store(&sampler_pid, getpid());
     return 0;
-}
-
-/* ---- exec (samplers/exec_guard.c) ---------------------------------- */
-
-void ss_native_exec_begin(void) {
-    /* A vfork child shares our memory but not our threads: nothing of
-     * ours is sent to it, and it must not pause the parent's sampler. */
-    if (atomic_load(&sampler_pid) != (pid_t)syscall(SYS_getpid))
-        return;
-    atomic_store(&exec_pending, true);
-    uint64_t deadline = ss_mono_ns() + (uint64_t)exec_wait_ms * 1000000ull;
-    while (atomic_load(&in_round) && ss_mono_ns() < deadline) {
-        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000};
-        nanosleep(&ms, NULL);
-    }
-    /* a signal the round sent to this thread is handled on the return
-     * of this system call at the latest */
-    sched_yield();
-}
-
-void ss_native_exec_end(void) {
-    atomic_store(&exec_pending, false);
 }
 
 static void native_stop(uint64_t deadline_ns) {
@@ -559,7 +523,6 @@ static void native_stop(uint64_t deadline_ns) {
     pthread_mutex_unlock(&lock);
     int rc = ss_thread_join(thread, deadline_ns);
     thread_running = false;
-    atomic_store(&sampler_pid, 0);
     ss_sig_stop();
     if (rc != 0) {
         /* still running (detached): its state stays, leaked on purpose */
@@ -592,8 +555,6 @@ static void native_after_fork_child(void) {
         active = NULL;
     }
     atomic_store(&in_round, false);
-    atomic_store(&exec_pending, false);
-    atomic_store(&sampler_pid, 0);
     ss_sig_after_fork();
 }
 

@@ -26,12 +26,6 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out);
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);
 /* Free what ss_native_sample_once set up (the handler stays, a no-op). */
 void ss_native_release(void);
-/* Around an exec by a thread of this process (samplers/exec_guard.c):
- * begin stops new rounds and waits, bounded, for one in progress, so that
- * no sampling signal is pending at the exec; end resumes (the exec
- * failed). Safe to call when the sampler is not running. */
-void ss_native_exec_begin(void);
-void ss_native_exec_end(void);
 
 /* ---- symbols --------------------------------------------------------- */
 

@@ -1,14 +1,14 @@
-/* exec_guard.c: the exec family, wrapped so that an exec never meets the
- * sampling signal.
+/* exec_guard.c: the exec family, wrapped so that an exec ends the agent
+ * as an exit would.
  *
- * Pending signals survive execve() while handlers are reset to SIG_DFL,
- * and the default action of a real-time signal is to terminate. A thread
- * that execs just as the sampler signals it would kill the new program
- * the moment it starts. So with the library preloaded, every exec
- * function first calls ss_native_exec_begin(): no new round starts, a
- * round in progress is waited for (bounded), and a signal it sent to the
- * caller is taken by our handler before the exec. If the exec fails the
- * sampler goes on.
+ * exec runs no destructor: rounds still queued would be lost. And pending
+ * signals survive execve() while handlers are reset to SIG_DFL, whose
+ * action for a real-time signal is to terminate: a thread that execs just
+ * as the sampler signals it would kill the new program the moment it
+ * starts. So with the library preloaded, every exec function first stops
+ * the agent (ss_agent_exec_begin: sampler joined, exporters flushed within
+ * STACKSHOT_SHUTDOWN_TIMEOUT, a pending signal taken by our handler). If
+ * the exec fails the agent starts again.
  *
  * These are the only symbols besides the public API and the JVMTI entry
  * points that the library exports (stackshot.map). Inside a JVM the
@@ -17,9 +17,10 @@
  * system() exec in a new process through glibc's internal execve and are
  * not affected: our signals go only to the threads of this process. */
 
-#include "samplers/ss_samplers.h"
+#include "agent/ss_agent.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,10 +47,11 @@ SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execve")))
         return -1;
-    ss_native_exec_begin();
+    bool stopped = ss_agent_exec_begin();
     int rc = fn(path, argv, envp);
     int saved = errno;
-    ss_native_exec_end();
+    if (stopped)
+        ss_agent_exec_failed();
     errno = saved;
     return rc;
 }
@@ -58,10 +60,11 @@ SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execvpe")))
         return -1;
-    ss_native_exec_begin();
+    bool stopped = ss_agent_exec_begin();
     int rc = fn(file, argv, envp);
     int saved = errno;
-    ss_native_exec_end();
+    if (stopped)
+        ss_agent_exec_failed();
     errno = saved;
     return rc;
 }
@@ -70,10 +73,11 @@ SS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     static fexecve_fn fn;
     if (!fn && !(fn = (fexecve_fn)real("fexecve")))
         return -1;
-    ss_native_exec_begin();
+    bool stopped = ss_agent_exec_begin();
     int rc = fn(fd, argv, envp);
     int saved = errno;
-    ss_native_exec_end();
+    if (stopped)
+        ss_agent_exec_failed();
     errno = saved;
     return rc;
 }
