@@ -17,6 +17,14 @@
  * GetAllStackTraces is the default because it is one call instead of two,
  * and its thread list and stacks come from the same VM operation (the
  * list variant can name threads that exit before their stacks are taken).
+ *
+ * STACKSHOT_JVMTI_STACKS=each takes the stacks one GetStackTrace at a time:
+ * handshakes with one thread each, no safepoint of all threads. Measured
+ * the same way on JDK 17 with two busy workers: stacks 469 us per round
+ * against 3421 us for GetAllStackTraces (0.45 ms stop-the-world each
+ * round), 346 vs 442 us when idle; the workload's overall slowdown at
+ * 10 ms stays about the same (the agent's CPU on a full 2-core machine).
+ * Not the default: thread states are read a moment after their stacks.
  */
 #include "jvmti_internal.h"
 
@@ -37,6 +45,9 @@ static struct {
     uint32_t max_vthreads;
     bool include_internal;
     bool use_list;
+    bool use_each; /* one GetStackTrace per thread */
+    jvmtiFrameInfo *each_frames; /* their frames, max_depth+1 per thread */
+    jint each_cap;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* CPU time of each thread in the previous round, by Java thread id (never
@@ -145,8 +156,58 @@ static void cpu_tables_swap(sampler *s) {
 
 /* ---- one round -------------------------------------------------------- */
 
+/* STACKSHOT_JVMTI_STACKS=each: GetAllThreads, then GetStackTrace and
+ * GetThreadState thread by thread. On JDK 15+ a stack of another thread is
+ * taken in a handshake with that thread alone instead of a safepoint of
+ * all, so a busy thread stops only for its own stack. The array is ours
+ * (free it with take_stacks_free), the states are read a moment apart from
+ * the stacks. */
+static jvmtiError take_stacks_each(jint depth, jvmtiStackInfo **si, jint *n) {
+    jint nt = 0;
+    jthread *ts = NULL;
+    jvmtiError err = (*ss_jvmti)->GetAllThreads(ss_jvmti, &nt, &ts);
+    if (err != JVMTI_ERROR_NONE)
+        return err;
+    if (nt > S.each_cap) {
+        jvmtiFrameInfo *f = realloc(S.each_frames, (size_t)nt * (size_t)depth * sizeof *f);
+        if (!f) {
+            (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
+            return JVMTI_ERROR_OUT_OF_MEMORY;
+        }
+        S.each_frames = f;
+        S.each_cap = nt;
+    }
+    jvmtiStackInfo *out = calloc(nt > 0 ? (size_t)nt : 1, sizeof *out);
+    if (!out) {
+        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
+        return JVMTI_ERROR_OUT_OF_MEMORY;
+    }
+    for (jint i = 0; i < nt; i++) {
+        jvmtiStackInfo *o = &out[i];
+        o->thread = ts[i];
+        o->frame_buffer = S.each_frames + (size_t)i * (size_t)depth;
+        if ((*ss_jvmti)->GetStackTrace(ss_jvmti, ts[i], 0, depth, o->frame_buffer,
+                                       &o->frame_count) != JVMTI_ERROR_NONE ||
+            (*ss_jvmti)->GetThreadState(ss_jvmti, ts[i], &o->state) != JVMTI_ERROR_NONE)
+            o->state = 0; /* exited meanwhile: counted as skipped */
+    }
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
+    *si = out;
+    *n = nt;
+    return JVMTI_ERROR_NONE;
+}
+
+static void take_stacks_free(jvmtiStackInfo *si) {
+    if (S.use_each)
+        free(si);
+    else
+        (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)si);
+}
+
 static jvmtiError take_stacks(jvmtiStackInfo **si, jint *n) {
     jint depth = (jint)S.max_depth + 1; /* one more: tells a cut stack */
+    if (S.use_each)
+        return take_stacks_each(depth, si, n);
     if (!S.use_list)
         return (*ss_jvmti)->GetAllStackTraces(ss_jvmti, depth, si, n);
     jint nt = 0;
@@ -289,7 +350,7 @@ static void take_round(sampler *s, JNIEnv *env) {
     cpu_tables_fit(s, (uint32_t)n);
     uint32_t skipped = add_platform(s, env, si, n);
     cpu_tables_swap(s);
-    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)si);
+    take_stacks_free(si);
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
     (*env)->PopLocalFrame(env, NULL);
@@ -418,8 +479,9 @@ static int jvmti_start(const ss_config *cfg) {
     S.include_internal = cfg->include_internal;
     const char *how = ss_config_str("STACKSHOT_JVMTI_STACKS", "all");
     S.use_list = strcmp(how, "list") == 0;
-    if (!S.use_list && strcmp(how, "all") != 0)
-        ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all' or 'list'", "using all");
+    S.use_each = strcmp(how, "each") == 0;
+    if (!S.use_list && !S.use_each && strcmp(how, "all") != 0)
+        ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all', 'list' or 'each'", "using all");
     S.max_vthreads = ss_vthreads_active() ? ss_vthreads_cap() : 0;
     S.stop = false;
 

@@ -62,6 +62,11 @@ configs = [
     ('agent every 10 ms (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'}),
     ('agent every 10 ms (no exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
                                          'STACKSHOT_EXPORTERS': 'none'}),
+    ('agent every 10 ms, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                        'STACKSHOT_EXPORTERS': 'text',
+                                        'STACKSHOT_JVMTI_STACKS': 'each'}),
+    ('agent every 1 s, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '1000',
+                                      'STACKSHOT_JVMTI_STACKS': 'each'}),
 ]
 times = {name: [] for name, _ in configs}
 cpus = {name: [] for name, _ in configs}
@@ -89,7 +94,7 @@ print()
 print('One sampling round at 10 ms (medians over the run):')
 print('%-46s %8s %9s %9s %10s %9s' % ('stacks via, busy workers', 'threads', 'stacks us',
                                         'round us', 'us/thread', 'pause us'))
-for how in ('all', 'list'):
+for how in ('all', 'list', 'each'):
     for workers in (2, 0):
         log = os.path.join(tmp, 'sp-%s-%d.log' % (how, workers))
         _, err, _ = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
@@ -102,8 +107,9 @@ for how in ('all', 'list'):
             pauses = [int(m.group(1)) / 1000 for m in re.finditer(
                 r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces)".*Total: (\d+) ns',
                 f.read())]
-        name = '%s, %d' % ('GetAllStackTraces' if how == 'all'
-                           else 'GetAllThreads+GetThreadListStackTraces', workers)
+        name = '%s, %d' % ({'all': 'GetAllStackTraces',
+                            'list': 'GetAllThreads+GetThreadListStackTraces',
+                            'each': 'GetAllThreads+GetStackTrace each'}[how], workers)
         print('%-46s %8d %9.0f %9.0f %10.2f %9s' % (
             name, int(statistics.median(int(r[1]) for r in rows)),
             statistics.median(float(r[2]) for r in rows),

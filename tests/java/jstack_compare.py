@@ -163,6 +163,8 @@ def main():
     ap.add_argument('--attach', action='store_true')
     ap.add_argument('--internal', action='store_true',
                     help='SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS=true: compare JVM threads too')
+    ap.add_argument('--stacks', default='all',
+                    help='STACKSHOT_JVMTI_STACKS: all, list or each')
     args = ap.parse_args()
     bin_ = os.path.join(args.java_home, 'bin')
     java, jstack, jcmd = (os.path.join(bin_, x) for x in ('java', 'jstack', 'jcmd'))
@@ -177,6 +179,7 @@ def main():
             'STACKSHOT_OUTPUT_DIR=' + out_dir)
     if args.internal:
         opts += ',SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS=true'
+    opts += ',STACKSHOT_JVMTI_STACKS=' + args.stacks
     cmd = [java, '-Xss2m']
     if args.attach:
         cmd += ['-XX:+EnableDynamicAgentLoading'] if major >= 21 else []
@@ -185,6 +188,7 @@ def main():
         env['SPLUNK_PROFILER_CALL_STACK_INTERVAL'] = '200'
         env['STACKSHOT_OUTPUT_DIR'] = out_dir
         env['STACKSHOT_EXPORTERS'] = 'text'
+        env['STACKSHOT_JVMTI_STACKS'] = args.stacks
         if args.internal:
             env['SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS'] = 'true'
         cmd.append('-agentpath:' + args.lib)
