@@ -36,6 +36,7 @@ typedef struct known {
     pid_t tid;
     int64_t number;          /* order first seen: main thread #1 */
     uint64_t last_cpu;       /* CPU clock after the previous round */
+    bool settled;            /* it went straight back to its wait after our handler */
     uint64_t refreshed;      /* round of the last full /proc read */
     bool seen;               /* facts below were read at least once */
     bool blocks;             /* blocks the sampling signal */
@@ -58,6 +59,7 @@ typedef struct pending {
     ss_sig_slot *slot;       /* NULL: reuse the previous stack */
     uint64_t cpu;            /* CPU clock before signalling */
     uint64_t prev_cpu;       /* SS_UNKNOWN_U64 the first time */
+    uint64_t handler_cpu;    /* its CPU clock as our handler ended (0: unknown) */
 } pending;
 
 typedef struct sampler {
@@ -167,8 +169,23 @@ static bool is_ours(pid_t tid, const char *name, pid_t me) {
  * clock has not moved) and it was sleeping then. Its stack, system call
  * and state cannot have changed, so nothing about it is read again. */
 static bool idle_since_last(const known *k, uint64_t cpu) {
-    return k->have_stack && cpu != SS_UNKNOWN_U64 && cpu == k->last_cpu &&
+    return k->have_stack && k->settled && cpu != SS_UNKNOWN_U64 && cpu == k->last_cpu &&
            (k->st.state == 'S' || k->st.state == 'D');
+}
+
+/* The CPU clock an idle thread is compared with next round is read at the
+ * end of the round, so that returning from our handler does not make it
+ * look busy. But a thread that did more than return to its wait (it was
+ * woken meanwhile and went to sleep somewhere else) must not keep the
+ * stack the handler took: it is not "settled", and is signalled again. */
+#define SS_AFTER_HANDLER_SLACK_NS 50000ull
+
+static void note_cpu_after_handler(const pending *p) {
+    known *k = p->k;
+    k->last_cpu = ss_thread_cpu_ns(k->tid);
+    k->settled = k->last_cpu != SS_UNKNOWN_U64 && p->handler_cpu != 0 &&
+                 k->last_cpu >= p->handler_cpu &&
+                 k->last_cpu - p->handler_cpu <= SS_AFTER_HANDLER_SLACK_NS;
 }
 
 /* Read what changes while a thread runs: /proc state, system call, I/O. */
@@ -216,6 +233,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         pending *p = &s->work[n];
         p->k = k;
         p->slot = NULL;
+        p->handler_cpu = 0;
         p->prev_cpu = k->seen ? k->last_cpu : SS_UNKNOWN_U64;
         p->cpu = ss_thread_cpu_ns(k->tid);
         if (p->cpu == SS_UNKNOWN_U64) {
@@ -330,6 +348,7 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
         bool truncated;
         uint32_t n = resolve(s, &a, &truncated);
         k->pthread = a.pthread;
+        p->handler_cpu = a.cpu_ns;
         k->has_span = a.has_span;
         memcpy(k->trace_id, a.trace_id, 16);
         memcpy(k->span_id, a.span_id, 8);
@@ -385,7 +404,10 @@ static ss_round *take_round(sampler *s) {
      * forever. */
     for (uint32_t i = 0; i < planned; i++) {
         pending *p = &s->work[i];
-        p->k->last_cpu = p->slot ? ss_thread_cpu_ns(p->k->tid) : p->cpu;
+        if (p->slot)
+            note_cpu_after_handler(p);
+        else
+            p->k->last_cpu = p->cpu;
     }
     s->rounds++;
     s->skipped_total += skipped;

@@ -55,6 +55,7 @@ struct ss_sig_slot {
     uint32_t cap;      /* ips capacity: max_depth + 1 when allocated */
     uint32_t depth;
     uint64_t pthread;
+    uint64_t cpu_ns;
     bool has_span;
     bool quarantined;  /* sampler-private: BUSY past a deadline */
     uint8_t trace_id[16];
@@ -279,6 +280,10 @@ static void handler(int sig, siginfo_t *si, void *uc) {
             s->depth = unwind_into(s, uc);
             s->has_span = ss_span_current(s->trace_id, s->span_id);
             s->pthread = (uint64_t)pthread_self();
+            struct timespec cpu; /* clock_gettime is async-signal-safe */
+            s->cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0
+                            ? (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec
+                            : 0;
             atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
             atomic_fetch_add_explicit(&answers, 1, memory_order_release);
             futex_wake(&answers);
@@ -507,6 +512,7 @@ bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
         atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
         return false;
     out->pthread = s->pthread;
+    out->cpu_ns = s->cpu_ns;
     out->depth = s->depth;
     out->ips = s->ips;
     out->has_span = s->has_span;

@@ -31,6 +31,7 @@ typedef struct ss_sig_slot ss_sig_slot;
 /* What a handler stored, copied out by ss_sig_result. */
 typedef struct ss_sig_answer {
     uint64_t pthread;         /* pthread_self() of the thread */
+    uint64_t cpu_ns;          /* the thread's CPU clock as the handler ended */
     uint32_t depth;           /* ips written; max_depth + 1 means cut */
     const uint64_t *ips;      /* leaf first; valid until the next round */
     bool has_span;
