@@ -60,6 +60,7 @@ typedef struct pending {
     uint64_t cpu;            /* CPU clock before signalling */
     uint64_t prev_cpu;       /* SS_UNKNOWN_U64 the first time */
     uint64_t handler_cpu;    /* its CPU clock as our handler ended (0: unknown) */
+    bool same_stack;         /* the stack taken equals the one before */
 } pending;
 
 typedef struct sampler {
@@ -175,15 +176,26 @@ static bool idle_since_last(const known *k, uint64_t cpu) {
 
 /* The CPU clock an idle thread is compared with next round is read at the
  * end of the round, so that returning from our handler does not make it
- * look busy. But a thread that did more than return to its wait (it was
- * woken meanwhile and went to sleep somewhere else) must not keep the
- * stack the handler took: it is not "settled", and is signalled again. */
+ * look busy. But a thread may have been caught in a short wait (a page
+ * fault, a lock) and been woken during the round to sleep somewhere else,
+ * all within that CPU: its stack would then be stale forever. So a thread
+ * is "settled" (its stack may be reused) only when two stacks in a row
+ * were the same and it used almost no CPU after our handler. */
 #define SS_AFTER_HANDLER_SLACK_NS 50000ull
+
+static bool same_frames(const known *k, const ss_frame *f, uint32_t n) {
+    if (!k->have_stack || k->n_frames != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (k->frames[i].addr != f[i].addr || k->frames[i].fn != f[i].fn)
+            return false;
+    return true;
+}
 
 static void note_cpu_after_handler(const pending *p) {
     known *k = p->k;
     k->last_cpu = ss_thread_cpu_ns(k->tid);
-    k->settled = k->last_cpu != SS_UNKNOWN_U64 && p->handler_cpu != 0 &&
+    k->settled = p->same_stack && k->last_cpu != SS_UNKNOWN_U64 && p->handler_cpu != 0 &&
                  k->last_cpu >= p->handler_cpu &&
                  k->last_cpu - p->handler_cpu <= SS_AFTER_HANDLER_SLACK_NS;
 }
@@ -234,6 +246,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         p->k = k;
         p->slot = NULL;
         p->handler_cpu = 0;
+        p->same_stack = false;
         p->prev_cpu = k->seen ? k->last_cpu : SS_UNKNOWN_U64;
         p->cpu = ss_thread_cpu_ns(k->tid);
         if (p->cpu == SS_UNKNOWN_U64) {
@@ -353,6 +366,7 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
         memcpy(k->trace_id, a.trace_id, 16);
         memcpy(k->span_id, a.span_id, 8);
         k->truncated = truncated;
+        p->same_stack = same_frames(k, s->scratch, n);
         keep_stack(k, s->scratch, n);
         s->signalled++;
     } else {
