@@ -1,17 +1,42 @@
 /* output.c: local files, created safely.
  *
  * The agent writes into someone else's process's environment: its files
- * are created mode 0600 in a directory it creates 0700, and it never
- * follows a symlink at the last component (O_NOFOLLOW) nor writes into a
- * directory that is not a directory owned by this user. */
+ * are created mode 0600 in a directory it creates 0700 (whatever the
+ * umask), and it never follows a symlink, neither at the file name nor at
+ * the output directory itself (a link planted there by another user of a
+ * shared /tmp would redirect the agent's writes into a file of the
+ * victim's choosing). It writes only into a directory owned by this user,
+ * only to a regular file owned by this user with a single link, and never
+ * blocks opening a FIFO planted at the name.
+ *
+ * Every refusal is counted (ss_output_refused) and told in one line; the
+ * same refusal again (a periodic writer) is told at debug level only. */
 #include "ss_exporters.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static atomic_uint_fast64_t refused;
+static atomic_bool refusal_told;
+
+uint64_t ss_output_refused(void) {
+    return atomic_load(&refused);
+}
+
+/* Count a refused write and say why: the first time as an error, then at
+ * debug level (a periodic writer would repeat it every period). */
+#define refuse(...)                                                            \
+    do {                                                                       \
+        atomic_fetch_add(&refused, 1);                                         \
+        ss_log(atomic_exchange(&refusal_told, true) ? SS_LOG_DEBUG            \
+                                                    : SS_LOG_ERROR,           \
+               __VA_ARGS__);                                                   \
+    } while (0)
 
 static int make_dirs(const char *dir) {
     char path[1100];
@@ -29,31 +54,86 @@ static int make_dirs(const char *dir) {
     return 0;
 }
 
-int ss_output_open(const char *dir, const char *name, bool append) {
-    int rc = make_dirs(dir);
-    if (rc != 0) {
-        ss_error("cannot create output directory %s: %s", dir, strerror(-rc));
-        return rc;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* The output directory itself, never through a symlink (O_NOFOLLOW on the
+ * last component; O_DIRECTORY refuses anything else), owned by us. */
+static int open_dir(const char *dir) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
-        rc = -errno;
-        ss_error("cannot open output directory %s: %s", dir, strerror(errno));
-        return rc;
+        int rc = -errno;
+        struct stat lst;
+        if (lstat(dir, &lst) == 0 && S_ISLNK(lst.st_mode))
+            refuse("output directory %s is a symbolic link; not following it, not "
+                   "writing there", dir);
+        else
+            refuse("cannot open output directory %s: %s; not writing there", dir,
+                   strerror(-rc));
+        return rc == -ENOTDIR ? -ELOOP : rc;
     }
     struct stat st;
     if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
         close(dfd);
-        ss_error("output directory %s is not owned by this user; not writing there", dir);
+        refuse("output directory %s is not owned by this user; not writing there", dir);
         return -EPERM;
     }
-    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+    return dfd;
+}
+
+/* A file we may write: a regular file of ours with no other name (a hard
+ * link planted to another file would make us overwrite it), mode 0600
+ * even when it existed before with another mode. */
+static int check_file(int fd, const char *dir, const char *name) {
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode)) {
+        refuse("%s/%s is not a regular file; not writing to it", dir, name);
+        return -EINVAL;
+    }
+    if (st.st_uid != geteuid() || st.st_nlink != 1) {
+        refuse("%s/%s is not a file of this user with a single link; not writing to it",
+               dir, name);
+        return -EPERM;
+    }
+    if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
+        return -errno;
+    /* opened O_NONBLOCK so that a FIFO could not stall us: back to blocking */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        return -errno;
+    return 0;
+}
+
+int ss_output_open(const char *dir, const char *name, bool append) {
+    int rc = make_dirs(dir);
+    if (rc != 0) {
+        refuse("cannot create output directory %s: %s; not writing there", dir,
+               strerror(-rc));
+        return rc;
+    }
+    int dfd = open_dir(dir);
+    if (dfd < 0)
+        return dfd;
+    /* No O_TRUNC yet: a file that fails check_file must stay untouched. */
+    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                (append ? O_APPEND : 0);
     int fd = openat(dfd, name, flags, 0600);
-    rc = fd < 0 ? -errno : fd;
+    rc = fd < 0 ? -errno : 0;
     close(dfd);
-    if (fd < 0)
-        ss_error("cannot open %s/%s: %s", dir, name, strerror(-rc));
-    return rc;
+    if (fd < 0) {
+        if (rc == -ELOOP)
+            refuse("%s/%s is a symbolic link; not following it, not writing", dir, name);
+        else
+            refuse("cannot open %s/%s: %s", dir, name, strerror(-rc));
+        return rc;
+    }
+    rc = check_file(fd, dir, name);
+    if (rc == 0 && !append && ftruncate(fd, 0) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 int ss_write_all(int fd, const void *buf, size_t len) {

@@ -25,6 +25,10 @@ int ss_text_format_round_header(const ss_round *r, ss_buf *out);
  * fd or a negative errno (after one error line naming the path). */
 int ss_output_open(const char *dir, const char *name, bool append);
 
+/* How many writes ss_output_open refused (symlink at the directory or the
+ * name, not ours, not a regular file, cannot create) since start. */
+uint64_t ss_output_refused(void);
+
 /* Write all of buf to fd, retrying short writes. 0 or -errno. */
 int ss_write_all(int fd, const void *buf, size_t len);
 
