@@ -447,6 +447,13 @@ static int parse_signal_key(const char *key, int def) {
                       "using SIGRTMAX-3");
         return def;
     }
+    /* 32 and 33 (below glibc's SIGRTMIN) are the C library's own: thread
+     * cancellation and set*id broadcasts; sigaction refuses them */
+    if (sig > 31 && sig < SIGRTMIN) {
+        ss_config_bad(key, v, "reserved by the C library (below SIGRTMIN)",
+                      "using SIGRTMAX-3");
+        return def;
+    }
     return sig;
 }
 

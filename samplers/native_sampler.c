@@ -404,6 +404,8 @@ static ss_round *take_round(sampler *s) {
         return NULL;
     uint32_t planned = plan(s, &skipped, &blocked);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull);
+    if (ss_sig_lost())
+        return NULL; /* the host took the signal over: said once, no round */
 
     ss_round_builder_begin(s->builder, now_wall, s->cfg.interval_ms, SS_RUNTIME_NATIVE);
     uint64_t now_boot = ss_boottime_ns();
@@ -482,6 +484,8 @@ static void *sampler_main(void *arg) {
         atomic_store(&in_round, false);
         if (r)
             ss_exporters_publish(r);
+        else if (ss_sig_lost())
+            return NULL; /* native sampling is over for this process (lock not held) */
         else
             ss_warn("native sampler: a round was lost (out of memory or /proc unreadable)");
         /* absolute deadlines; after a late round, skip the missed ticks */
@@ -568,10 +572,11 @@ static void native_stop(uint64_t deadline_ns) {
         return;
     }
     ss_debug("native sampler: %llu rounds, %llu stacks taken, %llu reused (idle), "
-             "%llu threads skipped",
+             "%llu threads skipped (%llu for lack of alternate-stack room)",
              (unsigned long long)active->rounds, (unsigned long long)active->signalled,
              (unsigned long long)active->reused,
-             (unsigned long long)active->skipped_total);
+             (unsigned long long)active->skipped_total,
+             (unsigned long long)ss_sig_no_room_total());
     sampler_free(active);
     active = NULL;
 }

@@ -57,6 +57,7 @@ struct ss_sig_slot {
     uint64_t pthread;
     uint64_t cpu_ns;
     bool has_span;
+    bool no_room;      /* answered without a stack: too little stack left */
     bool quarantined;  /* sampler-private: BUSY past a deadline */
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -85,6 +86,7 @@ static sig_table *_Atomic table;
 static _Atomic bool active;
 static _Atomic pid_t own_pid;
 static _Atomic uint32_t answers; /* futex word: bumped by every answer */
+static _Atomic uint64_t no_room_total; /* answers refused for stack room */
 static uint64_t restorer;        /* the signal trampoline's address */
 static int unwind_mode;          /* SS_UNWIND_* */
 /* libgcc's unwinder, bound by handle: libunwind (linked into the agent)
@@ -96,6 +98,7 @@ static _Unwind_Ptr (*gcc_get_ip_info)(struct _Unwind_Context *, int *);
 /* Sampler-private. */
 static int the_signal;
 static bool installed;
+static bool lost; /* the host put its own handler on the signal: never signal again */
 static uint32_t n_chunks;
 static uint32_t slot_cap; /* ips per slot of newly allocated chunks */
 static ss_sig_slot **round_slots;
@@ -260,6 +263,27 @@ static int bind_libgcc(void) {
     return frames > 0 ? 0 : -ENOENT;
 }
 
+/* A thread interrupted while on its alternate signal stack (inside one of
+ * its own SA_ONSTACK handlers) runs our handler there too: the kernel
+ * only switches stacks when a thread is not on its alternate stack yet.
+ * Such stacks are often small (MINSIGSTKSZ, 8 KiB), and unwinding needs
+ * a few KiB (SS_SIG_STACK_NEED, measured by tests/hardening/signals):
+ * without that much room below us the thread answers "not sampled".
+ * uc_stack is the thread's sigaltstack as the kernel saved it for the
+ * interrupted context, so no syscall here. Its ss_flags does not say
+ * SS_ONSTACK (kernels since 4.7 store the flags the thread set), so "on
+ * it" is decided from where our own frame is. */
+static bool stack_room(const ucontext_t *uc) {
+    if (uc->uc_stack.ss_flags & SS_DISABLE)
+        return true;
+    uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp;
+    uintptr_t hi = lo + uc->uc_stack.ss_size;
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (here < lo || here >= hi)
+        return true; /* on the thread's ordinary stack */
+    return here - lo >= SS_SIG_STACK_NEED;
+}
+
 static void handler(int sig, siginfo_t *si, void *uc) {
     (void)sig;
     if (!atomic_load_explicit(&active, memory_order_acquire))
@@ -268,6 +292,10 @@ static void handler(int sig, siginfo_t *si, void *uc) {
     if (si->si_code != SI_TKILL ||
         si->si_pid != atomic_load_explicit(&own_pid, memory_order_relaxed))
         return;
+    /* decided before any call: on a small alternate stack even a lazily
+     * bound call (the dynamic linker saves every vector register) may not
+     * fit; with too little room only tiny calls follow (gettid, futex) */
+    bool room = stack_room(uc);
     int saved_errno = errno;
     pid_t me = ss_gettid();
     ss_sig_slot *s = find_slot(me);
@@ -276,7 +304,15 @@ static void handler(int sig, siginfo_t *si, void *uc) {
         if (atomic_load_explicit(&s->tid, memory_order_acquire) != me) {
             /* reassigned between lookup and claim: not ours */
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
+        } else if (!room) {
+            s->depth = 0;
+            s->no_room = true;
+            atomic_fetch_add_explicit(&no_room_total, 1, memory_order_relaxed);
+            atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
+            atomic_fetch_add_explicit(&answers, 1, memory_order_release);
+            futex_wake(&answers);
         } else {
+            s->no_room = false;
             s->depth = unwind_into(s, uc);
             s->has_span = ss_span_current(s->trace_id, s->span_id);
             s->pthread = (uint64_t)pthread_self();
@@ -317,6 +353,8 @@ static int install_handler(int sig) {
 }
 
 int ss_sig_start(int sig, uint32_t max_depth, int unwind) {
+    if (lost)
+        return -EBUSY; /* said once when it happened */
     if (installed && sig != the_signal) {
         ss_error("STACKSHOT_SIGNAL changed to %d after the handler for %d was "
                  "installed; keeping %d",
@@ -446,6 +484,7 @@ ss_sig_slot *ss_sig_assign(pid_t tid) {
         return NULL;
     atomic_store_explicit(&s->tid, tid, memory_order_release);
     s->depth = 0;
+    s->no_room = false;
     uint32_t idx = next_slot - 1;
     sig_table *t = atomic_load(&table);
     uint32_t h = hash_tid(tid) & t->mask;
@@ -477,10 +516,46 @@ static void wait_batch(uint32_t from, uint32_t to, uint64_t deadline_ns) {
     }
 }
 
+/* Is our handler still the one on the signal? The host may install its
+ * own at any time (sigaction is not ours to intercept); sending it our
+ * signal would then run the host's handler for nothing, or worse. One
+ * sigaction call, made before every batch of signals. Once the handler
+ * is lost, the sampler never signals again and never re-installs over
+ * the host: it says so once and native sampling ends. */
+static bool still_ours(void) {
+    if (lost)
+        return false;
+    struct sigaction cur;
+    if (sigaction(the_signal, NULL, &cur) != 0)
+        return true; /* cannot tell; the signal number was valid at start */
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == handler)
+        return true;
+    lost = true;
+    atomic_store_explicit(&active, false, memory_order_release);
+    ss_error("the process installed its own handler for signal %d (STACKSHOT_SIGNAL) "
+             "after the agent started; the native sampler leaves it to the process "
+             "and stops sampling (set STACKSHOT_SIGNAL to a signal the process "
+             "does not use)",
+             the_signal);
+    return false;
+}
+
+bool ss_sig_lost(void) { return lost; }
+
+uint64_t ss_sig_no_room_total(void) {
+    return atomic_load_explicit(&no_room_total, memory_order_relaxed);
+}
+
 uint32_t ss_sig_collect(uint64_t deadline_ns) {
     pid_t pid = atomic_load(&own_pid);
     for (uint32_t b = 0; b < n_round; b += BATCH) {
         uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
+        if (!still_ours()) {
+            /* nobody signalled from here on: their slots answer nothing */
+            for (uint32_t i = b; i < n_round; i++)
+                atomic_store_explicit(&round_slots[i]->state, SLOT_FREE, memory_order_release);
+            break;
+        }
         for (uint32_t i = b; i < e; i++) {
             ss_sig_slot *s = round_slots[i];
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
@@ -509,7 +584,7 @@ uint32_t ss_sig_collect(uint64_t deadline_ns) {
 
 bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
     if (s->quarantined ||
-        atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
+        atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE || s->no_room)
         return false;
     out->pthread = s->pthread;
     out->cpu_ns = s->cpu_ns;

@@ -52,6 +52,19 @@ enum {
  * `unwind`: one of SS_UNWIND_*. */
 int ss_sig_start(int sig, uint32_t max_depth, int unwind);
 
+/* Stack a thread must have left below our handler's frame, when it is
+ * interrupted on its alternate signal stack, to be unwound (measured
+ * with every unwinder by tests/hardening/signals/test_sig_altstack.c,
+ * plus margin). With less, it answers "not sampled". */
+#define SS_SIG_STACK_NEED (16u * 1024u)
+
+/* The host replaced our handler after start: the sampler stopped
+ * signalling (said once on stderr). Sticky for the process. */
+bool ss_sig_lost(void);
+
+/* Answers refused since start for lack of stack room (alternate stacks). */
+uint64_t ss_sig_no_room_total(void);
+
 /* Make the handler a no-op (it stays installed: a late signal must never
  * meet SIG_DFL, which would kill the process). */
 void ss_sig_stop(void);

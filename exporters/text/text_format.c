@@ -77,8 +77,13 @@ int ss_text_format_round_header(const ss_round *r, ss_buf *out) {
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     ss_buf_printf(out,
                   "Full thread dump stackshot round %" PRIu64 " at %s.%03uZ "
-                  "(pid %d, %u threads, %u skipped)\n\n",
+                  "(pid %d, %u threads, %u skipped",
                   r->seq, when, (unsigned)((r->time_ns / 1000000ull) % 1000),
                   (int)ss_process()->pid, r->n_threads, r->threads_skipped);
+    /* threads that block the sampling signal are not sampled: say how many
+     * (only when there are some, so the usual header is unchanged) */
+    if (r->threads_blocked)
+        ss_buf_printf(out, ", %u blocking the signal", r->threads_blocked);
+    ss_buf_printf(out, ")\n\n");
     return out->failed ? -12 : 0;
 }
