@@ -186,9 +186,18 @@ const char *ss_config_raw(const char *key) {
 
 /* ---- typed readers ----------------------------------------------- */
 
+/* A bad value is shown in its line, except what follows a comma when a
+ * "k=v" comes after it: that is another setting swallowed by this one (an
+ * option string "A=x,OTEL_EXPORTER_OTLP_HEADERS x-sf-token=..." whose
+ * second item is not split off), and its value may be a token. */
 void ss_config_bad(const char *key, const char *value, const char *why,
                    const char *fallback) {
-    ss_error("%s=%s: %s; %s", key, value, why, fallback);
+    const char *comma = strchr(value, ',');
+    if (comma && strchr(comma, '='))
+        ss_error("%s=%.*s,... (rest not shown): %s; %s", key, (int)(comma - value), value,
+                 why, fallback);
+    else
+        ss_error("%s=%s: %s; %s", key, value, why, fallback);
 }
 
 static bool blank(const char *s) {

@@ -66,6 +66,20 @@ static bool legal_key(const char *k) {
     return true;
 }
 
+/* gRPC sends a non-binary metadata value only if it is printable ASCII
+ * (0x20-0x7e); anything else makes gRPC refuse every call and print the
+ * raw value in its own error line. A key ending in "-bin" may hold any
+ * bytes (gRPC base64-encodes it). */
+static bool legal_value(const char *key, const char *v, size_t n) {
+    size_t klen = strlen(key);
+    if (klen > 4 && strcmp(key + klen - 4, "-bin") == 0)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+            return false;
+    return true;
+}
+
 void ss_otlp_headers_free(ss_otlp_header *list, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(list[i].key);
@@ -115,6 +129,7 @@ int ss_otlp_parse_headers(const char *key_name, const char *s, ss_otlp_header **
         const char *eq = memchr(b, '=', (size_t)(e - b));
         const char *why = NULL;
         char *key = NULL, *value = NULL;
+        int len = 0;
         if (!eq) {
             why = "has no '='";
         } else {
@@ -132,9 +147,12 @@ int ss_otlp_parse_headers(const char *key_name, const char *s, ss_otlp_header **
                 *k = (char)tolower((unsigned char)*k);
             if (!legal_key(key))
                 why = "has an empty key or one with characters gRPC metadata does not allow";
-            else if (ss_otlp_percent_decode(vb, (size_t)(ve - vb), value,
-                                            (size_t)(ve - vb) + 1) < 0)
+            else if ((len = ss_otlp_percent_decode(vb, (size_t)(ve - vb), value,
+                                                   (size_t)(ve - vb) + 1)) < 0)
                 why = "has a bad percent-escape in its value";
+            else if (!legal_value(key, value, (size_t)len))
+                why = "has a value with bytes gRPC metadata does not allow (control or "
+                      "non-ASCII characters)";
         }
         if (why) {
             /* never print the item: its value may be a token */
@@ -277,10 +295,16 @@ static void load_endpoint_url(ss_otlp_endpoint *ep, const char *signal) {
     }
 }
 
-static bool load_insecure(const char *signal) {
-    char key[96];
-    signal_var(signal, "INSECURE", key, sizeof key);
+static bool load_insecure(const char *signal, char *key, size_t key_len) {
+    signal_var(signal, "INSECURE", key, key_len);
     return ss_config_bool(key, false);
+}
+
+/* Does the URL name its scheme as https:// ? */
+static bool is_https(const char *url) {
+    while (isspace((unsigned char)*url))
+        url++;
+    return strncasecmp(url, "https://", 8) == 0;
 }
 
 /* The URL for a message: credentials in it ("https://user:token@host")
@@ -297,13 +321,38 @@ static void redact_userinfo(const char *url, char *out, size_t n) {
     snprintf(out, n, "%.*s***%s", (int)(auth - url), url, at);
 }
 
+/* The URL as messages show it: credentials ("user:token@") redacted, and
+ * the query and fragment (gRPC ignores them; "?access_token=..." is a
+ * token) cut off. */
+static void url_for_messages(char *url, size_t n) {
+    char shown[1024];
+    redact_userinfo(url, shown, sizeof shown);
+    const char *auth = strstr(shown, "://");
+    auth = auth ? auth + 3 : shown;
+    shown[auth - shown + strcspn(auth, "?#")] = '\0';
+    snprintf(url, n, "%s", shown);
+}
+
 static void load_target(ss_otlp_endpoint *ep, const char *signal) {
     load_endpoint_url(ep, signal);
-    bool insecure = load_insecure(signal);
-    if (ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls) == 0)
+    char ikey[96];
+    bool insecure = load_insecure(signal, ikey, sizeof ikey);
+    if (ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls) == 0) {
+        /* OTel: INSECURE only decides for an endpoint without scheme
+         * (true: plaintext). With https:// the scheme says TLS; INSECURE=true
+         * then keeps TLS but stops verifying the server, as the user asked. */
+        if (ep->tls && insecure && is_https(ep->url)) {
+            ep->skip_verify = true;
+            ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
+                    "server's certificate or name; anyone on the path can impersonate it",
+                    ikey, ep->target);
+        }
+        url_for_messages(ep->url, sizeof ep->url);
         return;
+    }
     char shown[sizeof ep->url];
-    redact_userinfo(ep->url, shown, sizeof shown);
+    snprintf(shown, sizeof shown, "%s", ep->url);
+    url_for_messages(shown, sizeof shown);
     ss_config_bad(ep->url_key, shown,
                   "not an endpoint (expected http://host:port or https://host:port)",
                   "using " SS_OTLP_DEFAULT_ENDPOINT);

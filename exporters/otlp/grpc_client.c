@@ -129,9 +129,36 @@ void ss_grpc_result_free(ss_grpc_result *r) {
 
 /* ---- channel ------------------------------------------------------- */
 
+/* TLS that does not verify the server (https:// with INSECURE=true, the
+ * user's explicit choice): gRPC's TLS credentials with a no-op verifier,
+ * no server-certificate check and no host-name check. The connection is
+ * still encrypted; only the server's identity is taken on trust. */
+static grpc_channel_credentials *make_unverified_tls(const ss_otlp_endpoint *ep) {
+    grpc_tls_credentials_options *o = grpc_tls_credentials_options_create();
+    if (!o)
+        return NULL;
+    grpc_tls_certificate_verifier *v = grpc_tls_certificate_verifier_no_op_create();
+    grpc_tls_credentials_options_set_certificate_verifier(o, v); /* takes a ref */
+    grpc_tls_certificate_verifier_release(v);
+    grpc_tls_credentials_options_set_verify_server_cert(o, 0);
+    grpc_tls_credentials_options_set_check_call_host(o, 0);
+    if (ep->client_key_pem && ep->client_cert_pem) {
+        grpc_tls_identity_pairs *pairs = grpc_tls_identity_pairs_create();
+        grpc_tls_identity_pairs_add_pair(pairs, ep->client_key_pem, ep->client_cert_pem);
+        grpc_tls_certificate_provider *p =
+            grpc_tls_certificate_provider_static_data_create(NULL, pairs); /* owns pairs */
+        grpc_tls_credentials_options_set_certificate_provider(o, p); /* takes a ref */
+        grpc_tls_certificate_provider_release(p);
+        grpc_tls_credentials_options_watch_identity_key_cert_pairs(o);
+    }
+    return grpc_tls_credentials_create(o); /* owns o */
+}
+
 static grpc_channel_credentials *make_credentials(const ss_otlp_endpoint *ep) {
     if (!ep->tls)
         return grpc_insecure_credentials_create();
+    if (ep->skip_verify)
+        return make_unverified_tls(ep);
     grpc_ssl_pem_key_cert_pair pair = {ep->client_key_pem, ep->client_cert_pem};
     bool mtls = ep->client_key_pem && ep->client_cert_pem;
     /* NULL roots: gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,

@@ -57,6 +57,7 @@ typedef struct ss_otlp_endpoint {
     char url_key[64];         /* the variable it came from, "" for the default */
     char target[1024];        /* "host:port" for gRPC C core */
     bool tls;                 /* https://, or no scheme and not INSECURE */
+    bool skip_verify;         /* https:// and INSECURE=true: TLS, server not verified */
     char *root_certs_pem;     /* contents of *_CERTIFICATE; NULL: system roots */
     char *client_key_pem;     /* *_CLIENT_KEY contents (mTLS), or NULL */
     char *client_cert_pem;    /* *_CLIENT_CERTIFICATE contents (mTLS), or NULL */
