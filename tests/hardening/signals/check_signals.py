@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Signal-conflict cases of the native sampler, end to end.
+
+usage: check_signals.py <case> <sig_host> <libstackshot.so> <tmpdir> [preload-prefix]
+cases: late, blocked, prof, prof_signal, eintr
+
+Each case runs sig_host with the agent preloaded and the text exporter,
+then checks the host's own result line, the agent's stderr and the text
+rounds. See docs/safety/signals.md for what each case proves."""
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+case, host, lib, tmp = sys.argv[1:5]
+preload = (sys.argv[5] + " " if len(sys.argv) > 5 and sys.argv[5] else "") + lib
+scale = float(os.environ.get("SS_TIME_SCALE", "1"))
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def run(args, env_extra, agent=True):
+    os.makedirs(tmp, exist_ok=True)
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    env = dict(os.environ, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
+               STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="warn")
+    if agent:
+        env["LD_PRELOAD"] = preload
+    env.update(env_extra)
+    p = subprocess.run([host] + args, env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "%s: exit code %d, stderr: %s" % (args, p.returncode, p.stderr[-2000:]))
+    print("$", " ".join(args), "->", p.stdout.strip())
+    if p.stderr.strip():
+        print("stderr:", p.stderr.strip())
+    return p
+
+
+def result(p, tag):
+    m = re.search(r"^%s: (.*)$" % tag, p.stdout, re.M)
+    if not check(m, "no '%s:' line in %r" % (tag, p.stdout)):
+        return {}
+    return {k: float(v) for k, v in re.findall(r"(\w+)=(-?[\d.]+)", m.group(1))}
+
+
+def rounds():
+    """[{time_ms, skipped, blocked, threads: {name: [frames]}}] of the text file."""
+    out = []
+    files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
+    for f in files:
+        with open(os.path.join(tmp, f), errors="replace") as fh:
+            for line in fh:
+                m = re.match(r"^Full thread dump stackshot round \d+ at (\S+)Z \(pid \d+, (\d+) threads, "
+                             r"(\d+) skipped(?:, (\d+) blocking the signal)?\)", line)
+                if m:
+                    t = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc)
+                    out.append({"time_ms": t.timestamp() * 1000, "skipped": int(m.group(3)),
+                                "blocked": int(m.group(4) or 0), "threads": {}})
+                    continue
+                m = re.match(r'^"(.*)" #\d+ ', line)
+                if m and out:
+                    cur = out[-1]["threads"].setdefault(m.group(1), [])
+                    continue
+                m = re.match(r"^\tat (.*)\(", line)
+                if m and out and out[-1]["threads"]:
+                    name = list(out[-1]["threads"])[-1]
+                    out[-1]["threads"][name].append(m.group(1).split(".", 1)[-1])
+    out.sort(key=lambda r: r["time_ms"])
+    return out
+
+
+def lines_with(text, needle):
+    return [l for l in text.splitlines() if needle in l]
+
+
+TAKEOVER = "installed its own handler for signal"
+
+if case == "late":
+    # the host puts its own handler on the agent's signal 1 s in
+    p = run(["late"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    r = result(p, "late")
+    rs = rounds()
+    check(len(lines_with(p.stderr, TAKEOVER)) == 1, "one line about the takeover expected: %r" % p.stderr)
+    check(len(p.stderr.strip().splitlines()) == 1, "nothing else on stderr: %r" % p.stderr)
+    check(len(rs) >= 10, "sampled before the takeover: %d rounds" % len(rs))
+    check(any("host-busy" in x["threads"] for x in rs), "host-busy sampled before the takeover")
+    # a signal already in flight at the sigaction may still land; nothing later
+    check(r.get("agent_signals", 99) <= 3, "the host's handler got %s agent signals" % r.get("agent_signals"))
+    check(r.get("last_after_ms", 99) <= 20, "an agent signal %s ms after the takeover" % r.get("last_after_ms"))
+    if rs and "installed_wall_ms" in r:
+        late = [x for x in rs if x["time_ms"] > r["installed_wall_ms"] + 20]
+        check(not late, "%d rounds taken after the takeover" % len(late))
+
+elif case == "blocked":
+    # 50 threads block the signal: counted in every round, never signalled,
+    # never waited for (rounds every 20 ms keep coming)
+    n = 50
+    p = run(["blocked", str(n)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "blocked")
+    rs = rounds()
+    check(r.get("pending", 1) == 0, "signals left pending in blocking threads: %s" % r.get("pending"))
+    full = [x for x in rs if x["blocked"] >= n]
+    check(len(full) >= 5, "rounds showing %d threads blocking the signal: %d of %d" % (n, len(full), len(rs)))
+    check(all(x["blocked"] <= n + 1 for x in rs), "blocked counts: %s" % [x["blocked"] for x in rs])
+    check(not any(k.startswith("blocker-") for x in rs for k in x["threads"]), "a blocker was listed")
+    check(any("host-napper" in x["threads"] for x in rs), "the other thread is sampled")
+    # not waited for: the default answer timeout is 100 ms; waiting for 50
+    # silent threads would allow at most 10 rounds a second
+    want = int(0.5 * r.get("ran_ms", 1000) / 20 / scale)
+    check(len(full) >= want, "only %d rounds with the blockers in %s ms (want >= %d)" % (len(full), r.get("ran_ms"), want))
+
+elif case == "prof":
+    # ITIMER_PROF ticks with the agent sampling every 10 ms vs without it
+    base = result(run(["prof"], {}, agent=False), "prof")
+    p = run(["prof"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    got = result(p, "prof")
+    rs = rounds()
+    ratio = got.get("ticks_per_cpu_s", 0) / max(base.get("ticks_per_cpu_s", 1), 1)
+    print("ITIMER_PROF ticks per CPU second: %.1f with the agent, %.1f without (ratio %.2f)" %
+          (got.get("ticks_per_cpu_s", 0), base.get("ticks_per_cpu_s", 0), ratio))
+    check(0.8 <= ratio <= 1.2, "tick rate ratio %.2f" % ratio)
+    check(got.get("agent_signals", 1) == 0, "the host's SIGPROF handler got agent signals")
+    check(p.stderr.strip() == "", "no agent line expected: %r" % p.stderr)
+    check(len(rs) >= 30 / scale, "the agent sampled: %d rounds" % len(rs))
+    check(any("spin_for_prof" in f for x in rs for f in x["threads"].get("ss_sig_host", [])),
+          "main sampled in spin_for_prof")
+
+elif case == "prof_signal":
+    # STACKSHOT_SIGNAL=SIGPROF in a host that profiles itself: the host's
+    # handler (installed after the agent's) is left alone, one line
+    p = run(["prof"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10", "STACKSHOT_SIGNAL": "SIGPROF"})
+    got = result(p, "prof")
+    check(len(lines_with(p.stderr, TAKEOVER)) == 1, "one line about SIGPROF expected: %r" % p.stderr)
+    check(len(p.stderr.strip().splitlines()) == 1, "nothing else on stderr: %r" % p.stderr)
+    check(got.get("agent_signals", 99) <= 3, "agent signals reached the host: %s" % got.get("agent_signals"))
+    check(got.get("ticks_per_cpu_s", 0) >= 50, "the host's profiler still ticks: %s" % got.get("ticks_per_cpu_s"))
+
+elif case == "eintr":
+    # how often the agent's signal ends a host nanosleep early
+    secs = 3
+    p = run(["eintr", str(secs)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100"})
+    r = result(p, "eintr")
+    n = len(rounds())
+    print("EINTR over %d rounds: loop of nanosleep(50 ms): %d in %d sleeps; one long nanosleep: %d" %
+          (n, r.get("loop_eintr", -1), r.get("loops", -1), r.get("long_eintr", -1)))
+    check(n >= 10, "rounds: %d" % n)
+    # at most one signal per thread per round
+    check(r.get("loop_eintr", 99) <= n + 1, "loop sleeper: %s EINTR in %d rounds" % (r.get("loop_eintr"), n))
+    # an idle thread is signalled until its stack is settled (two equal
+    # stacks), then reused without a signal
+    check(r.get("long_eintr", 99) <= 3, "long sleeper: %s EINTR in %d rounds" % (r.get("long_eintr"), n))
+
+else:
+    sys.exit("unknown case " + case)
+
+if failures:
+    print("FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok:", case)

@@ -1,0 +1,262 @@
+/* sig_host.c: a host program that uses signals the way real programs do,
+ * run with libstackshot.so preloaded by check_signals.py.
+ *
+ *   sig_host late [sig]     installs its own handler for the agent's signal
+ *                           1 s after start and counts what reaches it
+ *   sig_host blocked N [sig] N threads block the agent's signal
+ *   sig_host prof           profiles itself with setitimer(ITIMER_PROF)
+ *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
+ *                           by one long nanosleep
+ *
+ * Every mode prints one result line on stdout; the checks are in
+ * check_signals.py. [sig] defaults to SIGRTMAX-3, the agent's default. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int done;
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static double cpu_s(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleep ms, finishing the sleep after any interruption. */
+static void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int arg_signal(int argc, char **argv, int i) {
+    return argc > i ? atoi(argv[i]) : SIGRTMAX - 3;
+}
+
+/* ---- late: the host takes the agent's signal over ----------------- */
+
+static atomic_int from_agent;      /* tgkill from this process: the agent's */
+static atomic_ullong last_from_agent_ms;
+
+static void host_handler(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)uc;
+    if (si->si_code == SI_TKILL && si->si_pid == getpid()) {
+        atomic_fetch_add(&from_agent, 1);
+        atomic_store(&last_from_agent_ms, mono_ms());
+    }
+}
+
+__attribute__((noinline)) static void *busy(void *arg) {
+    (void)arg;
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+    return NULL;
+}
+
+__attribute__((noinline)) static void *napper(void *arg) {
+    (void)arg;
+    while (!atomic_load(&done))
+        nap_ms(5);
+    return NULL;
+}
+
+static int mode_late(int sig) {
+    pthread_t a, b;
+    pthread_create(&a, NULL, busy, NULL);
+    pthread_setname_np(a, "host-busy");
+    pthread_create(&b, NULL, napper, NULL);
+    pthread_setname_np(b, "host-napper");
+    nap_ms(1000); /* sampled meanwhile (the first round reads symbols) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = host_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    uint64_t at_wall = wall_ms();
+    uint64_t at = mono_ms();
+    sigaction(sig, &sa, NULL);
+    nap_ms(600);
+    atomic_store(&done, 1);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    uint64_t last = atomic_load(&last_from_agent_ms);
+    printf("late: installed_wall_ms=%llu agent_signals=%d last_after_ms=%lld\n",
+           (unsigned long long)at_wall, atomic_load(&from_agent),
+           last ? (long long)(last - at) : -1LL);
+    return 0;
+}
+
+/* ---- blocked: threads that block the agent's signal --------------- */
+
+static int blocked_sig;
+
+__attribute__((noinline)) static void *blocker(void *arg) {
+    pid_t *tid = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, blocked_sig);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    *tid = (pid_t)syscall(SYS_gettid);
+    while (!atomic_load(&done))
+        nap_ms(10);
+    return NULL;
+}
+
+/* Is sig pending for the thread (SigPnd of its status)? */
+static int pending_in(pid_t tid, int sig) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int pend = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "SigPnd:", 7) == 0)
+            pend = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
+    fclose(f);
+    return pend;
+}
+
+static int mode_blocked(int n, int sig) {
+    blocked_sig = sig;
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    pid_t *tids = calloc((size_t)n, sizeof *tids);
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        pthread_create(&th[i], NULL, blocker, &tids[i]);
+        snprintf(name, sizeof name, "blocker-%d", i);
+        pthread_setname_np(th[i], name);
+    }
+    pthread_t w;
+    pthread_create(&w, NULL, napper, NULL);
+    pthread_setname_np(w, "host-napper");
+    uint64_t t0 = mono_ms();
+    nap_ms(1000);
+    int pending = 0;
+    for (int i = 0; i < n; i++)
+        pending += pending_in(tids[i], sig);
+    atomic_store(&done, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    pthread_join(w, NULL);
+    printf("blocked: threads=%d pending=%d ran_ms=%llu\n", n, pending,
+           (unsigned long long)(mono_ms() - t0));
+    free(th);
+    free(tids);
+    return 0;
+}
+
+/* ---- prof: the host profiles itself with ITIMER_PROF -------------- */
+
+static atomic_int ticks, prof_from_agent;
+
+static void prof_handler(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)uc;
+    if (si->si_code == SI_TKILL)
+        atomic_fetch_add(&prof_from_agent, 1);
+    else
+        atomic_fetch_add(&ticks, 1);
+}
+
+__attribute__((noinline)) static void spin_for_prof(double seconds) {
+    volatile unsigned long x = 0;
+    double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    while (cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0 < seconds)
+        for (int i = 0; i < 10000; i++)
+            x++;
+}
+
+static int mode_prof(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = prof_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 10000}, {0, 10000}}; /* every 10 ms of CPU */
+    setitimer(ITIMER_PROF, &it, NULL);
+    double p0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    spin_for_prof(1.0);
+    double used = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("prof: ticks=%d process_cpu_ms=%.0f ticks_per_cpu_s=%.1f agent_signals=%d\n",
+           atomic_load(&ticks), used * 1000, atomic_load(&ticks) / used,
+           atomic_load(&prof_from_agent));
+    return 0;
+}
+
+/* ---- eintr: how often the agent's signal ends a host sleep -------- */
+
+static atomic_int loop_eintr, loops, long_eintr;
+
+__attribute__((noinline)) static void *loop_sleeper(void *arg) {
+    (void)arg;
+    while (!atomic_load(&done)) {
+        struct timespec ts = {0, 50 * 1000000L};
+        if (nanosleep(&ts, NULL) != 0 && errno == EINTR)
+            atomic_fetch_add(&loop_eintr, 1);
+        atomic_fetch_add(&loops, 1);
+    }
+    return NULL;
+}
+
+__attribute__((noinline)) static void *long_sleeper(void *arg) {
+    struct timespec ts = {*(int *)arg, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        atomic_fetch_add(&long_eintr, 1);
+    return NULL;
+}
+
+static int mode_eintr(int seconds) {
+    pthread_t a, b;
+    pthread_create(&a, NULL, loop_sleeper, NULL);
+    pthread_setname_np(a, "loop-sleeper");
+    pthread_create(&b, NULL, long_sleeper, &seconds);
+    pthread_setname_np(b, "long-sleeper");
+    pthread_join(b, NULL);
+    atomic_store(&done, 1);
+    pthread_join(a, NULL);
+    printf("eintr: loop_eintr=%d loops=%d long_eintr=%d\n", atomic_load(&loop_eintr),
+           atomic_load(&loops), atomic_load(&long_eintr));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "late") == 0)
+        return mode_late(arg_signal(argc, argv, 2));
+    if (strcmp(mode, "blocked") == 0 && argc > 2)
+        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3));
+    if (strcmp(mode, "prof") == 0)
+        return mode_prof();
+    if (strcmp(mode, "eintr") == 0 && argc > 2)
+        return mode_eintr(atoi(argv[2]));
+    fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS [sig]\n");
+    return 2;
+}
