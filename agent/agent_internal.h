@@ -7,5 +7,6 @@
 void ss_exporters_forget(void);
 void ss_internal_threads_reset(void);
 void ss_mem_reset(void);
+size_t ss_mem_peak(void); /* the most ever charged at once */
 
 #endif

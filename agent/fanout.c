@@ -29,6 +29,13 @@ typedef struct exporter_slot {
     uint64_t deadline_ns;
     _Atomic bool accepting; /* open succeeded and not stopped */
     bool started;
+    /* Round accounting, checked by the tests: every round published while
+     * the slot exists is offered to it and ends delivered (handed to
+     * consume), dropped (stats.rounds_dropped) or refused (the exporter
+     * was disabled or stopping); at stop, offered = delivered + dropped +
+     * refused + held (still queued by an exporter abandoned at the
+     * deadline). */
+    _Atomic uint64_t offered, delivered, refused;
 } exporter_slot;
 
 static exporter_slot *slots[MAX_EXPORTERS];
@@ -96,6 +103,7 @@ static void *exporter_main(void *arg) {
                 atomic_fetch_add(&s->stats.rounds_dropped, 1);
             } else {
                 ops->consume(s->state, r);
+                atomic_fetch_add(&s->delivered, 1);
             }
             ss_round_unref(r);
         }
@@ -171,11 +179,17 @@ static void enforce_memory_limit(void) {
 void ss_exporters_publish(ss_round *round) {
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
-        if (!atomic_load(&s->accepting))
+        atomic_fetch_add(&s->offered, 1);
+        if (!atomic_load(&s->accepting)) {
+            atomic_fetch_add(&s->refused, 1);
             continue;
+        }
         pthread_mutex_lock(&s->mu);
-        if (s->stopping) {
+        /* accepting again under the lock: a failed open drains the queue
+         * under it, and nothing may be queued after that */
+        if (s->stopping || !atomic_load(&s->accepting)) {
             pthread_mutex_unlock(&s->mu);
+            atomic_fetch_add(&s->refused, 1);
             continue;
         }
         if (s->count == QUEUE_CAP)
@@ -210,6 +224,29 @@ void ss_exporters_report(ss_log_level level) {
     }
 }
 
+/* One line per exporter with the equation the tests check, and one for
+ * memory. The pid tells a forked child's lines from its parent's. */
+static void report_accounting(ss_log_level level) {
+    int pid = (int)ss_process()->pid;
+    for (int i = 0; i < n_slots; i++) {
+        exporter_slot *s = slots[i];
+        uint64_t offered = atomic_load(&s->offered);
+        uint64_t delivered = atomic_load(&s->delivered);
+        uint64_t dropped = atomic_load(&s->stats.rounds_dropped);
+        uint64_t refused = atomic_load(&s->refused);
+        uint64_t accounted = delivered + dropped + refused;
+        ss_log(level,
+               "pid %d %s: %llu rounds taken = %llu delivered + %llu dropped + %llu "
+               "refused + %llu held",
+               pid, s->ops->name, (unsigned long long)offered,
+               (unsigned long long)delivered, (unsigned long long)dropped,
+               (unsigned long long)refused,
+               (unsigned long long)(offered > accounted ? offered - accounted : 0));
+    }
+    ss_log(level, "pid %d memory: peak %zu bytes queued, limit %zu", pid, ss_mem_peak(),
+           ss_mem_limit());
+}
+
 void ss_exporters_stop(uint64_t deadline_ns) {
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
@@ -229,6 +266,7 @@ void ss_exporters_stop(uint64_t deadline_ns) {
         }
     }
     ss_exporters_report(SS_LOG_INFO);
+    report_accounting(SS_LOG_INFO);
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
         if (!s->started)

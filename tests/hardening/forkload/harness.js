@@ -1,0 +1,94 @@
+// harness.js: what the forkload tests share: the OTLP receiver and helpers
+// of tests/otlp/node, the Qubership test collector, running a host with
+// the agent preloaded, and the accounting lines of agent/fanout.c.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const {spawn} = require('child_process');
+
+const OTLP_NODE = path.join(__dirname, '..', '..', 'otlp', 'node');
+
+function otlpLib() {
+    const lib = require(path.join(OTLP_NODE, 'lib.js'));
+    lib.requireDeps(); // exits 77 (skip) when `npm ci` was not run there
+    return lib;
+}
+
+function otlpReceiver() {
+    return require(path.join(OTLP_NODE, 'receiver.js'));
+}
+
+// tests/qubership/collector.py on a free port; handshakes() lists the pod
+// names it was greeted with.
+function startCollector() {
+    const out = fs.mkdtempSync(path.join(require('os').tmpdir(), 'stackshot-qb-'));
+    const py = spawn('python3', [process.env.SS_COLLECTOR, '--out', out],
+        {stdio: ['ignore', 'pipe', 'inherit']});
+    return new Promise((resolve, reject) => {
+        let buf = '';
+        py.stdout.on('data', (d) => {
+            buf += d;
+            const m = /^(\d+)\n/.exec(buf);
+            if (m) {
+                resolve({
+                    port: Number(m[1]),
+                    stop: () => py.kill('SIGKILL'),
+                    handshakes: () => {
+                        const f = path.join(out, 'events.log');
+                        const text = fs.existsSync(f) ? fs.readFileSync(f, 'utf8') : '';
+                        return [...text.matchAll(/ handshake version=\d+ pod=(\S+)/g)].map((x) => x[1]);
+                    },
+                });
+            }
+        });
+        py.on('exit', (code) => reject(new Error(`collector exited ${code}`)));
+    });
+}
+
+// Run a host with the agent preloaded (after the sanitizer runtime when
+// the build has one); {code, signal, stdout, stderr, ms}.
+function runPreloaded(program, args, env, timeoutMs) {
+    const lib = require(path.join(OTLP_NODE, 'lib.js'));
+    const pre = [process.env.SS_PRELOAD_PREFIX, process.env.STACKSHOT_LIB].filter(Boolean);
+    return lib.run(program, args, {LD_PRELOAD: pre.join(':'), ...env}, {timeoutMs});
+}
+
+// The text exporter's file of one process: <exe>.<pid>.txt
+function textFileOf(dir, pid) {
+    const f = fs.readdirSync(dir).filter((n) => n.endsWith(`.${pid}.txt`));
+    if (f.length !== 1) throw new Error(`no text file for pid ${pid} in ${dir}: ${f}`);
+    return path.join(dir, f[0]);
+}
+
+// process.pid of a record's resource (receiver.js recordsOf entry)
+function resourcePid(rec) {
+    for (const kv of (rec.resource && rec.resource.attributes) || []) {
+        if (kv.key === 'process.pid') {
+            const v = kv.value || {};
+            return Number(v[v.value]);
+        }
+    }
+    return null;
+}
+
+// "pid P NAME: T rounds taken = D delivered + X dropped + R refused + H held"
+function accounting(stderr, pid) {
+    const out = {};
+    const re = /pid (\d+) (\w+): (\d+) rounds taken = (\d+) delivered \+ (\d+) dropped \+ (\d+) refused \+ (\d+) held/g;
+    for (const m of stderr.matchAll(re)) {
+        if (Number(m[1]) !== pid) continue;
+        out[m[2]] = {line: m[0], taken: Number(m[3]), delivered: Number(m[4]),
+            dropped: Number(m[5]), refused: Number(m[6]), held: Number(m[7])};
+    }
+    return out;
+}
+
+// "pid P memory: peak N bytes queued, limit L"
+function memoryLine(stderr, pid) {
+    const m = new RegExp(`pid ${pid} memory: peak (\\d+) bytes queued, limit (\\d+)`).exec(stderr);
+    return m ? {peak: Number(m[1]), limit: Number(m[2])} : null;
+}
+
+module.exports = {otlpLib, otlpReceiver, startCollector, runPreloaded, textFileOf, resourcePid,
+    accounting, memoryLine};

@@ -1,0 +1,50 @@
+/* load_interval.c: an ordinary host (4 busy-ish threads, 4 idle ones)
+ * sampled every 10 ms for LOAD_SECONDS (default 60; 600 for the full
+ * run). The point is the agent over time: no hang, no growth, every
+ * round accounted for. Prints its memory at a quarter of the run and at
+ * the end, so growth shows. */
+#include "load_common.h"
+
+#include <pthread.h>
+#include <sys/prctl.h>
+
+static volatile int stop;
+
+__attribute__((noinline)) static void work_a(void) { spin_s(0.002); }
+__attribute__((noinline)) static void work_b(void) { spin_s(0.003); }
+
+static void *busyish(void *arg) {
+    prctl(PR_SET_NAME, "busyish");
+    long i = (long)arg;
+    while (!stop) {
+        if (i++ % 2)
+            work_a();
+        else
+            work_b();
+        nap_s(0.01);
+    }
+    return NULL;
+}
+
+static void *idle(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "idle");
+    while (!stop)
+        nap_s(0.2);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    double secs = run_seconds(argc, argv, 60);
+    pthread_t th[8];
+    for (long i = 0; i < 8; i++)
+        pthread_create(&th[i], NULL, i < 4 ? busyish : idle, (void *)i);
+    nap_s(secs / 4);
+    report("quarter_rss_kb", status_kb("VmRSS"));
+    nap_s(secs - secs / 4);
+    stop = 1;
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    report_memory();
+    return 0;
+}
