@@ -185,6 +185,15 @@ void ss_grpc_client_destroy(ss_grpc_client *c);
  * and sets *delay_ns when one is there. Never reads past n. */
 bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns);
 
+/* Decode the partial_success of an Export answer (ExportLogsServiceResponse,
+ * ExportProfilesServiceResponse: partial_success=1{rejected=1 int64,
+ * error_message=2 string}) from its bytes: *rejected (0 when absent) and
+ * the message as a C string cut to msg_len - 1 bytes ("" when absent).
+ * Returns 0, or -EINVAL for malformed bytes (then 0 and ""). Never reads
+ * past n nor writes past msg_len. */
+int ss_otlp_decode_partial_success(const uint8_t *p, size_t n, int64_t *rejected, char *msg,
+                                   size_t msg_len);
+
 /* ------------------------------------------------------------------ */
 /* Retry policy                                                         */
 /* ------------------------------------------------------------------ */

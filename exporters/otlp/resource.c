@@ -81,17 +81,26 @@ int ss_otlp_parse_resource_attributes(const char *s, ss_attr **list, size_t *n) 
             rc = -ENOMEM;
             break;
         }
-        if (ke == kb || ss_otlp_percent_decode(kb, (size_t)(ke - kb), kbuf, sizeof kbuf) < 0 ||
-            ss_otlp_percent_decode(vb, (size_t)(ve - vb), vbuf, (size_t)(ve - vb) + 1) < 0) {
+        int kn = ke == kb ? -1 : ss_otlp_percent_decode(kb, (size_t)(ke - kb), kbuf, sizeof kbuf);
+        int vn = ss_otlp_percent_decode(vb, (size_t)(ve - vb), vbuf, (size_t)(ve - vb) + 1);
+        /* "%00" would cut a C string short (a key "%00x" would become an
+         * empty key): a NUL decoded anywhere is a decoding error */
+        if (kn <= 0 || vn < 0 || strlen(kbuf) != (size_t)kn || strlen(vbuf) != (size_t)vn) {
             free(vbuf);
             rc = -EINVAL;
             break;
         }
+        /* Invalid UTF-8 becomes '?' (attr_add) before keys are compared:
+         * two keys that differ only in invalid bytes are the same key
+         * once sent, and a resource must not carry a key twice. */
+        ss_utf8_fix(kbuf, (size_t)kn);
         /* a repeated key: the last one wins */
         size_t j;
         for (j = 0; j < count && strcmp(out[j].key, kbuf) != 0; j++)
             ;
         if (j < count) {
+            /* the replacing value is fixed too (it used to go out as is) */
+            ss_utf8_fix(vbuf, (size_t)vn);
             free(out[j].str);
             out[j].str = vbuf;
             continue;
