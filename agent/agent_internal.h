@@ -7,6 +7,8 @@
 void ss_exporters_forget(void);
 void ss_internal_threads_reset(void);
 void ss_mem_reset(void);
-size_t ss_mem_peak(void); /* the most ever charged at once */
+size_t ss_mem_peak(void);           /* the most held after a hand-over */
+size_t ss_mem_peak_transient(void); /* the most ever charged at once */
+void ss_mem_note_settled(void);     /* after a hand-over made room */
 
 #endif

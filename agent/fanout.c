@@ -40,6 +40,7 @@ typedef struct exporter_slot {
 
 static exporter_slot *slots[MAX_EXPORTERS];
 static int n_slots;
+static _Atomic size_t largest_round; /* bytes, for the exit report */
 
 /* ---- the queue ----------------------------------------------------- */
 
@@ -201,8 +202,12 @@ void ss_exporters_publish(ss_round *round) {
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->mu);
     }
+    size_t bytes = round->bytes;
+    if (bytes > atomic_load(&largest_round))
+        atomic_store(&largest_round, bytes);
     ss_round_unref(round);
     enforce_memory_limit();
+    ss_mem_note_settled();
     if (ss_log_enabled(SS_LOG_DEBUG))
         ss_exporters_report(SS_LOG_DEBUG);
 }
@@ -243,8 +248,11 @@ static void report_accounting(ss_log_level level) {
                (unsigned long long)refused,
                (unsigned long long)(offered > accounted ? offered - accounted : 0));
     }
-    ss_log(level, "pid %d memory: peak %zu bytes queued, limit %zu", pid, ss_mem_peak(),
-           ss_mem_limit());
+    ss_log(level,
+           "pid %d memory: peak %zu bytes queued, limit %zu (%zu transiently; largest "
+           "round %zu bytes)",
+           pid, ss_mem_peak(), ss_mem_limit(), ss_mem_peak_transient(),
+           atomic_load(&largest_round));
 }
 
 void ss_exporters_stop(uint64_t deadline_ns) {
@@ -285,5 +293,6 @@ void ss_exporters_stop(uint64_t deadline_ns) {
  * stays allocated (a child cannot know what is safe to free). */
 void ss_exporters_forget(void) {
     n_slots = 0;
+    atomic_store(&largest_round, 0);
     memset(slots, 0, sizeof slots);
 }

@@ -84,11 +84,23 @@ function accounting(stderr, pid) {
     return out;
 }
 
-// "pid P memory: peak N bytes queued, limit L"
+// "pid P memory: peak N bytes queued, limit L (T transiently; largest round R bytes)"
 function memoryLine(stderr, pid) {
-    const m = new RegExp(`pid ${pid} memory: peak (\\d+) bytes queued, limit (\\d+)`).exec(stderr);
-    return m ? {peak: Number(m[1]), limit: Number(m[2])} : null;
+    const m = new RegExp(`pid ${pid} memory: peak (\\d+) bytes queued, limit (\\d+) ` +
+        `\\((\\d+) transiently; largest round (\\d+) bytes\\)`).exec(stderr);
+    return m ? {peak: Number(m[1]), limit: Number(m[2]), transient: Number(m[3]),
+        largest: Number(m[4])} : null;
 }
 
-module.exports = {otlpLib, otlpReceiver, startCollector, runPreloaded, textFileOf, resourcePid,
+// seq -> the threads a round header counts but does not list: "<k>
+// skipped" plus "<b> blocking the signal"
+function skippedBySeq(file) {
+    const text = fs.readFileSync(file, 'utf8');
+    const out = new Map();
+    const re = /^Full thread dump stackshot round (\d+) at \S+ \(pid \d+, \d+ threads, (\d+) skipped(?:, (\d+) blocking the signal)?/gm;
+    for (const m of text.matchAll(re)) out.set(Number(m[1]), Number(m[2]) + Number(m[3] || 0));
+    return out;
+}
+
+module.exports = {skippedBySeq, otlpLib, otlpReceiver, startCollector, runPreloaded, textFileOf, resourcePid,
     accounting, memoryLine};
