@@ -25,7 +25,7 @@ typedef struct pending {
     struct pending *next;
     uint32_t records;
     size_t len, charged;
-    uint8_t bytes[];
+    uint8_t *bytes;
 } pending;
 
 typedef struct logs_state {
@@ -46,6 +46,7 @@ typedef struct logs_state {
     size_t n_pending;
     uint64_t rnd;
     int last_status;        /* to log a change of state once, not every call */
+    uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
     bool unimplemented_told, partial_told, cap_told;
 } logs_state;
 
@@ -66,6 +67,7 @@ static void pop_head(logs_state *s) {
         s->tail = NULL;
     s->n_pending--;
     ss_mem_release(p->charged);
+    free(p->bytes);
     free(p);
     s->retry = (ss_retry_state){0};
 }
@@ -84,17 +86,50 @@ static void drop_second(logs_state *s) {
     s->n_pending--;
     atomic_fetch_add(&s->stats->records_dropped, p->records);
     ss_mem_release(p->charged);
+    free(p->bytes);
     free(p);
 }
 
+/* While the backend is behind (requests wait), a new request joins the
+ * newest waiting one up to the batch limits: two serialized
+ * ExportLogsServiceRequests one after the other are one request holding
+ * the ResourceLogs of both (protobuf appends repeated fields). Without
+ * this, a backlog drains one round per call, and a backend whose calls
+ * take longer than a round's interval (a remote collector, a slow link)
+ * would never be caught up with after an outage. The request a call is
+ * sending is never touched. True when b was taken. */
+static bool merge_into_tail(logs_state *s, const ss_buf *b, uint32_t records) {
+    pending *t = s->tail;
+    if (!t || (s->inflight && t == s->head) || t->records + records > s->batch_size ||
+        t->len + b->len > SS_LOGS_MAX_REQUEST)
+        return false;
+    uint8_t *grown = realloc(t->bytes, t->len + b->len);
+    if (!grown)
+        return false;
+    t->bytes = grown;
+    memcpy(t->bytes + t->len, b->data, b->len);
+    t->len += b->len;
+    t->records += records;
+    t->charged += b->len;
+    ss_mem_charge(b->len);
+    return true;
+}
+
 static int push(logs_state *s, const ss_buf *b, uint32_t records) {
-    pending *p = malloc(sizeof *p + b->len);
-    if (!p)
+    if (merge_into_tail(s, b, records))
+        return 0;
+    pending *p = malloc(sizeof *p);
+    uint8_t *bytes = malloc(b->len ? b->len : 1);
+    if (!p || !bytes) {
+        free(p);
+        free(bytes);
         return -ENOMEM;
+    }
     p->next = NULL;
     p->records = records;
     p->len = b->len;
     p->charged = sizeof *p + b->len;
+    p->bytes = bytes;
     memcpy(p->bytes, b->data, b->len);
     ss_mem_charge(p->charged);
     if (s->tail)
@@ -262,7 +297,9 @@ static void pump(logs_state *s) {
 
 /* ---- the exporter -------------------------------------------------- */
 
-static void logs_free(logs_state *s) {
+/* Give up what is held: the call in flight is cancelled, every request
+ * still queued is counted as dropped. */
+static void abandon(logs_state *s) {
     if (s->inflight) {
         ss_grpc_result res;
         ss_grpc_result_init(&res);
@@ -272,6 +309,10 @@ static void logs_free(logs_state *s) {
     }
     while (s->head)
         drop_head(s);
+}
+
+static void logs_free(logs_state *s) {
+    abandon(s);
     ss_grpc_client_destroy(s->client);
     if (s->res_built)
         ss_otlp_resource_free(&s->res);
@@ -324,6 +365,7 @@ static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
     int rc = ss_logs_encode_pprof(&s->enc, &s->res, r, observed, &s->out);
     if (rc == -ENODATA)
         return; /* a round without threads: nothing to send */
+    s->records_taken++;
     if (rc != 0 || s->out.len > SS_LOGS_MAX_REQUEST || push(s, &s->out, 1) != 0) {
         atomic_fetch_add(&s->stats->records_dropped, 1);
         ss_warn("otlp_logs: round %" PRIu64 " could not be encoded as pprof (%s); lost",
@@ -336,13 +378,18 @@ static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
 
 static void logs_consume(void *state, ss_round *r) {
     logs_state *s = state;
+    s->rounds_consumed++;
+    if (!s->pprof)
+        s->records_taken += r->n_threads;
     /* The resource is built with the first round, not in open: a JVM agent
      * starts its exporters in Agent_OnLoad and learns the runtime's name
      * and version (process.runtime.*) only once the VM is initialised,
      * before its first round. */
     if (!s->res_built) {
         if (ss_otlp_resource_build(&s->res) != 0) {
-            atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+            /* pprof: the round is the record */
+            s->records_taken += s->pprof ? 1 : 0;
+            atomic_fetch_add(&s->stats->records_dropped, s->pprof ? 1 : r->n_threads);
             return;
         }
         s->res_built = true;
@@ -410,6 +457,11 @@ static void logs_close(void *state, uint64_t deadline_ns) {
             lost += p->records;
         ss_warn("otlp_logs: %zu records not delivered before the shutdown deadline", lost);
     }
+    abandon(s);
+    ss_info("otlp_logs: accounting: %" PRIu64 " rounds consumed, %" PRIu64
+            " records taken: %" PRIu64 " exported, %" PRIu64 " dropped, %" PRIu64 " rejected",
+            s->rounds_consumed, s->records_taken, atomic_load(&s->stats->records_exported),
+            atomic_load(&s->stats->records_dropped), atomic_load(&s->stats->records_rejected));
     logs_free(s);
 }
 

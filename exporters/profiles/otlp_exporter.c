@@ -56,6 +56,7 @@ typedef struct prof_state {
     uint64_t rnd;
     int last_status;
     bool unimplemented_told, partial_told;
+    uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
 } prof_state;
 
 static uint64_t next_rnd(prof_state *s) {
@@ -218,14 +219,17 @@ static int build_resource(prof_state *s) {
 static void prof_flush(void *owner, ss_agg *a) {
     prof_state *s = owner;
     uint64_t records = a->n_obs;
+    s->records_taken += records;
     if (build_resource(s) != 0) {
         atomic_fetch_add(&s->stats->records_dropped, records);
         return;
     }
     ss_buf_reset(&s->out);
     int rc = ss_otlp_profiles_encode(a, &s->opts, &s->out);
-    if (rc == -ENODATA)
+    if (rc == -ENODATA) {
+        atomic_fetch_add(&s->stats->records_dropped, records); /* 0 unless samples had no frames */
         return;
+    }
     if (rc != 0 || s->out.len > MAX_REQUEST) {
         ss_warn("otlp_profiles: the period's request %s; %" PRIu64 " observations lost",
                 rc ? "could not be encoded (out of memory)" : "exceeds 64 MiB", records);
@@ -316,9 +320,11 @@ static int prof_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
 
 static void prof_consume(void *state, ss_round *r) {
     prof_state *s = state;
+    s->rounds_consumed++;
     /* The resource waits for the first round: a JVM knows its runtime
      * facts (process.runtime.*) only by then. */
     if (build_resource(s) != 0) {
+        s->records_taken += r->n_threads;
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
         return;
     }
@@ -351,6 +357,12 @@ static void prof_close(void *state, uint64_t deadline_ns) {
     if (s->head)
         ss_warn("otlp_profiles: %d periods not delivered before the shutdown deadline",
                 s->n_pending);
+    while (s->head)
+        pop_head(s, true);
+    ss_info("otlp_profiles: accounting: %" PRIu64 " rounds consumed, %" PRIu64
+            " records taken: %" PRIu64 " exported, %" PRIu64 " dropped, %" PRIu64 " rejected",
+            s->rounds_consumed, s->records_taken, atomic_load(&s->stats->records_exported),
+            atomic_load(&s->stats->records_dropped), atomic_load(&s->stats->records_rejected));
     prof_free(s);
 }
 

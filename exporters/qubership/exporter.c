@@ -34,6 +34,7 @@ typedef struct qb_state {
     uint64_t next_attempt_ns;
     int64_t window_end_ms;
     uint64_t failures;
+    uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
 } qb_state;
 
 static uint64_t wall_ms(void) { return ss_wall_ns() / 1000000u; }
@@ -208,11 +209,13 @@ static void cycle(qb_state *s, uint64_t deadline) {
             if (n < 256)
                 break;
         }
+        s->records_taken += lost; /* pauses the detector could not keep */
         atomic_fetch_add(&s->stats->records_dropped, lost);
     }
     qb_session_dict_sync(&s->q);
     qb_session_flush_phrases(&s->q);
     uint64_t calls = s->q.calls_written;
+    s->records_taken += calls;
     int rc = 0;
     if (s->connected) {
         static const int order[] = {QB_TRACE, QB_CALLS, QB_XML, QB_SQL, QB_DICT, QB_SUSPEND};
@@ -256,6 +259,7 @@ static void qb_consume(void *state, ss_round *r) {
         atomic_fetch_add(&s->stats->rounds_dropped, 1); /* over the memory cap */
         return;
     }
+    s->rounds_consumed++;
     qb_map_add_round(s->map, &s->q, r);
 }
 
@@ -293,9 +297,16 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         qb_map_stats st = {0};
         s->q.calls_written = 0;
         qb_map_close_window(s->map, &s->q, &st);
+        s->records_taken += s->q.calls_written;
         atomic_fetch_add(&s->stats->records_dropped, s->q.calls_written);
         qb_client_close(&s->c, false, 0);
     }
+    ss_info("qubership: accounting: %llu rounds consumed, %llu records taken: %llu exported, "
+            "%llu dropped, %llu rejected",
+            (unsigned long long)s->rounds_consumed, (unsigned long long)s->records_taken,
+            (unsigned long long)atomic_load(&s->stats->records_exported),
+            (unsigned long long)atomic_load(&s->stats->records_dropped),
+            (unsigned long long)atomic_load(&s->stats->records_rejected));
     ss_buf_free(&s->c.out);
     qb_map_destroy(s->map);
     qb_session_free(&s->q);

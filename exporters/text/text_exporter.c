@@ -14,6 +14,7 @@ typedef struct text_state {
     ss_buf buf;
     ss_exporter_stats *stats;
     char path[1400];
+    int told_errno; /* the write error last told: a full disk is told once */
 } text_state;
 
 static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
@@ -54,9 +55,17 @@ static void text_consume(void *state, ss_round *r) {
     if (rc != 0) {
         atomic_fetch_add(&s->stats->failures, 1);
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
-        ss_warn("text: write to %s failed: %s; round %llu lost", s->path,
-                strerror(-rc), (unsigned long long)r->seq);
+        /* once per kind of failure, not once per round (counted anyway) */
+        ss_log(rc == s->told_errno ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "text: write to %s failed: %s; round %llu lost (further rounds that fail "
+               "alike are counted as dropped, not told)",
+               s->path, strerror(-rc), (unsigned long long)r->seq);
+        s->told_errno = rc;
         return;
+    }
+    if (s->told_errno) {
+        ss_info("text: writing to %s again", s->path);
+        s->told_errno = 0;
     }
     atomic_fetch_add(&s->stats->records_exported, r->n_threads);
     atomic_fetch_add(&s->stats->bytes_sent, s->buf.len);

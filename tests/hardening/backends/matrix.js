@@ -1,0 +1,359 @@
+// matrix.js: every exporter against every dead or hostile backend, with a
+// real native host (bk_host) under the agent, then the backend recovers.
+//
+//   node matrix.js [--only <substring>] [--jobs N]
+//   env: BK_HOST (the host program), STACKSHOT_LIB (libstackshot.so; unset
+//        when BK_HOST links the agent itself), QB_COLLECTOR (collector.py),
+//        PYTHON (python3)
+//
+// One case = one exporter x one mode. The host runs RUN_MS with the agent
+// sampling every 50 ms; for the first PHASE1_MS the backend misbehaves,
+// then a good server takes the same port. Asserted for every case:
+//   - the host ends normally, its exit delayed by at most the shutdown
+//     timeout (STACKSHOT_SHUTDOWN_TIMEOUT) plus slack;
+//   - its resident set grows by less than the memory bound allows;
+//   - the counters account for every round and every record:
+//     rounds in = consumed + dropped, records taken = exported + dropped
+//     + rejected (the exporter's accounting line against the counters);
+//   - no message floods the log: the same line (numbers aside) at most
+//     MAX_REPEAT times, and few lines in all;
+//   - after recovery the good server gets the host's data (its thread
+//     name), and the agent counts records exported.
+// Text cases have no backend: the output directory is unusable, and the
+// host must not notice.
+// Cases run JOBS at a time (they mostly wait); exit 0 when all pass, 1
+// otherwise, 77 when a prerequisite is missing.
+'use strict';
+
+const {spawn} = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const {GrpcServer, RawServer, freePort, RAW_MODES, GRPC_MODES} = require('./hostile.js');
+
+const RUN_MS = Number(process.env.BK_RUN_MS || 7000);
+const PHASE1_MS = Number(process.env.BK_PHASE1_MS || 3000);
+const SHUTDOWN_MS = 1000;
+const EXIT_SLACK_MS = 1500;
+const MAX_MEMORY = 4 << 20;
+const RSS_SLACK_KB = 24 * 1024;
+const MAX_REPEAT = 3;
+const MAX_LINES = 24;
+const NEEDLE = Buffer.from('bk-worker');
+// what the exporters say when a backend fails them
+const FAILURE_LINE = /export to .* failed|reconnecting in/;
+const NEEDLE16 = Buffer.from('bk-worker', 'utf16le').swap16(); // Java's writeChars
+
+const HOST = process.env.BK_HOST;
+const LIB = process.env.STACKSHOT_LIB || '';
+const COLLECTOR = process.env.QB_COLLECTOR;
+const PYTHON = process.env.PYTHON || 'python3';
+
+function sleep(ms) {
+    return new Promise((r) => setTimeout(r, ms));
+}
+
+// ---- the qubership collector (tests/qubership/collector.py) -----------
+
+class Collector {
+    constructor(dir) {
+        this.dir = dir;
+    }
+    start(port) {
+        return new Promise((resolve, reject) => {
+            this.proc = spawn(PYTHON, [COLLECTOR, '--port', String(port), '--out', this.dir],
+                {stdio: ['ignore', 'pipe', 'inherit']});
+            this.proc.on('error', reject);
+            this.proc.stdout.once('data', (d) => {
+                this.port = Number(String(d).trim());
+                resolve(this.port);
+            });
+        });
+    }
+    // Rolling files the collector wrote (modified after `since`, ms) that
+    // hold `needle`.
+    delivered(needle, since = 0) {
+        if (!fs.existsSync(this.dir)) return [];
+        return fs.readdirSync(this.dir).filter((f) => {
+            const p = path.join(this.dir, f);
+            return f.endsWith('.bin') && fs.statSync(p).mtimeMs >= since &&
+                fs.readFileSync(p).includes(needle);
+        });
+    }
+    async close() {
+        if (!this.proc || this.proc.exitCode !== null) return;
+        const gone = new Promise((r) => this.proc.once('exit', r));
+        this.proc.kill('SIGKILL');
+        await gone;
+    }
+}
+
+// ---- backends per exporter ---------------------------------------------
+
+// The good server behind a case: a gRPC server, or the qubership test
+// collector (started once per case, before the host: Python takes a while
+// to start on a busy machine). Raw modes front it where they need one, and
+// after recovery a transparent proxy on the case's port leads to it.
+async function goodServer(exporter, dir) {
+    const srv = exporter === 'qubership' ? new Collector(path.join(dir, 'good'))
+        : new GrpcServer('ok');
+    await srv.start(0);
+    return srv;
+}
+
+// The misbehaving backend on `port`; returns {close()}.
+async function hostile(mode, port, upstream) {
+    const srv = GRPC_MODES.includes(mode) ? new GrpcServer(mode) : new RawServer(mode, upstream);
+    await srv.start(port);
+    return srv;
+}
+
+// After recovery: the good server on the case's port.
+async function recovered(port, upstream) {
+    const srv = new RawServer('pass', upstream);
+    for (let i = 0; ; i++) {
+        try {
+            await srv.start(port);
+            return srv;
+        } catch (e) {
+            if (i > 20) throw e; // the port is still held: try again shortly
+            await sleep(100);
+        }
+    }
+}
+
+function envFor(exporter, port, dir) {
+    const env = {
+        ...process.env,
+        SPLUNK_PROFILER_ENABLED: 'true',
+        STACKSHOT_EXPORTERS: exporter,
+        SPLUNK_PROFILER_CALL_STACK_INTERVAL: '50',
+        STACKSHOT_SHUTDOWN_TIMEOUT: String(SHUTDOWN_MS),
+        STACKSHOT_MAX_MEMORY: String(MAX_MEMORY),
+        STACKSHOT_LOG_LEVEL: process.env.BK_LOG_LEVEL || 'info',
+        STACKSHOT_OUTPUT_DIR: path.join(dir, 'out'),
+        OTEL_SERVICE_NAME: 'bk-host',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: '2000',
+        STACKSHOT_OTLP_RETRY_INITIAL: '200',
+        STACKSHOT_OTLP_RETRY_MAX: '1000',
+        STACKSHOT_PROFILES_PERIOD: '1',
+        REMOTE_DUMP_HOST: '127.0.0.1',
+        REMOTE_DUMP_PORT_PLAIN: String(port),
+        STACKSHOT_QUBERSHIP_WINDOW: '1',
+        STACKSHOT_QUBERSHIP_RECONNECT: '300',
+        STACKSHOT_QUBERSHIP_TIMEOUT: '1000',
+    };
+    if (LIB) env.LD_PRELOAD = LIB;
+    return env;
+}
+
+// ---- one run of the host -------------------------------------------------
+
+// Runs the host; resolves {code, signal, stdout, stderr, opsAt, endAt}.
+// The promise has stderrSoFar() for watching the run.
+function runHost(env, args) {
+    const out = {stdout: '', stderr: '', opsAt: 0, start: Date.now()};
+    const done = new Promise((resolve) => {
+        const p = spawn(HOST, args, {env, stdio: ['ignore', 'pipe', 'pipe']});
+        p.stdout.on('data', (d) => {
+            out.stdout += d;
+            if (!out.opsAt && out.stdout.includes('\n')) out.opsAt = Date.now();
+        });
+        p.stderr.on('data', (d) => (out.stderr += d));
+        // a hang is a failure, not a stuck test
+        const kill = setTimeout(() => p.kill('SIGKILL'), RUN_MS + 20000);
+        p.on('close', (code, signal) => {
+            clearTimeout(kill);
+            resolve({...out, code, signal, endAt: Date.now()});
+        });
+    });
+    done.stderrSoFar = () => out.stderr;
+    return done;
+}
+
+function parseCounters(stderr, exporter) {
+    const re = new RegExp(`stackshot: ${exporter}: rounds (\\d+) in, (\\d+) dropped; records ` +
+        '(\\d+) exported, (\\d+) dropped, (\\d+) rejected; (\\d+) retries, (\\d+) failures');
+    const m = stderr.match(re);
+    if (!m) return null;
+    const [inn, rdrop, exp, drop, rej, retries, failures] = m.slice(1).map(Number);
+    return {in: inn, roundsDropped: rdrop, exported: exp, dropped: drop, rejected: rej, retries,
+        failures};
+}
+
+function parseAccounting(stderr, exporter) {
+    const m = stderr.match(new RegExp(`stackshot: ${exporter}: accounting: (\\d+) rounds ` +
+        'consumed, (\\d+) records taken'));
+    return m ? {consumed: Number(m[1]), taken: Number(m[2])} : null;
+}
+
+// Lines of the agent, each normalised (numbers out) and counted.
+function floods(stderr) {
+    const lines = stderr.split('\n').filter((l) => l.startsWith('stackshot:'));
+    const seen = new Map();
+    for (const l of lines) {
+        const k = l.replace(/[0-9]+/g, 'N');
+        seen.set(k, (seen.get(k) || 0) + 1);
+    }
+    const repeated = [...seen].filter(([, n]) => n > MAX_REPEAT);
+    return {lines: lines.length, repeated};
+}
+
+async function runCase(c) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bk-${c.exporter}-${c.mode}-`));
+    const port = await freePort();
+    const problems = [];
+    const env = envFor(c.exporter, port, dir);
+    if (c.setup) c.setup(env, dir);
+    let bad = null, goodSrv = null, front = null;
+    if (c.exporter !== 'text') {
+        goodSrv = await goodServer(c.exporter, dir);
+        bad = await hostile(c.mode, port, goodSrv.port);
+    }
+    const run = runHost(env, [String(RUN_MS), '1', '16', '24']);
+    let recoveredAt = 0;
+    if (bad) {
+        // the hostile phase lasts until the exporter has met it (on a busy
+        // machine the first round may come late), but leaves time to recover
+        const t0 = Date.now();
+        const met = () => FAILURE_LINE.test(run.stderrSoFar()) ||
+            (c.mode === 'grpc-badproto' && bad.accepted > 0);
+        while (Date.now() - t0 < RUN_MS - 3000 && (Date.now() - t0 < PHASE1_MS || !met()))
+            await sleep(100);
+        await bad.close();
+        front = await recovered(port, goodSrv.port);
+        recoveredAt = Date.now();
+    }
+    const r = await run;
+    if (front) {
+        await sleep(200);
+        await front.close();
+    }
+
+    // the host ends normally and in time
+    if (r.code !== 0) problems.push(`host exited with ${r.code ?? r.signal}`);
+    const m = r.stdout.match(/ops (\d+) run_ms (\d+) rss_early_kb (-?\d+) rss_end_kb (-?\d+)/);
+    if (!m) problems.push('host printed no ops line');
+    const exitDelay = r.opsAt ? r.endAt - r.opsAt : -1;
+    if (exitDelay > SHUTDOWN_MS + EXIT_SLACK_MS)
+        problems.push(`exit took ${exitDelay} ms after the run (shutdown timeout ${SHUTDOWN_MS})`);
+    // memory stays bounded
+    let growKb = 0;
+    if (m) {
+        growKb = Number(m[4]) - Number(m[3]);
+        if (growKb > MAX_MEMORY / 1024 + RSS_SLACK_KB)
+            problems.push(`resident set grew by ${growKb} kB during the run`);
+    }
+    // counters account for every round and record
+    const ctr = parseCounters(r.stderr, c.exporter);
+    const acc = parseAccounting(r.stderr, c.exporter);
+    if (!ctr) {
+        problems.push('no counters line');
+    } else {
+        if (c.disabled) {
+            if (ctr.in !== 0) problems.push(`${ctr.in} rounds went to a disabled exporter`);
+        } else if (ctr.in < 10) { // a busy machine may starve the sampler
+            problems.push(`only ${ctr.in} rounds reached the exporter`);
+        }
+        if (c.exporter !== 'text') {
+            if (!acc) {
+                problems.push('no accounting line');
+            } else {
+                if (acc.consumed + ctr.roundsDropped !== ctr.in)
+                    problems.push(`rounds: ${ctr.in} in != ${acc.consumed} consumed + ` +
+                        `${ctr.roundsDropped} dropped`);
+                const out = ctr.exported + ctr.dropped + ctr.rejected;
+                if (acc.taken !== out)
+                    problems.push(`records: ${acc.taken} taken != ${out} exported+dropped+rejected`);
+            }
+        } else if (c.writes && ctr.exported + ctr.dropped === 0) {
+            problems.push('text: no record counted');
+        }
+    }
+    // the hostile phase was met and counted
+    if (bad && ctr && ctr.failures === 0 && c.mode !== 'grpc-badproto')
+        problems.push('no failure counted: the exporter never met the hostile backend');
+    // one line per failure kind, not one per round
+    const peak = r.stderr.match(/memory: peak (\d+) bytes queued, limit (\d+)/);
+    if (peak && Number(peak[1]) > Number(peak[2]) * 1.5)
+        problems.push(`agent memory peaked at ${peak[1]} bytes, limit ${peak[2]}`);
+    const fl = floods(r.stderr);
+    if (fl.lines > MAX_LINES) problems.push(`${fl.lines} log lines`);
+    for (const [k, n] of fl.repeated) problems.push(`log line repeated ${n} times: ${k}`);
+    if (c.expectLine && !c.expectLine.test(r.stderr))
+        problems.push(`missing the line ${c.expectLine}`);
+    // recovery
+    if (goodSrv) {
+        const got = goodSrv.delivered(c.exporter === 'qubership' ? NEEDLE16 : NEEDLE, recoveredAt);
+        if (!got.length) problems.push('nothing of the host reached the good server after recovery');
+        if (ctr && ctr.exported === 0) problems.push('no record counted as exported');
+        await goodSrv.close();
+    }
+    const summary = `${c.exporter}/${c.mode}: exit +${exitDelay} ms, rss +${growKb} kB, ` +
+        (ctr ? `rounds ${ctr.in} in/${ctr.roundsDropped} dropped, records ` +
+            `${ctr.exported} exported/${ctr.dropped} dropped, ${ctr.failures} failures` : '') +
+        `, ${fl.lines} log lines`;
+    if (problems.length || process.env.BK_VERBOSE) {
+        console.log(`${problems.length ? 'FAIL' : 'ok  '} ${summary}\n  - ${problems.join('\n  - ')}\n  stderr:\n` +
+            r.stderr.split('\n').map((l) => '    ' + l).join('\n'));
+    } else {
+        console.log(`ok   ${summary}`);
+        fs.rmSync(dir, {recursive: true, force: true});
+    }
+    return problems.length === 0;
+}
+
+function cases() {
+    const list = [];
+    for (const exporter of ['otlp_logs', 'otlp_profiles', 'qubership'])
+        for (const mode of RAW_MODES.concat(exporter === 'qubership' ? [] : GRPC_MODES))
+            list.push({exporter, mode});
+    // text: the output directory cannot be used
+    list.push({exporter: 'text', mode: 'proc-dir',
+        setup: (env) => (env.STACKSHOT_OUTPUT_DIR = '/proc/self/stackshot-out'),
+        disabled: true, expectLine: /exporter disabled/});
+    list.push({exporter: 'text', mode: 'file-as-dir', disabled: true, setup: (env, dir) => {
+        fs.writeFileSync(path.join(dir, 'file'), 'x');
+        env.STACKSHOT_OUTPUT_DIR = path.join(dir, 'file', 'out');
+    }, expectLine: /exporter disabled/});
+    // text: every write fails (file size limit, SIGXFSZ ignored by the host)
+    list.push({exporter: 'text', mode: 'full', writes: true, setup: (env) => {
+        env.BK_FSIZE_LIMIT = '4096';
+    }, expectLine: /text: write to .* failed/});
+    return list;
+}
+
+async function main() {
+    let only = null, jobs = Number(process.env.BK_JOBS || 4);
+    for (let i = 2; i < process.argv.length; i++) {
+        if (process.argv[i] === '--only') only = process.argv[++i];
+        else if (process.argv[i] === '--jobs') jobs = Number(process.argv[++i]);
+    }
+    if (!HOST || !fs.existsSync(HOST)) {
+        console.log('SKIP: BK_HOST not set or missing');
+        process.exit(77);
+    }
+    let todo = cases().filter((c) => !only || `${c.exporter}/${c.mode}`.includes(only));
+    if (!COLLECTOR || !fs.existsSync(COLLECTOR)) {
+        console.log('note: QB_COLLECTOR missing: qubership cases skipped');
+        todo = todo.filter((c) => c.exporter !== 'qubership');
+    }
+    const start = Date.now();
+    let failed = 0, next = 0;
+    async function worker() {
+        while (next < todo.length) {
+            const c = todo[next++];
+            if (!(await runCase(c))) failed++;
+        }
+    }
+    await Promise.all(Array.from({length: Math.min(jobs, todo.length)}, worker));
+    console.log(`${todo.length - failed}/${todo.length} cases passed in ` +
+        `${((Date.now() - start) / 1000).toFixed(1)} s`);
+    process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+});
