@@ -165,24 +165,20 @@ static void enforce_cap(logs_state *s) {
 
 static void on_response(logs_state *s, const ss_grpc_result *res, uint32_t records) {
     uint64_t rejected = 0;
-    Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceResponse *resp =
-        opentelemetry__proto__collector__logs__v1__export_logs_service_response__unpack(
-            NULL, res->response.len, (const uint8_t *)res->response.data);
-    if (resp && resp->partial_success) {
-        const char *msg = resp->partial_success->error_message;
-        int64_t n = resp->partial_success->rejected_log_records;
+    int64_t n;
+    char msg[200];
+    /* the answer's bytes, decoded by the fuzzed pure decoder (response.c) */
+    if (ss_otlp_decode_partial_success((const uint8_t *)res->response.data, res->response.len,
+                                       &n, msg, sizeof msg) == 0) {
         rejected = n > 0 ? ((uint64_t)n > records ? records : (uint64_t)n) : 0;
-        if (rejected || (msg && *msg)) {
+        if (rejected || msg[0]) {
             ss_log(s->partial_told ? SS_LOG_DEBUG : SS_LOG_WARN,
                    "otlp_logs: the backend accepted a batch partially: %" PRIu64
                    " of %u records rejected (%s); not retried",
-                   rejected, records, msg && *msg ? msg : "no message");
+                   rejected, records, msg[0] ? msg : "no message");
             s->partial_told = true;
         }
     }
-    if (resp)
-        opentelemetry__proto__collector__logs__v1__export_logs_service_response__free_unpacked(
-            resp, NULL);
     atomic_fetch_add(&s->stats->records_rejected, rejected);
     atomic_fetch_add(&s->stats->records_exported, records - rejected);
 }
