@@ -79,6 +79,11 @@ def lines_with(text, needle):
     return [l for l in text.splitlines() if needle in l]
 
 
+def agent_lines(text):
+    """The agent's lines (a sanitizer runtime may print its own reports)."""
+    return [l for l in text.splitlines() if l.startswith("stackshot:")]
+
+
 TAKEOVER = "installed its own handler for signal"
 
 if case == "late":
@@ -87,7 +92,7 @@ if case == "late":
     r = result(p, "late")
     rs = rounds()
     check(len(lines_with(p.stderr, TAKEOVER)) == 1, "one line about the takeover expected: %r" % p.stderr)
-    check(len(p.stderr.strip().splitlines()) == 1, "nothing else on stderr: %r" % p.stderr)
+    check(len(agent_lines(p.stderr)) == 1, "no other agent line: %r" % p.stderr)
     check(len(rs) >= 3, "sampled before the takeover: %d rounds" % len(rs))
     check(any("host-busy" in x["threads"] for x in rs), "host-busy sampled before the takeover")
     # signals of the round in flight at the sigaction (one per thread) may
@@ -127,7 +132,7 @@ elif case == "prof":
           (got.get("ticks_per_cpu_s", 0), base.get("ticks_per_cpu_s", 0), ratio))
     check(0.8 <= ratio <= 1.2, "tick rate ratio %.2f" % ratio)
     check(got.get("agent_signals", 1) == 0, "the host's SIGPROF handler got agent signals")
-    check(p.stderr.strip() == "", "no agent line expected: %r" % p.stderr)
+    check(not agent_lines(p.stderr), "no agent line expected: %r" % p.stderr)
     check(len(rs) >= 30 / scale, "the agent sampled: %d rounds" % len(rs))
     check(any("spin_for_prof" in f for x in rs for f in x["threads"].get("ss_sig_host", [])),
           "main sampled in spin_for_prof")
@@ -138,7 +143,7 @@ elif case == "prof_signal":
     p = run(["prof"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10", "STACKSHOT_SIGNAL": "SIGPROF"})
     got = result(p, "prof")
     check(len(lines_with(p.stderr, TAKEOVER)) == 1, "one line about SIGPROF expected: %r" % p.stderr)
-    check(len(p.stderr.strip().splitlines()) == 1, "nothing else on stderr: %r" % p.stderr)
+    check(len(agent_lines(p.stderr)) == 1, "no other agent line: %r" % p.stderr)
     check(got.get("agent_signals", 99) <= 3, "agent signals reached the host: %s" % got.get("agent_signals"))
     check(got.get("ticks_per_cpu_s", 0) >= 50, "the host's profiler still ticks: %s" % got.get("ticks_per_cpu_s"))
 
