@@ -51,11 +51,13 @@ typedef struct prof_state {
     ss_retry_policy policy;
     ss_retry_state retry;
     uint64_t not_before_ns;
+    ss_grpc_call *inflight; /* the call sending the head, or NULL */
     pending *head, *tail;
     int n_pending;
     uint64_t rnd;
     int last_status;
     bool unimplemented_told, partial_told;
+    bool backlog_told; /* "dropping the oldest" said in this outage */
     uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
 } prof_state;
 
@@ -77,6 +79,18 @@ static void pop_head(prof_state *s, bool dropped) {
     ss_mem_release(sizeof *p + p->len);
     free(p);
     s->retry = (ss_retry_state){0};
+}
+
+/* Drop the period after the head (the head is in flight; MAX_PENDING >= 2). */
+static void drop_second(prof_state *s) {
+    pending *p = s->head->next;
+    s->head->next = p->next;
+    if (s->tail == p)
+        s->tail = s->head;
+    s->n_pending--;
+    atomic_fetch_add(&s->stats->records_dropped, p->records);
+    ss_mem_release(sizeof *p + p->len);
+    free(p);
 }
 
 /* ExportProfilesServiceResponse{partial_success=1{rejected_profiles=1,
@@ -139,23 +153,21 @@ static void tell_failure(prof_state *s, const ss_grpc_result *res, const char *w
     s->last_status = res->status;
 }
 
-static bool send_head(prof_state *s, uint64_t now, uint64_t cap_ns) {
+/* The head's call ended with *res: count it, pop or drop the head, or
+ * schedule a retry. True when the FIFO may go on at once. */
+static bool head_done(prof_state *s, const ss_grpc_result *res) {
     pending *p = s->head;
-    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
-    if (cap_ns && (!deadline || deadline > cap_ns))
-        deadline = cap_ns;
-    ss_grpc_result res;
-    ss_grpc_result_init(&res);
-    int st = ss_grpc_unary(s->client, s->method, p->bytes, p->len, deadline, &res);
+    int st = res->status;
     bool go_on = true;
     if (st == SS_GRPC_OK) {
         if (s->last_status != SS_GRPC_OK)
             ss_info("otlp_profiles: delivering to %s again", s->ep.url);
         s->last_status = SS_GRPC_OK;
+        s->backlog_told = false;
         atomic_fetch_add(&s->stats->bytes_sent, p->len);
         int64_t rejected;
         char msg[200];
-        partial_success((const uint8_t *)res.response.data, res.response.len, &rejected, msg,
+        partial_success((const uint8_t *)res->response.data, res->response.len, &rejected, msg,
                         sizeof msg);
         if (rejected > 0 || msg[0]) {
             ss_log(s->partial_told ? SS_LOG_DEBUG : SS_LOG_WARN,
@@ -172,28 +184,83 @@ static bool send_head(prof_state *s, uint64_t now, uint64_t cap_ns) {
         atomic_fetch_add(&s->stats->failures, 1);
         uint64_t delay;
         char what[96];
-        bool retryable = ss_otlp_retryable(st, res.has_retry_delay);
+        bool retryable = ss_otlp_retryable(st, res->has_retry_delay);
         if (retryable &&
-            ss_retry_next(&s->policy, &s->retry, res.retry_delay_ns, next_rnd(s), &delay)) {
+            ss_retry_next(&s->policy, &s->retry, res->retry_delay_ns, next_rnd(s), &delay)) {
             snprintf(what, sizeof what, "retrying in %" PRIu64 " ms", delay / 1000000);
-            tell_failure(s, &res, what);
+            tell_failure(s, res, what);
             atomic_fetch_add(&s->stats->retries, 1);
             s->not_before_ns = ss_mono_ns() + delay;
             go_on = false;
         } else {
             snprintf(what, sizeof what, "dropping the profiles of the period");
-            tell_failure(s, &res, what);
+            tell_failure(s, res, what);
             pop_head(s, true);
         }
     }
+    return go_on;
+}
+
+/* Start the head's call; its deadline is the export timeout, capped by
+ * cap_ns (shutdown) when given. The call runs in gRPC's threads: this
+ * exporter thread only looks at it (poll_inflight), so a backend that
+ * never answers holds neither the rounds queued behind it nor the exit. */
+static bool start_head(prof_state *s, uint64_t cap_ns) {
+    pending *p = s->head;
+    uint64_t now = ss_mono_ns();
+    uint64_t deadline = s->ep.timeout_ms ? now + (uint64_t)s->ep.timeout_ms * 1000000ull : 0;
+    if (cap_ns && (!deadline || deadline > cap_ns))
+        deadline = cap_ns;
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    s->inflight = ss_grpc_call_start(s->client, s->method, p->bytes, p->len, deadline, &res);
+    if (!s->inflight)
+        head_done(s, &res);
+    ss_grpc_result_free(&res);
+    return s->inflight != NULL;
+}
+
+/* Wait at most wait_ns for the call in flight; true when it ended and the
+ * FIFO may go on. */
+static bool poll_inflight(prof_state *s, uint64_t wait_ns) {
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    if (!ss_grpc_call_poll(s->client, s->inflight, wait_ns, &res)) {
+        ss_grpc_result_free(&res);
+        return false;
+    }
+    s->inflight = NULL;
+    bool go_on = head_done(s, &res);
     ss_grpc_result_free(&res);
     return go_on;
 }
 
+/* A loopback answer takes a millisecond or so; a slower one is looked at
+ * again by the next tick or round. */
+#define POLL_NS 20000000ull
+
 static void pump(prof_state *s) {
-    while (s->head && ss_mono_ns() >= s->not_before_ns)
-        if (!send_head(s, ss_mono_ns(), 0))
-            break;
+    for (;;) {
+        if (s->inflight) {
+            if (!poll_inflight(s, POLL_NS))
+                return;
+            continue;
+        }
+        if (!s->head || ss_mono_ns() < s->not_before_ns)
+            return;
+        start_head(s, 0);
+    }
+}
+
+/* End the call in flight, if any (its period stays queued). */
+static void cancel_inflight(prof_state *s) {
+    if (!s->inflight)
+        return;
+    ss_grpc_result res;
+    ss_grpc_result_init(&res);
+    ss_grpc_call_cancel(s->client, s->inflight, &res);
+    ss_grpc_result_free(&res);
+    s->inflight = NULL;
 }
 
 static int build_resource(prof_state *s) {
@@ -253,13 +320,21 @@ static void prof_flush(void *owner, ss_agg *a) {
     s->tail = p;
     s->n_pending++;
     while (s->n_pending > MAX_PENDING) {
-        ss_warn("otlp_profiles: %d periods wait for %s; dropping the oldest", s->n_pending,
-                s->ep.url);
-        pop_head(s, true);
+        /* told once per outage (the counters have every drop) */
+        ss_log(s->backlog_told ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "otlp_profiles: %d periods wait for %s; dropping the oldest (and so on, "
+               "counted, until it takes data again)",
+               s->n_pending, s->ep.url);
+        s->backlog_told = true;
+        if (s->inflight)
+            drop_second(s); /* the head is being sent */
+        else
+            pop_head(s, true);
     }
 }
 
 static void prof_free(prof_state *s) {
+    cancel_inflight(s);
     while (s->head)
         pop_head(s, true);
     ss_grpc_client_destroy(s->client);
@@ -352,8 +427,13 @@ static void prof_close(void *state, uint64_t deadline_ns) {
             ss_sleep_ns(s->not_before_ns - now);
             continue;
         }
-        send_head(s, now, deadline_ns);
+        if (s->inflight) {
+            poll_inflight(s, deadline_ns - now);
+            continue;
+        }
+        start_head(s, deadline_ns);
     }
+    cancel_inflight(s);
     if (s->head)
         ss_warn("otlp_profiles: %d periods not delivered before the shutdown deadline",
                 s->n_pending);

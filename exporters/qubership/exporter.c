@@ -30,6 +30,7 @@ typedef struct qb_state {
     char service[256];
     char ns[256];
     uint32_t window_ms, reconnect_ms, interval_ms;
+    uint32_t io_budget_ms; /* a cycle's I/O at most: the shutdown timeout (>= 500 ms) */
     bool connected, blacklisted;
     uint64_t next_attempt_ns;
     int64_t window_end_ms;
@@ -52,6 +53,7 @@ static void read_config(qb_state *s, const ss_config *cfg) {
     uint32_t timeout = (uint32_t)ss_config_int("STACKSHOT_QUBERSHIP_TIMEOUT", 30000, 100, 600000);
     qb_client_init(&s->c, timeout, s->stats);
     s->interval_ms = cfg ? cfg->interval_ms : 1000;
+    s->io_budget_ms = cfg && cfg->shutdown_ms > 500 ? cfg->shutdown_ms : 500;
     /* The Java agent's names: POD_NAME or the host name, "_" and the agent
      * start in epoch ms; MICROSERVICE_NAME; CLOUD_NAMESPACE. */
     const char *pod = ss_config_str("POD_NAME", "");
@@ -235,8 +237,14 @@ static void cycle(qb_state *s, uint64_t deadline) {
 }
 
 static uint64_t cycle_deadline(const qb_state *s) {
-    /* a cycle may take at most one window's time for its I/O */
-    return ss_mono_ns() + (uint64_t)s->window_ms * 1000000u;
+    /* A cycle may take at most one window's time for its I/O, and never
+     * longer than the shutdown timeout: the exit cannot interrupt a cycle
+     * (it waits for this thread to come back from consume or tick), so a
+     * collector that accepts and then says nothing would otherwise hold
+     * this thread, and the rounds queued behind it, past the exit's
+     * deadline (they were abandoned there, unaccounted for). */
+    uint64_t ms = s->window_ms < s->io_budget_ms ? s->window_ms : s->io_budget_ms;
+    return ss_mono_ns() + ms * 1000000u;
 }
 
 static void qb_consume(void *state, ss_round *r) {
