@@ -32,6 +32,7 @@ static const char *const known_keys[] = {
     "STACKSHOT_SIGNAL_TIMEOUT",
     "STACKSHOT_UNWIND",
     "STACKSHOT_SHUTDOWN_TIMEOUT",
+    "STACKSHOT_CORE", /* read by the loader (loader/loader.c) */
     "STACKSHOT_SYMBOLS_DEBUGINFO",
     "STACKSHOT_SYMBOLS_CACHE",
     "STACKSHOT_JVMTI_STACKS",

@@ -1,12 +1,21 @@
 /* preload.c: starting by itself in a native process (LD_PRELOAD).
  *
- * The constructor runs when the library is loaded. It does nothing at all
- * (no thread, no signal handler, no allocation) unless
- * SPLUNK_PROFILER_ENABLED is true, and nothing in a JVM, where the agent
- * starts from Agent_OnLoad / Agent_OnAttach instead (see ss_process_is_jvm).
- * The destructor runs at exit and flushes within the shutdown deadline. */
+ * The library the host loads is the loader (loader/loader.c): it has no
+ * dependency but libc and loads this core only when the agent is enabled
+ * (or asked for by -agentpath / stackshot_start). Once the core is loaded
+ * and its allocator handed over, the loader calls ss_preload_autostart,
+ * which does what the preload constructor did before the split: nothing
+ * unless SPLUNK_PROFILER_ENABLED is true, and nothing in a JVM, where the
+ * agent starts from Agent_OnLoad / Agent_OnAttach instead (see
+ * ss_process_is_jvm).
+ *
+ * The destructor stays here, in the core: the dynamic linker finalizes an
+ * object before its dependencies, so the agent flushes (within the
+ * shutdown deadline) while gRPC and the other libraries it uses are still
+ * alive. */
 #include "agent_internal.h"
 #include "../samplers/ss_samplers.h"
+#include "loader/ss_core_api.h"
 #include "stackshot.h"
 
 #include <stdlib.h>
@@ -17,7 +26,7 @@ static bool enabled_in_env(void) {
     return v && *v; /* the full parse (and its error line) is in ss_config_load */
 }
 
-__attribute__((constructor)) static void ss_preload_start(void) {
+void ss_preload_autostart(void) {
     if (!enabled_in_env() || ss_process_is_jvm())
         return;
     ss_config cfg;

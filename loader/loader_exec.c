@@ -1,5 +1,6 @@
-/* exec_guard.c: the exec family, wrapped so that an exec ends the agent
- * as an exit would.
+/* loader_exec.c: the exec family, wrapped so that an exec ends the agent
+ * as an exit would (in the loader, libstackshot.so; it was
+ * agent/exec_guard.c before the split).
  *
  * exec runs no destructor: rounds still queued would be lost. And pending
  * signals survive execve() while handlers are reset to SIG_DFL, whose
@@ -11,13 +12,14 @@
  * the exec fails the agent starts again.
  *
  * These are the only symbols besides the public API and the JVMTI entry
- * points that the library exports (stackshot.map). Inside a JVM the
+ * points that the library exports (stackshot.map). With no core loaded
+ * (agent disabled) each is a plain call of libc's. Inside a JVM the
  * library is loaded with dlopen and interposes nothing; the JVMTI sampler
  * sends no signals, so nothing is needed there. posix_spawn() and
  * system() exec in a new process through glibc's internal execve and are
  * not affected: our signals go only to the threads of this process. */
 
-#include "agent/ss_agent.h"
+#include "loader/ss_loader.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -34,6 +36,19 @@ typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
+/* Stop the agent before the exec: true if it was running (and must be
+ * restarted should the exec fail). */
+static bool exec_begin(void) {
+    const ss_core_api *api = ss_loader_core();
+    return api && api->exec_begin();
+}
+
+static void exec_failed(void) {
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->exec_failed();
+}
+
 /* The next definition of `name` (libc's). Looked up on first use: the
  * library's constructor must not do work when the agent is disabled. */
 static void *real(const char *name) {
@@ -47,11 +62,11 @@ SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execve")))
         return -1;
-    bool stopped = ss_agent_exec_begin();
+    bool stopped = exec_begin();
     int rc = fn(path, argv, envp);
     int saved = errno;
     if (stopped)
-        ss_agent_exec_failed();
+        exec_failed();
     errno = saved;
     return rc;
 }
@@ -60,11 +75,11 @@ SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execvpe")))
         return -1;
-    bool stopped = ss_agent_exec_begin();
+    bool stopped = exec_begin();
     int rc = fn(file, argv, envp);
     int saved = errno;
     if (stopped)
-        ss_agent_exec_failed();
+        exec_failed();
     errno = saved;
     return rc;
 }
@@ -73,11 +88,11 @@ SS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     static fexecve_fn fn;
     if (!fn && !(fn = (fexecve_fn)real("fexecve")))
         return -1;
-    bool stopped = ss_agent_exec_begin();
+    bool stopped = exec_begin();
     int rc = fn(fd, argv, envp);
     int saved = errno;
     if (stopped)
-        ss_agent_exec_failed();
+        exec_failed();
     errno = saved;
     return rc;
 }

@@ -1,0 +1,82 @@
+/* core_entry.c: the one symbol libstackshot-core.so exports to its loader.
+ *
+ * ss_core_entry_v1 takes the host's allocator, installs it (before this
+ * call only the dependencies' constructors have run, on the bootstrap
+ * arena of core_alloc.c) and returns the table of entry points the
+ * loader's stubs forward to. Everything else in the core is local (see
+ * loader/core.map). */
+#include "loader/ss_core_api.h"
+#include "agent/ss_agent.h"
+#include "stackshot.h"
+
+#include <jvmti.h> /* declares Agent_OnLoad and friends */
+#include <stdatomic.h>
+
+static const char *why_not_deepbind; /* a string literal of the loader */
+static bool deepbind;
+static atomic_flag told = ATOMIC_FLAG_INIT;
+
+/* One debug line on how the core was loaded, once the configuration (and
+ * with it the log level) is known. */
+static void tell_once(void) {
+    if (atomic_flag_test_and_set(&told))
+        return;
+    if (deepbind)
+        ss_debug("core loaded isolated (RTLD_DEEPBIND); its libraries' constructors "
+                 "took %zu bytes of the bootstrap arena", ss_core_alloc_arena_used());
+    else
+        ss_debug("core loaded without RTLD_DEEPBIND (%s): its libraries may bind "
+                 "to the host's symbols of the same names",
+                 why_not_deepbind ? why_not_deepbind : "unknown");
+}
+
+static void autostart(void) {
+    ss_preload_autostart();
+    if (ss_agent_running())
+        tell_once();
+}
+
+static int start(void) {
+    int rc = stackshot_start();
+    tell_once();
+    return rc;
+}
+
+static int onload(void *vm, char *options, void *reserved) {
+    int rc = Agent_OnLoad((JavaVM *)vm, options, reserved);
+    tell_once();
+    return rc;
+}
+
+static int onattach(void *vm, char *options, void *reserved) {
+    int rc = Agent_OnAttach((JavaVM *)vm, options, reserved);
+    tell_once();
+    return rc;
+}
+
+static void onunload(void *vm) { Agent_OnUnload((JavaVM *)vm); }
+
+static const ss_core_api api = {
+    .size = sizeof(ss_core_api),
+    .autostart = autostart,
+    .start = start,
+    .stop = stackshot_stop,
+    .set_span_context = stackshot_set_span_context,
+    .clear_span_context = stackshot_clear_span_context,
+    .agent_onload = onload,
+    .agent_onattach = onattach,
+    .agent_onunload = onunload,
+    .exec_begin = ss_agent_exec_begin,
+    .exec_failed = ss_agent_exec_failed,
+};
+
+__attribute__((visibility("default"))) const ss_core_api *
+ss_core_entry_v1(const ss_core_host *host) {
+    if (!host || host->size < sizeof(ss_core_host))
+        return NULL;
+    if (ss_core_alloc_install(&host->alloc) != 0)
+        return NULL;
+    deepbind = host->deepbind;
+    why_not_deepbind = host->why_not_deepbind;
+    return &api;
+}

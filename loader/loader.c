@@ -1,0 +1,221 @@
+/* loader.c: libstackshot.so, the library the host loads.
+ *
+ * It depends on libc only and exports exactly the entry points of
+ * stackshot.map: the public API (include/stackshot.h), the JVMTI entry
+ * points and the exec family (loader_exec.c). The agent itself, with
+ * gRPC, abseil, libstdc++, libunwind, libdw, protobuf-c and zlib, is
+ * libstackshot-core.so in the same directory, opened only when the agent
+ * is wanted:
+ *
+ *   - preloaded: by the constructor, unless SPLUNK_PROFILER_ENABLED is
+ *     unset, blank or false (the core then applies the full rule: true,
+ *     and not a JVM);
+ *   - in a JVM: by Agent_OnLoad / Agent_OnAttach;
+ *   - embedded: by stackshot_start.
+ *
+ * The core is opened RTLD_LOCAL, so none of its libraries is added to the
+ * global scope (the host never binds to them), and RTLD_DEEPBIND, so the
+ * core and every library loaded with it look symbols up in the core's own
+ * dependency tree before the global scope (the host's own grpc_init or
+ * unw_step, or a function of that name, is never called by the agent).
+ * Sanitizer runtimes abort the process on RTLD_DEEPBIND: with one present
+ * the core is opened without it (and says so at debug level).
+ *
+ * STACKSHOT_CORE=<path> names another core file (tests). */
+#include "loader/ss_loader.h"
+#include "agent/ss_agent.h" /* SS_VERSION only: nothing of the core is linked */
+#include "stackshot.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SS_EXPORT __attribute__((visibility("default")))
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(const ss_core_api *) core;
+static bool load_failed; /* under load_lock: say it once, try once */
+
+/* The hot path of stackshot_set_span_context: one atomic load. */
+typedef void (*span_fn)(const uint8_t *, const uint8_t *);
+static _Atomic(span_fn) set_span;
+
+const ss_core_api *ss_loader_core(void) {
+    return atomic_load_explicit(&core, memory_order_acquire);
+}
+
+/* A sanitizer runtime in the process refuses RTLD_DEEPBIND (it aborts). */
+static const char *sanitizer_present(void) {
+    if (dlsym(RTLD_DEFAULT, "__asan_init"))
+        return "AddressSanitizer runtime present";
+    if (dlsym(RTLD_DEFAULT, "__tsan_init"))
+        return "ThreadSanitizer runtime present";
+    if (dlsym(RTLD_DEFAULT, "__msan_init"))
+        return "MemorySanitizer runtime present";
+    return NULL;
+}
+
+/* The process's allocator: what the global scope binds malloc to, i.e.
+ * what libc's own allocations use. The loader is not deep-bound, so
+ * RTLD_DEFAULT from here sees the host's replacement if there is one. */
+static void resolve_alloc(ss_core_alloc *a) {
+    a->malloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+    a->free = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
+    a->calloc = (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "calloc");
+    a->realloc = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "realloc");
+    a->posix_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_DEFAULT, "posix_memalign");
+    a->aligned_alloc = (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "aligned_alloc");
+    a->memalign = (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "memalign");
+    a->valloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "valloc");
+    a->pvalloc = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "pvalloc");
+    a->malloc_usable_size = (size_t(*)(void *))dlsym(RTLD_DEFAULT, "malloc_usable_size");
+}
+
+/* The core's path: STACKSHOT_CORE, else next to this library (dladdr of
+ * one of our own symbols gives the path we were loaded from). */
+static const char *core_path(char *buf, size_t n) {
+    const char *env = getenv("STACKSHOT_CORE");
+    if (env && *env)
+        return env;
+    Dl_info info;
+    if (dladdr((void *)&ss_loader_core, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (slash) {
+            int len = snprintf(buf, n, "%.*s/%s", (int)(slash - info.dli_fname),
+                               info.dli_fname, SS_CORE_FILE_NAME);
+            if (len > 0 && (size_t)len < n)
+                return buf;
+        }
+    }
+    return SS_CORE_FILE_NAME; /* the loader's search path */
+}
+
+static const ss_core_api *open_core(void) {
+    char buf[PATH_MAX];
+    const char *path = core_path(buf, sizeof buf);
+    ss_core_host host = {.size = sizeof host, .deepbind = true};
+    host.why_not_deepbind = sanitizer_present();
+    if (host.why_not_deepbind)
+        host.deepbind = false;
+    resolve_alloc(&host.alloc);
+
+    int flags = RTLD_NOW | RTLD_LOCAL | (host.deepbind ? RTLD_DEEPBIND : 0);
+    void *h = dlopen(path, flags);
+    if (!h) {
+        fprintf(stderr, "stackshot: cannot load the agent core: %s; the agent stays off\n",
+                dlerror());
+        return NULL;
+    }
+    ss_core_entry_fn entry = (ss_core_entry_fn)dlsym(h, SS_CORE_ENTRY_NAME);
+    const ss_core_api *api = entry ? entry(&host) : NULL;
+    if (!api || api->size < sizeof(ss_core_api)) {
+        fprintf(stderr, "stackshot: %s: not a matching agent core (no %s); the agent stays off\n",
+                path, SS_CORE_ENTRY_NAME);
+        /* not dlclosed: its constructors ran, its memory may be in use */
+        return NULL;
+    }
+    return api;
+}
+
+/* The core, loaded on first need; NULL if it cannot be (said once). */
+static const ss_core_api *load_core(void) {
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        return api;
+    pthread_mutex_lock(&load_lock);
+    api = ss_loader_core();
+    if (!api && !load_failed) {
+        api = open_core();
+        if (api) {
+            atomic_store_explicit(&set_span, api->set_span_context, memory_order_release);
+            atomic_store_explicit(&core, api, memory_order_release);
+        } else {
+            load_failed = true;
+        }
+    }
+    pthread_mutex_unlock(&load_lock);
+    return api;
+}
+
+/* Is SPLUNK_PROFILER_ENABLED unset, blank or one of the false spellings
+ * of ss_config_bool? Then the core is not even opened. Anything else opens
+ * it: true starts the agent, a bad value gets the core's one error line. */
+static bool disabled_in_env(void) {
+    const char *v = getenv("SPLUNK_PROFILER_ENABLED");
+    if (!v)
+        return true;
+    while (*v == ' ' || *v == '\t' || *v == '\n')
+        v++;
+    if (!*v)
+        return true;
+    static const char *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (strcasecmp(v, no[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Preloaded: nothing at all (no library mapped, no constructor of theirs
+ * run) while the agent is disabled. */
+__attribute__((constructor)) static void ss_loader_start(void) {
+    if (disabled_in_env())
+        return;
+    const ss_core_api *api = load_core();
+    if (api)
+        api->autostart();
+}
+
+/* ---- the public API: stubs that forward to the core ----------------- */
+
+SS_EXPORT int stackshot_start(void) {
+    const ss_core_api *api = load_core();
+    return api ? api->start() : -ENOENT;
+}
+
+SS_EXPORT void stackshot_stop(void) {
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->stop();
+}
+
+/* Called by the host's threads on every span switch: one atomic load and
+ * an indirect call; nothing when the core is not loaded (no sampling can
+ * happen then, so there is nobody to tell). */
+SS_EXPORT void stackshot_set_span_context(const uint8_t trace_id[16], const uint8_t span_id[8]) {
+    span_fn fn = atomic_load_explicit(&set_span, memory_order_acquire);
+    if (fn)
+        fn(trace_id, span_id);
+}
+
+SS_EXPORT void stackshot_clear_span_context(void) {
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->clear_span_context();
+}
+
+SS_EXPORT const char *stackshot_version(void) { return SS_VERSION; }
+
+/* ---- JVMTI: the JVM calls these by name ----------------------------- */
+
+SS_EXPORT int Agent_OnLoad(void *vm, char *options, void *reserved) {
+    const ss_core_api *api = load_core();
+    /* JNI_OK even without a core: the JVM must start anyway */
+    return api ? api->agent_onload(vm, options, reserved) : 0;
+}
+
+SS_EXPORT int Agent_OnAttach(void *vm, char *options, void *reserved) {
+    const ss_core_api *api = load_core();
+    return api ? api->agent_onattach(vm, options, reserved) : 0;
+}
+
+SS_EXPORT void Agent_OnUnload(void *vm) {
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->agent_onunload(vm);
+}

@@ -1,0 +1,72 @@
+/* ss_core_api.h: the one interface between the loader (libstackshot.so)
+ * and the agent core (libstackshot-core.so).
+ *
+ * The loader dlopens the core and looks up exactly one symbol,
+ * ss_core_entry_v1. It passes the process's allocator (resolved in the
+ * global scope, where the host's malloc replacement lives) and gets back a
+ * table of the core's entry points. A new, incompatible table gets a new
+ * entry name (ss_core_entry_v2); fields are only ever appended to v1, and
+ * `size` says how many the core filled. */
+#ifndef SS_CORE_API_H
+#define SS_CORE_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The allocator the host process uses (what libc's own strdup, getline,
+ * getaddrinfo... call). The core's malloc family forwards here, so memory
+ * crosses between libc and the core safely under RTLD_DEEPBIND. Any field
+ * may be NULL if the process has no such function. */
+typedef struct ss_core_alloc {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*malloc_usable_size)(void *);
+} ss_core_alloc;
+
+typedef struct ss_core_host {
+    size_t size;          /* sizeof(ss_core_host) of the loader */
+    ss_core_alloc alloc;  /* the process's allocator */
+    bool deepbind;        /* loaded with RTLD_DEEPBIND (no sanitizer runtime) */
+    const char *why_not_deepbind; /* e.g. "AddressSanitizer runtime present" */
+} ss_core_host;
+
+typedef struct ss_core_api {
+    size_t size; /* sizeof(ss_core_api) of the core */
+    /* What the preload constructor did before the split: start in a
+     * native process if SPLUNK_PROFILER_ENABLED is true, nothing in a JVM. */
+    void (*autostart)(void);
+    int (*start)(void);
+    void (*stop)(void);
+    void (*set_span_context)(const uint8_t trace_id[16], const uint8_t span_id[8]);
+    void (*clear_span_context)(void);
+    int (*agent_onload)(void *vm, char *options, void *reserved);
+    int (*agent_onattach)(void *vm, char *options, void *reserved);
+    void (*agent_onunload)(void *vm);
+    bool (*exec_begin)(void);
+    void (*exec_failed)(void);
+} ss_core_api;
+
+typedef const ss_core_api *(*ss_core_entry_fn)(const ss_core_host *host);
+
+/* Core side (agent/preload.c): the preload start, run by the core's
+ * entry table once the loader has handed over the allocator. */
+void ss_preload_autostart(void);
+/* Core side (loader/core_alloc.c): point the core's malloc family at the
+ * host's allocator. 0, or -EINVAL if `a` lacks malloc/free/calloc/realloc
+ * or points back at the core itself. */
+int ss_core_alloc_install(const ss_core_alloc *a);
+/* Bytes the dependencies' constructors took from the bootstrap arena. */
+size_t ss_core_alloc_arena_used(void);
+
+#define SS_CORE_ENTRY_NAME "ss_core_entry_v1"
+#define SS_CORE_FILE_NAME "libstackshot-core.so"
+
+#endif /* SS_CORE_API_H */
