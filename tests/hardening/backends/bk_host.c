@@ -20,7 +20,9 @@
  * Built twice: plain (the agent comes by LD_PRELOAD) and linked with the
  * agent's objects (BK_LINKED: stackshot_start()/stackshot_stop() around
  * the run), which is how the sanitizer builds run the same scenarios. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
