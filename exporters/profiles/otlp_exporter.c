@@ -94,45 +94,11 @@ static void drop_second(prof_state *s) {
 }
 
 /* ExportProfilesServiceResponse{partial_success=1{rejected_profiles=1,
- * error_message=2}}, read without a generated decoder. */
-static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; *p < end && shift < 64; shift += 7) {
-        uint8_t c = *(*p)++;
-        *v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80))
-            return true;
-    }
-    return false;
-}
-
+ * error_message=2}}: the shared, fuzzed decoder of exporters/otlp
+ * (response.c); a malformed answer says nothing (0, ""). */
 static void partial_success(const uint8_t *p, size_t n, int64_t *rejected, char *msg,
                             size_t msg_len) {
-    const uint8_t *end = p + n;
-    *rejected = 0;
-    msg[0] = '\0';
-    uint64_t tag, len, v;
-    while (p < end && read_varint(&p, end, &tag)) {
-        if ((tag & 7) != 2 || !read_varint(&p, end, &len) || len > (uint64_t)(end - p))
-            return;
-        if (tag >> 3 != 1) {
-            p += len;
-            continue;
-        }
-        const uint8_t *q = p, *qend = p + len;
-        while (q < qend && read_varint(&q, qend, &tag)) {
-            if ((tag >> 3) == 1 && (tag & 7) == 0 && read_varint(&q, qend, &v)) {
-                *rejected = (int64_t)v;
-            } else if ((tag >> 3) == 2 && (tag & 7) == 2 && read_varint(&q, qend, &len) &&
-                       len <= (uint64_t)(qend - q)) {
-                snprintf(msg, msg_len, "%.*s", (int)len, (const char *)q);
-                q += len;
-            } else {
-                return;
-            }
-        }
-        p = qend;
-    }
+    ss_otlp_decode_partial_success(p, n, rejected, msg, msg_len);
 }
 
 static void tell_failure(prof_state *s, const ss_grpc_result *res, const char *what) {
