@@ -193,8 +193,41 @@ static int storm(void) {
     return bad;
 }
 
+/* 60 children forked 20 ms apart while the parent is sampled (every 10 ms
+ * in the test: a fork often lands inside a round), each busy for 0.4 s:
+ * every child must take rounds of its own and exit at once. */
+static int many(void) {
+    say("parent");
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, parent_thread, NULL);
+    parent_work(0.3 * scale);
+    enum { N = 60 };
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] < 0)
+            return 2;
+        if (kids[i] == 0) {
+            say("child");
+            prctl(PR_SET_NAME, "child");
+            double t0 = now();
+            child_work(0.4 * scale);
+            exit(now() - t0 > 5.0 * scale ? 3 : 0);
+        }
+        nap(0.02);
+    }
+    int bad = reap(kids, N);
+    stop_threads = 1;
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc > 1 && strcmp(argv[1], "many") == 0)
+        return many();
     if (argc > 2 && atof(argv[2]) > 0)
         scale = atof(argv[2]);
     if (argc > 1 && strcmp(argv[1], "storm") == 0)
