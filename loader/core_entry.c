@@ -11,8 +11,11 @@
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
 #include <stdatomic.h>
+#include <stdio.h>
 
-static const char *why_not_deepbind; /* a string literal of the loader */
+/* Copied: the loader may be unloaded (a JVM after Agent_OnUnload) while
+ * the core stays mapped. */
+static char why_not_deepbind[96];
 static bool deepbind;
 static atomic_flag told = ATOMIC_FLAG_INIT;
 
@@ -27,7 +30,7 @@ static void tell_once(void) {
     else
         ss_debug("core loaded without RTLD_DEEPBIND (%s): its libraries may bind "
                  "to the host's symbols of the same names",
-                 why_not_deepbind ? why_not_deepbind : "unknown");
+                 why_not_deepbind);
 }
 
 static void autostart(void) {
@@ -77,6 +80,7 @@ ss_core_entry_v1(const ss_core_host *host) {
     if (ss_core_alloc_install(&host->alloc) != 0)
         return NULL;
     deepbind = host->deepbind;
-    why_not_deepbind = host->why_not_deepbind;
+    snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
+             host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;
 }
