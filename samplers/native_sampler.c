@@ -356,6 +356,15 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
         ss_sig_answer a;
         if (!ss_sig_result(p->slot, &a)) {
             k->have_stack = false; /* the old one is stale now */
+            /* No answer: it may have started blocking the signal since its
+             * SigBlk was last read (up to BLOCK_RECHECK rounds ago). Look
+             * now: from the next round it is counted as blocked instead of
+             * being signalled again (RT signals queue up while blocked) and
+             * waited for until the answer timeout, round after round. */
+            if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
+                k->blocks = true;
+                k->refreshed = s->rounds;
+            }
             return false;
         }
         bool truncated;

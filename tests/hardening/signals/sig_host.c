@@ -2,8 +2,9 @@
  * run with libstackshot.so preloaded by check_signals.py.
  *
  *   sig_host late [sig]     installs its own handler for the agent's signal
- *                           1 s after start and counts what reaches it
- *   sig_host blocked N [sig] N threads block the agent's signal
+ *                           after 5 rounds and counts what reaches it
+ *   sig_host blocked N [sig] N threads block the agent's signal from birth
+ *   sig_host blocked_late N  the same N threads block it after 5 rounds
  *   sig_host prof           profiles itself with setitimer(ITIMER_PROF)
  *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
  *                           by one long nanosleep
@@ -84,13 +85,32 @@ __attribute__((noinline)) static void *napper(void *arg) {
     return NULL;
 }
 
+/* Rounds the text exporter has written so far (its file is
+ * $STACKSHOT_OUTPUT_DIR/ss_sig_host.<pid>.txt). */
+static int rounds_written(void) {
+    const char *dir = getenv("STACKSHOT_OUTPUT_DIR");
+    char path[4096], line[512];
+    snprintf(path, sizeof path, "%s/ss_sig_host.%d.txt", dir ? dir : ".", (int)getpid());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, "Full thread dump", 16) == 0;
+    fclose(f);
+    return n;
+}
+
 static int mode_late(int sig) {
     pthread_t a, b;
     pthread_create(&a, NULL, busy, NULL);
     pthread_setname_np(a, "host-busy");
     pthread_create(&b, NULL, napper, NULL);
     pthread_setname_np(b, "host-napper");
-    nap_ms(1000); /* sampled meanwhile (the first round reads symbols) */
+    /* sampled meanwhile: wait for 5 rounds (the first one reads symbols,
+     * slow under a sanitizer), at most 20 s */
+    for (int i = 0; i < 400 && rounds_written() < 5; i++)
+        nap_ms(50);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = host_handler;
@@ -113,14 +133,17 @@ static int mode_late(int sig) {
 /* ---- blocked: threads that block the agent's signal --------------- */
 
 static int blocked_sig;
+static atomic_int go_block; /* "late": block only once this is set */
 
 __attribute__((noinline)) static void *blocker(void *arg) {
     pid_t *tid = arg;
+    *tid = (pid_t)syscall(SYS_gettid);
+    while (!atomic_load(&go_block))
+        nap_ms(10);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, blocked_sig);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    *tid = (pid_t)syscall(SYS_gettid);
     while (!atomic_load(&done))
         nap_ms(10);
     return NULL;
@@ -141,21 +164,40 @@ static int pending_in(pid_t tid, int sig) {
     return pend;
 }
 
-static int mode_blocked(int n, int sig) {
+/* late == 0: the blockers block the signal from birth (created with it
+ * blocked in main's mask, which they inherit). late == 1: they run with
+ * it unblocked for 5 rounds, then block it. */
+static int mode_blocked(int n, int sig, int late) {
     blocked_sig = sig;
     pthread_t *th = calloc((size_t)n, sizeof *th);
     pid_t *tids = calloc((size_t)n, sizeof *tids);
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    if (!late) {
+        atomic_store(&go_block, 1);
+        pthread_sigmask(SIG_BLOCK, &set, &old);
+    }
     for (int i = 0; i < n; i++) {
         char name[32];
         pthread_create(&th[i], NULL, blocker, &tids[i]);
         snprintf(name, sizeof name, "blocker-%d", i);
         pthread_setname_np(th[i], name);
     }
+    if (!late)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_t w;
     pthread_create(&w, NULL, napper, NULL);
     pthread_setname_np(w, "host-napper");
+    uint64_t blocked_wall = wall_ms();
+    if (late) {
+        for (int i = 0; i < 400 && rounds_written() < 5; i++)
+            nap_ms(50);
+        blocked_wall = wall_ms();
+        atomic_store(&go_block, 1);
+    }
     uint64_t t0 = mono_ms();
-    nap_ms(1000);
+    nap_ms(1500);
     int pending = 0;
     for (int i = 0; i < n; i++)
         pending += pending_in(tids[i], sig);
@@ -163,8 +205,8 @@ static int mode_blocked(int n, int sig) {
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
     pthread_join(w, NULL);
-    printf("blocked: threads=%d pending=%d ran_ms=%llu\n", n, pending,
-           (unsigned long long)(mono_ms() - t0));
+    printf("blocked: threads=%d pending=%d ran_ms=%llu blocked_wall_ms=%llu\n", n, pending,
+           (unsigned long long)(mono_ms() - t0), (unsigned long long)blocked_wall);
     free(th);
     free(tids);
     return 0;
@@ -252,7 +294,9 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "late") == 0)
         return mode_late(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked") == 0 && argc > 2)
-        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3));
+        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
+    if (strcmp(mode, "blocked_late") == 0 && argc > 2)
+        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 1);
     if (strcmp(mode, "prof") == 0)
         return mode_prof();
     if (strcmp(mode, "eintr") == 0 && argc > 2)
