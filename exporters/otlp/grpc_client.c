@@ -35,6 +35,13 @@
 /* A channel that failed to connect is replaced, at most this often. */
 #define RECONNECT_NS 1000000000ull
 
+/* How long the exit path waits for gRPC to finish a cancelled call, or to
+ * drain the completion queue, before leaving them to gRPC (leaked): on a
+ * starved machine gRPC's threads may take that long to run at all, and an
+ * exporter that is not back by the shutdown deadline is abandoned with
+ * its counters incomplete. */
+#define EXIT_WAIT_NS 200000000ull
+
 struct ss_grpc_client {
     char target[1024];
     char user_agent[64];
@@ -48,6 +55,7 @@ struct ss_grpc_client {
     grpc_completion_queue *cq;
     grpc_metadata *md; /* ep->headers as metadata, sent on every call */
     size_t n_md;
+    bool leaked_call; /* a cancelled call gRPC did not finish in EXIT_WAIT_NS */
 };
 
 static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
@@ -284,16 +292,21 @@ void ss_grpc_client_destroy(ss_grpc_client *c) {
         grpc_channel_destroy(c->channel);
     if (c->creds)
         grpc_channel_credentials_release(c->creds);
-    if (c->cq) {
+    if (c->cq && !c->leaked_call) {
+        /* the queue is destroyed only once drained; if gRPC is too slow to
+         * say so, it stays (a leak at exit, never a wait past the deadline) */
         grpc_completion_queue_shutdown(c->cq);
-        for (;;) {
-            grpc_event ev =
-                grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-            if (ev.type == GRPC_QUEUE_SHUTDOWN)
-                break;
-        }
-        grpc_completion_queue_destroy(c->cq);
+        gpr_timespec until = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                          gpr_time_from_nanos(EXIT_WAIT_NS, GPR_TIMESPAN));
+        grpc_event ev;
+        do
+            ev = grpc_completion_queue_next(c->cq, until, NULL);
+        while (ev.type == GRPC_OP_COMPLETE);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            grpc_completion_queue_destroy(c->cq);
     }
+    if (c->leaked_call)
+        return; /* the call gRPC still holds may read c->md: leave it all */
     for (size_t i = 0; i < c->n_md; i++) {
         grpc_slice_unref(c->md[i].key);
         grpc_slice_unref(c->md[i].value);
@@ -454,8 +467,14 @@ bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *k, uint64_t wait_ns,
 
 void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *result) {
     grpc_call_cancel(k->call, NULL);
-    /* a cancelled call completes promptly (CANCELLED) */
-    ss_grpc_call_poll(c, k, UINT64_MAX, result);
+    /* a cancelled call completes promptly (CANCELLED), unless gRPC's
+     * threads are starved: then the call, and the queue it completes on,
+     * are left to gRPC rather than hold the exit */
+    if (!ss_grpc_call_poll(c, k, EXIT_WAIT_NS, result)) {
+        c->leaked_call = true;
+        result->status = SS_GRPC_CANCELLED;
+        snprintf(result->message, sizeof result->message, "cancelled");
+    }
 }
 
 int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,

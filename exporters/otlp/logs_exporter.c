@@ -429,8 +429,21 @@ static void logs_tick(void *state, uint64_t now) {
 /* Deliver what is still held before the deadline: the usual rules
  * (backoff, server delays, retries), each call's deadline capped by the
  * shutdown deadline; what cannot go in time is counted as dropped. */
+/* The part of the shutdown time kept for cancelling the call in flight
+ * and closing the channel after the last send: without it, a starved
+ * machine let the exit's deadline pass in gRPC's cleanup and the exporter
+ * was abandoned with its counters incomplete. */
+static uint64_t send_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    if (deadline_ns <= now)
+        return deadline_ns;
+    uint64_t keep = (deadline_ns - now) / 4;
+    return deadline_ns - (keep < 400000000ull ? keep : 400000000ull);
+}
+
 static void logs_close(void *state, uint64_t deadline_ns) {
     logs_state *s = state;
+    deadline_ns = send_until(deadline_ns);
     while (s->head) {
         uint64_t now = ss_mono_ns();
         if (now + 1000000 >= deadline_ns)

@@ -380,8 +380,19 @@ static void prof_tick(void *state, uint64_t now) {
     pump(s);
 }
 
+/* The part of the shutdown time kept for cancelling the call in flight
+ * and closing the channel after the last send (see logs_exporter.c). */
+static uint64_t send_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    if (deadline_ns <= now)
+        return deadline_ns;
+    uint64_t keep = (deadline_ns - now) / 4;
+    return deadline_ns - (keep < 400000000ull ? keep : 400000000ull);
+}
+
 static void prof_close(void *state, uint64_t deadline_ns) {
     prof_state *s = state;
+    deadline_ns = send_until(deadline_ns);
     ss_period_flush(&s->period);
     while (s->head) {
         uint64_t now = ss_mono_ns();

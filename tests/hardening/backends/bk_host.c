@@ -3,6 +3,8 @@
  *
  *   bk_host <run ms> [workers] [sleepers] [depth]
  *
+ * With <run ms> 0 the run lasts until standard input ends (the tests
+ * decide when, by what the backends saw).
  * `workers` threads (default 2, named "bk-worker-N") run a hash loop for
  * `run ms` and count the loop's iterations; `sleepers` threads (default 0,
  * "bk-sleeper-N") wait `depth` calls deep (default 8), so that every round
@@ -33,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef BK_LINKED
 #include "stackshot.h"
@@ -145,7 +148,13 @@ int main(int argc, char **argv) {
         pthread_create(&z[i], NULL, sleeper, (void *)i);
     sleep_until(start + 300);
     long rss_early = status_kb("VmRSS");
-    sleep_until(start + run_ms);
+    if (run_ms) {
+        sleep_until(start + run_ms);
+    } else {
+        char buf[64];
+        while (read(0, buf, sizeof buf) > 0)
+            ;
+    }
     atomic_store(&stop, true);
     uint64_t ops = 0;
     for (size_t i = 0; i < workers; i++) {

@@ -80,6 +80,7 @@ class GrpcServer {
                 this.held.push(stream); // answered never
                 return;
             }
+            if (stream.destroyed || stream.closed) return; // the client gave up
             let msg = Buffer.from([0, 0, 0, 0, 0]); // an empty message
             if (this.mode === 'grpc-badproto') {
                 // field 15, wire type 7 (invalid), then noise
@@ -90,10 +91,16 @@ class GrpcServer {
             } else if (this.mode === 'grpc-badframe') {
                 msg = Buffer.from([0, 0, 0, 4, 0, 1, 2, 3]); // says 1024, holds 3
             }
-            stream.respond({':status': 200, 'content-type': 'application/grpc'},
-                {waitForTrailers: true});
-            stream.on('wantTrailers', () => stream.sendTrailers({'grpc-status': '0'}));
-            stream.end(msg);
+            try {
+                stream.respond({':status': 200, 'content-type': 'application/grpc'},
+                    {waitForTrailers: true});
+                stream.on('wantTrailers', () => {
+                    try {
+                        stream.sendTrailers({'grpc-status': '0'});
+                    } catch (e) { /* reset by the client meanwhile */ }
+                });
+                stream.end(msg);
+            } catch (e) { /* reset by the client meanwhile */ }
         });
     }
 

@@ -6,9 +6,11 @@
 //        when BK_HOST links the agent itself), QB_COLLECTOR (collector.py),
 //        PYTHON (python3)
 //
-// One case = one exporter x one mode. The host runs RUN_MS with the agent
-// sampling every 50 ms; for the first PHASE1_MS the backend misbehaves,
-// then a good server takes the same port. Asserted for every case:
+// One case = one exporter x one mode. The host runs with the agent
+// sampling every 50 ms; the backend misbehaves until the agent has said it
+// failed (PHASE1_MS at least), then a good server takes the same port
+// until it has the host's data, and DRAIN_MS more; then the host is told to
+// end (its standard input closes). Asserted for every case:
 //   - the host ends normally, its exit delayed by at most the shutdown
 //     timeout (STACKSHOT_SHUTDOWN_TIMEOUT) plus slack;
 //   - its resident set grows by less than the memory bound allows;
@@ -31,8 +33,11 @@ const os = require('os');
 const path = require('path');
 const {GrpcServer, RawServer, freePort, RAW_MODES, GRPC_MODES} = require('./hostile.js');
 
-const RUN_MS = Number(process.env.BK_RUN_MS || 7000);
-const PHASE1_MS = Number(process.env.BK_PHASE1_MS || 3000);
+const RUN_MS = Number(process.env.BK_RUN_MS || 5000); // cases without phases
+const PHASE1_MS = Number(process.env.BK_PHASE1_MS || 2500); // hostile, at least
+const MAX_PHASE_MS = 15000; // a phase's bound when its event does not come
+const DRAIN_MS = 2500; // after the first delivery: the backlog's time to drain
+const MAX_RUN_MS = 2 * MAX_PHASE_MS + DRAIN_MS + RUN_MS;
 const SHUTDOWN_MS = 1000;
 const EXIT_SLACK_MS = 1500;
 const MAX_MEMORY = 4 << 20;
@@ -159,20 +164,22 @@ function envFor(exporter, port, dir) {
 function runHost(env, args) {
     const out = {stdout: '', stderr: '', opsAt: 0, start: Date.now()};
     const done = new Promise((resolve) => {
-        const p = spawn(HOST, args, {env, stdio: ['ignore', 'pipe', 'pipe']});
+        const p = spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']});
+        out.finish = () => p.stdin.end();
         p.stdout.on('data', (d) => {
             out.stdout += d;
             if (!out.opsAt && out.stdout.includes('\n')) out.opsAt = Date.now();
         });
         p.stderr.on('data', (d) => (out.stderr += d));
         // a hang is a failure, not a stuck test
-        const kill = setTimeout(() => p.kill('SIGKILL'), RUN_MS + 20000);
+        const kill = setTimeout(() => p.kill('SIGKILL'), MAX_RUN_MS + 20000);
         p.on('close', (code, signal) => {
             clearTimeout(kill);
             resolve({...out, code, signal, endAt: Date.now()});
         });
     });
     done.stderrSoFar = () => out.stderr;
+    done.finish = () => out.finish();
     return done;
 }
 
@@ -215,20 +222,32 @@ async function runCase(c) {
         goodSrv = await goodServer(c.exporter, dir);
         bad = await hostile(c.mode, port, goodSrv.port);
     }
-    const run = runHost(env, [String(RUN_MS), '1', '16', '24']);
+    // The host runs until we close its input: the phases follow what the
+    // backends and the agent's log show, not the clock (on a busy machine
+    // the first round may come seconds late).
+    const run = runHost(env, ['0', '1', '16', '24']);
+    const t0 = Date.now();
     let recoveredAt = 0;
     if (bad && !c.norecover) {
-        // the hostile phase lasts until the exporter has met it (on a busy
-        // machine the first round may come late), but leaves time to recover
-        const t0 = Date.now();
+        // the hostile phase lasts until the exporter has met it
         const met = () => FAILURE_LINE.test(run.stderrSoFar()) ||
             (ANSWERS_OK.has(c.mode) && bad.accepted > 0);
-        while (Date.now() - t0 < RUN_MS - 3000 && (Date.now() - t0 < PHASE1_MS || !met()))
+        while (Date.now() - t0 < MAX_PHASE_MS && (Date.now() - t0 < PHASE1_MS || !met()))
             await sleep(100);
         await bad.close();
         front = await recovered(port, goodSrv.port);
         recoveredAt = Date.now();
+        // then until the good server has the host's data, and the backlog
+        // had DRAIN_MS to go
+        const needle = c.exporter === 'qubership' ? NEEDLE16 : NEEDLE;
+        const t1 = Date.now();
+        while (Date.now() - t1 < MAX_PHASE_MS && !goodSrv.delivered(needle, recoveredAt).length)
+            await sleep(100);
+        await sleep(DRAIN_MS);
+    } else {
+        await sleep(RUN_MS);
     }
+    run.finish();
     const r = await run;
     if (c.norecover) await bad.close();
     if (front) {
@@ -294,7 +313,10 @@ async function runCase(c) {
     // recovery
     if (goodSrv && !c.norecover) {
         const got = goodSrv.delivered(c.exporter === 'qubership' ? NEEDLE16 : NEEDLE, recoveredAt);
-        if (!got.length) problems.push('nothing of the host reached the good server after recovery');
+        if (!got.length)
+            problems.push('nothing of the host reached the good server after recovery (it got ' +
+                `${goodSrv.calls ? goodSrv.calls.length + ' calls' : 'no file'}, the front ` +
+                `${front ? front.accepted : 0} connections)`);
         if (ctr && ctr.exported === 0) problems.push('no record counted as exported');
         // what piled up during the outage drains once the backend is back,
         // well before the run ends: nothing is left for the exit to drop
