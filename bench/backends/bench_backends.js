@@ -8,9 +8,11 @@
 // and each exporter against its backend: up (a good server), absent
 // (nothing listens), silent (accepts, never answers), slow (answers one
 // byte a second). Every configuration runs `repeats` times (default 3),
-// interleaved with the no-agent baseline, and the median ops/s is
-// printed as a ratio to the median baseline of the same run. Figures,
-// never assertions: the machine may be shared.
+// interleaved with the no-agent baseline, and the medians are printed as
+// ratios to the median baseline of the same run: ops/s (throughput: what
+// the host gets done) and CPU time per op of the whole process (the agent's
+// threads included: what the agent costs, and steadier than throughput on a
+// shared machine). Figures, never assertions.
 'use strict';
 
 const {spawn} = require('child_process');
@@ -38,9 +40,10 @@ function runHost(env) {
         let out = '';
         p.stdout.on('data', (d) => (out += d));
         p.on('close', () => {
-            const m = out.match(/ops (\d+) run_ms (\d+)/);
+            const m = out.match(/ops (\d+) run_ms (\d+).* cpu_ms (\d+)/);
             if (!m) reject(new Error('host printed no ops line'));
-            else resolve(Number(m[1]) / (Number(m[2]) / 1000));
+            else resolve({rate: Number(m[1]) / (Number(m[2]) / 1000),
+                cpuPerOp: Number(m[3]) / Number(m[1])});
         });
     });
 }
@@ -112,14 +115,18 @@ async function main() {
                 xs.push(await runHost(agentEnv(exporter, b.port)));
                 await b.close();
             }
-            rows.push({exporter, state, ops: median(xs)});
+            rows.push({exporter, state, rate: median(xs.map((x) => x.rate)),
+                cpu: median(xs.map((x) => x.cpuPerOp))});
         }
     }
-    const b = median(base);
-    console.log(`baseline (no agent): ${(b / 1e6).toFixed(3)} M ops/s (median of ${base.length})`);
-    console.log('exporter        backend   ops/s ratio to no agent');
+    const b = median(base.map((x) => x.rate));
+    const bc = median(base.map((x) => x.cpuPerOp));
+    console.log(`baseline (no agent): ${(b / 1e6).toFixed(3)} M ops/s, ` +
+        `${(bc * 1e6).toFixed(1)} ns CPU per op (medians of ${base.length})`);
+    console.log('exporter        backend   ops/s ratio  CPU/op ratio (to no agent)');
     for (const r of rows)
-        console.log(`${r.exporter.padEnd(15)} ${r.state.padEnd(9)} ${(r.ops / b).toFixed(3)}`);
+        console.log(`${r.exporter.padEnd(15)} ${r.state.padEnd(9)} ${(r.rate / b).toFixed(3).padStart(11)}  ` +
+            `${(r.cpu / bc).toFixed(3).padStart(12)}`);
 }
 
 main().catch((e) => {

@@ -13,9 +13,10 @@
  * (RLIMIT_FSIZE, SIGXFSZ ignored: writes past it fail with EFBIG), a full
  * disk as far as the agent's file writes are concerned. At the
  * end it prints one line
- *   ops <n> run_ms <ms> rss_early_kb <kb> rss_end_kb <kb> hwm_kb <kb>
+ *   ops <n> run_ms <ms> rss_early_kb <kb> rss_end_kb <kb> hwm_kb <kb> cpu_ms <ms>
  * (resident set 300 ms after start and at the end, and its high-water
- * mark), then returns from main: the agent's exit path (destructor, flush
+ * mark, and the CPU time of the whole process, agent included, so far),
+ * then returns from main: the agent's exit path (destructor, flush
  * within STACKSHOT_SHUTDOWN_TIMEOUT) runs after that line, so the caller
  * measures the exit delay as the time from the line to the process end.
  *
@@ -167,9 +168,13 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sleepers; i++)
         pthread_join(z[i], NULL);
     uint64_t took = now_ms() - start;
-    printf("ops %llu run_ms %llu rss_early_kb %ld rss_end_kb %ld hwm_kb %ld\n",
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000u +
+                      (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000u;
+    printf("ops %llu run_ms %llu rss_early_kb %ld rss_end_kb %ld hwm_kb %ld cpu_ms %llu\n",
            (unsigned long long)ops, (unsigned long long)took, rss_early, status_kb("VmRSS"),
-           status_kb("VmHWM"));
+           status_kb("VmHWM"), (unsigned long long)cpu_ms);
     fflush(stdout);
 #ifdef BK_LINKED
     stackshot_stop();
