@@ -20,9 +20,7 @@
  * within STACKSHOT_SHUTDOWN_TIMEOUT) runs after that line, so the caller
  * measures the exit delay as the time from the line to the process end.
  *
- * Built twice: plain (the agent comes by LD_PRELOAD) and linked with the
- * agent's objects (BK_LINKED: stackshot_start()/stackshot_stop() around
- * the run), which is how the sanitizer builds run the same scenarios. */
+ * The agent comes by LD_PRELOAD. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -38,9 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef BK_LINKED
-#include "stackshot.h"
-#endif
 
 #define MAX_WORKERS 64
 
@@ -137,10 +132,6 @@ int main(int argc, char **argv) {
         signal(SIGXFSZ, SIG_IGN);
         setrlimit(RLIMIT_FSIZE, &rl);
     }
-#ifdef BK_LINKED
-    if (getenv("SPLUNK_PROFILER_ENABLED") && stackshot_start() != 0)
-        fprintf(stderr, "bk_host: stackshot_start failed\n");
-#endif
     pthread_t t[MAX_WORKERS], z[4 * MAX_WORKERS];
     uint64_t start = now_ms();
     for (size_t i = 0; i < workers; i++)
@@ -176,8 +167,5 @@ int main(int argc, char **argv) {
            (unsigned long long)ops, (unsigned long long)took, rss_early, status_kb("VmRSS"),
            status_kb("VmHWM"), (unsigned long long)cpu_ms);
     fflush(stdout);
-#ifdef BK_LINKED
-    stackshot_stop();
-#endif
     return 0;
 }
