@@ -30,7 +30,7 @@ def parse(path):
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            m = re.match(r"^Full thread dump stackshot round (\d+) .*\(pid (\d+), (\d+) threads, (\d+) skipped\)", line)
+            m = re.match(r"^Full thread dump stackshot round (\d+) .*\(pid (\d+), (\d+) threads, (\d+) skipped(?:, \d+ blocking the signal)?\)", line)
             if m:
                 rounds.append({"seq": int(m.group(1)), "pid": int(m.group(2)),
                                "n": int(m.group(3)), "skipped": int(m.group(4)), "threads": []})
