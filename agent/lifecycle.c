@@ -8,7 +8,12 @@
  * fork(): the child has none of the parent's threads. It forgets the
  * parent's exporters and sampler state without touching them (their locks
  * may be held by threads that no longer exist) and starts afresh with its
- * own pid, so its samples are its own.
+ * own pid, so its samples are its own. The restart is deferred: the at-fork
+ * handler only starts a "stackshot-fork" thread, which waits
+ * min(interval, 100 ms) and then starts the agent. A child that execs or
+ * exits at once (a fork storm, posix-style spawning) never starts an agent
+ * of its own, and the host's fork() returns in the child without waiting
+ * for the agent's threads, files and connections.
  *
  * exec(): this image ends as at exit, but no destructor runs. The exec
  * functions (agent/exec_guard.c) stop the agent first: queued rounds are
@@ -33,6 +38,12 @@ static const ss_source_ops *source;
 static _Atomic bool running;
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool atfork_installed;
+/* A forked child's agent is to start (on the stackshot-fork thread);
+ * ss_agent_stop cancels it. */
+static _Atomic bool restart_pending;
+static pid_t restart_pid; /* the child that is to restart (not a vfork child of it) */
+
+#define RESTART_DELAY_MAX_MS 100u
 
 const ss_config *ss_config_current(void) { return &config; }
 bool ss_agent_running(void) { return atomic_load(&running); }
@@ -73,11 +84,27 @@ static int start_locked(void) {
     return 0;
 }
 
+static void *restart_main(void *arg) {
+    (void)arg;
+    pthread_detach(pthread_self());
+    uint32_t ms = config.interval_ms < RESTART_DELAY_MAX_MS ? config.interval_ms
+                                                            : RESTART_DELAY_MAX_MS;
+    ss_sleep_ns((uint64_t)ms * 1000000ull);
+    pthread_mutex_lock(&lifecycle_lock);
+    /* pending until started: a fork during start_locked must restart too */
+    if (atomic_load(&restart_pending) && !atomic_load(&running))
+        start_locked();
+    atomic_store(&restart_pending, false);
+    pthread_mutex_unlock(&lifecycle_lock);
+    return NULL;
+}
+
 static void child_after_fork(void) {
     /* Only this thread exists now. Locks of the parent's agent threads may
-     * be held forever: reinitialise ours, forget the rest. */
+     * be held forever: reinitialise ours, forget the rest. A parent that
+     * was itself a child still waiting for its restart passes it on. */
     pthread_mutex_init(&lifecycle_lock, NULL);
-    if (!atomic_load(&running))
+    if (!atomic_load(&running) && !atomic_load(&restart_pending))
         return;
     atomic_store(&running, false);
     ss_internal_threads_reset();
@@ -85,7 +112,15 @@ static void child_after_fork(void) {
     ss_mem_reset();
     if (source->after_fork_child)
         source->after_fork_child();
-    start_locked();
+    restart_pid = (pid_t)syscall(SYS_getpid);
+    atomic_store(&restart_pending, true);
+    pthread_t t;
+    if (ss_thread_start(&t, "fork", restart_main, NULL) != 0) {
+        atomic_store(&restart_pending, false);
+        ss_error("cannot start a thread in the forked child (pid %d); the agent stays off "
+                 "there",
+                 (int)getpid());
+    }
 }
 
 int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
@@ -110,6 +145,7 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
 
 void ss_agent_stop(void) {
     pthread_mutex_lock(&lifecycle_lock);
+    atomic_store(&restart_pending, false); /* a forked child exiting early */
     if (atomic_exchange(&running, false)) {
         uint64_t deadline = ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull;
         source->stop(deadline);
@@ -119,6 +155,13 @@ void ss_agent_stop(void) {
 }
 
 bool ss_agent_exec_begin(void) {
+    /* A forked child that execs before its agent restarted: cancel the
+     * restart (or wait until it is done, then stop the agent as usual). */
+    if (atomic_load(&restart_pending) && restart_pid == (pid_t)syscall(SYS_getpid)) {
+        pthread_mutex_lock(&lifecycle_lock);
+        atomic_store(&restart_pending, false);
+        pthread_mutex_unlock(&lifecycle_lock);
+    }
     /* A vfork child shares our memory but not our threads: the agent is
      * the parent's, and must go on for it. */
     if (!atomic_load(&running) || ss_process()->pid != (pid_t)syscall(SYS_getpid))
