@@ -625,7 +625,7 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out) {
     if (rc != 0)
         return rc;
     *out = take_round(active);
-    return *out ? 0 : -ENOMEM;
+    return *out ? 0 : ss_sig_lost() ? -EBUSY : -ENOMEM;
 }
 
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused) {

@@ -532,11 +532,15 @@ static bool still_ours(void) {
         return true;
     lost = true;
     atomic_store_explicit(&active, false, memory_order_release);
-    ss_error("the process installed its own handler for signal %d (STACKSHOT_SIGNAL) "
-             "after the agent started; the native sampler leaves it to the process "
-             "and stops sampling (set STACKSHOT_SIGNAL to a signal the process "
-             "does not use)",
-             the_signal);
+    /* SIG_DFL or SIG_IGN count as taken over too: the process reset it */
+    const char *what = (cur.sa_flags & SA_SIGINFO) ? "installed its own handler for"
+                       : cur.sa_handler == SIG_DFL ? "reset to SIG_DFL"
+                       : cur.sa_handler == SIG_IGN ? "set SIG_IGN on"
+                                                   : "installed its own handler for";
+    ss_error("the process %s signal %d (STACKSHOT_SIGNAL) after the agent started; the "
+             "native sampler leaves it to the process and stops sampling (set "
+             "STACKSHOT_SIGNAL to a signal the process does not use)",
+             what, the_signal);
     return false;
 }
 
