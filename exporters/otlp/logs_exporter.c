@@ -90,17 +90,19 @@ static void drop_second(logs_state *s) {
     free(p);
 }
 
-/* While the backend is behind (requests wait), a new request joins the
- * newest waiting one up to the batch limits: two serialized
- * ExportLogsServiceRequests one after the other are one request holding
- * the ResourceLogs of both (protobuf appends repeated fields). Without
- * this, a backlog drains one round per call, and a backend whose calls
- * take longer than a round's interval (a remote collector, a slow link)
- * would never be caught up with after an outage. The request a call is
- * sending is never touched. True when b was taken. */
+/* While the backend is behind (two requests wait already: the head, sent
+ * or backing off, and one more), a new request joins the newest waiting
+ * one up to the batch limits: two serialized ExportLogsServiceRequests one
+ * after the other are one request holding the ResourceLogs of both
+ * (protobuf appends repeated fields). Without this, a backlog drains one
+ * round per call, and a backend whose calls take longer than a round's
+ * interval (a remote collector, a slow link) would never be caught up
+ * with after an outage. The head (the request a call is sending or will
+ * retry) is never touched, so a backend that keeps up still gets one
+ * request per round. True when b was taken. */
 static bool merge_into_tail(logs_state *s, const ss_buf *b, uint32_t records) {
     pending *t = s->tail;
-    if (!t || (s->inflight && t == s->head) || t->records + records > s->batch_size ||
+    if (!t || t == s->head || t->records + records > s->batch_size ||
         t->len + b->len > SS_LOGS_MAX_REQUEST)
         return false;
     uint8_t *grown = realloc(t->bytes, t->len + b->len);
