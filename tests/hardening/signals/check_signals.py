@@ -144,7 +144,7 @@ elif case in ("blocked", "blocked_late"):
 elif case == "prof":
     # ITIMER_PROF ticks with the agent sampling every 10 ms vs without it
     base = result(run(["prof"], {}, agent=False), "prof")
-    p = run(["prof"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    p = run(["prof", "wait"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
     got = result(p, "prof")
     rs = rounds()
     ratio = got.get("ticks_per_cpu_s", 0) / max(base.get("ticks_per_cpu_s", 1), 1)
@@ -157,7 +157,7 @@ elif case == "prof":
     check(lo <= ratio <= hi, "tick rate ratio %.2f (want %.1f-%.1f)" % (ratio, lo, hi))
     check(got.get("agent_signals", 1) == 0, "the host's SIGPROF handler got agent signals")
     check(not agent_lines(p.stderr), "no agent line expected: %r" % p.stderr)
-    check(len(rs) >= 30 / scale, "the agent sampled: %d rounds" % len(rs))
+    check(len(rs) >= 10, "the agent sampled: %d rounds" % len(rs))
     check(any("spin_for_prof" in f for x in rs for f in x["threads"].get("ss_sig_host", [])),
           "main sampled in spin_for_prof")
 

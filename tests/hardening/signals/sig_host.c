@@ -5,7 +5,8 @@
  *                           after 5 rounds and counts what reaches it
  *   sig_host blocked N [sig] N threads block the agent's signal from birth
  *   sig_host blocked_late N  the same N threads block it after 5 rounds
- *   sig_host prof           profiles itself with setitimer(ITIMER_PROF)
+ *   sig_host prof [wait]    profiles itself with setitimer(ITIMER_PROF) (wait:
+ *                           for 3 agent rounds first)
  *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
  *                           by one long nanosleep
  *
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,7 +235,12 @@ __attribute__((noinline)) static void spin_for_prof(double seconds) {
             x++;
 }
 
-static int mode_prof(void) {
+/* wait: the agent is there; let it take 3 rounds first (its first round
+ * reads symbols, slow under a sanitizer) so the measured second is a
+ * sampled one. */
+static int mode_prof(bool wait) {
+    for (int i = 0; wait && i < 400 && rounds_written() < 3; i++)
+        nap_ms(50);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = prof_handler;
@@ -298,7 +305,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "blocked_late") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 1);
     if (strcmp(mode, "prof") == 0)
-        return mode_prof();
+        return mode_prof(argc > 2 && strcmp(argv[2], "wait") == 0);
     if (strcmp(mode, "eintr") == 0 && argc > 2)
         return mode_eintr(atoi(argv[2]));
     fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS [sig]\n");
