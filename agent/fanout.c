@@ -36,6 +36,7 @@ typedef struct exporter_slot {
      * refused + held (still queued by an exporter abandoned at the
      * deadline). */
     _Atomic uint64_t offered, delivered, refused;
+    struct exporter_slot *forgotten_next; /* see ss_exporters_forget */
 } exporter_slot;
 
 static exporter_slot *slots[MAX_EXPORTERS];
@@ -290,8 +291,16 @@ void ss_exporters_stop(uint64_t deadline_ns) {
 
 /* In a forked child the exporter threads do not exist and their locks may
  * be held forever: forget the slots without touching them. Their memory
- * stays allocated (a child cannot know what is safe to free). */
+ * stays allocated (a child cannot know what is safe to free) and
+ * reachable, through a list linked in the slots themselves (no allocation
+ * in an at-fork handler), generation after generation. */
+static exporter_slot *forgotten;
+
 void ss_exporters_forget(void) {
+    for (int i = 0; i < n_slots; i++) {
+        slots[i]->forgotten_next = forgotten;
+        forgotten = slots[i];
+    }
     n_slots = 0;
     atomic_store(&largest_round, 0);
     memset(slots, 0, sizeof slots);
