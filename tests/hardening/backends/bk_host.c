@@ -1,14 +1,17 @@
 /* bk_host.c: a steady native workload that counts its operations, the host
  * of the dead-and-hostile-backend tests and of bench/backends.
  *
- *   bk_host <run ms> [workers] [sleepers] [depth]
+ *   bk_host <run ms> [workers] [sleepers] [depth] [pause us]
  *
  * With <run ms> 0 the run lasts until standard input ends (the tests
  * decide when, by what the backends saw).
  * `workers` threads (default 2, named "bk-worker-N") run a hash loop for
  * `run ms` and count the loop's iterations; `sleepers` threads (default 0,
  * "bk-sleeper-N") wait `depth` calls deep (default 8), so that every round
- * carries a known amount of stack data; the main thread waits. With
+ * carries a known amount of stack data; the main thread waits. With a
+ * pause, workers sleep that many microseconds after every 1024 loops (the
+ * tests use it so that parallel cases do not starve the machine; the bench
+ * runs without). With
  * BK_FSIZE_LIMIT=<bytes> the host limits the size of files it writes
  * (RLIMIT_FSIZE, SIGXFSZ ignored: writes past it fail with EFBIG), a full
  * disk as far as the agent's file writes are concerned. At the
@@ -40,6 +43,7 @@
 #define MAX_WORKERS 64
 
 static atomic_bool stop;
+static long pause_us;
 static uint64_t counts[MAX_WORKERS];
 
 static uint64_t now_ms(void) {
@@ -62,6 +66,10 @@ static void *worker(void *arg) {
             h *= 1099511628211ull;
         }
         n++;
+        if (pause_us && (n & 1023) == 0) {
+            struct timespec ts = {0, pause_us * 1000L};
+            nanosleep(&ts, NULL);
+        }
     }
     counts[i] = n + (h == 42); /* keep h alive */
     return NULL;
@@ -120,6 +128,9 @@ int main(int argc, char **argv) {
     size_t workers = argc > 2 ? strtoul(argv[2], NULL, 10) : 2;
     size_t sleepers = argc > 3 ? strtoul(argv[3], NULL, 10) : 0;
     depth = argc > 4 ? atoi(argv[4]) : 8;
+    pause_us = argc > 5 ? atol(argv[5]) : 0;
+    if (pause_us < 0 || pause_us > 999999)
+        pause_us = 0;
     if (workers < 1 || workers > MAX_WORKERS)
         workers = 2;
     if (sleepers > 4 * MAX_WORKERS)

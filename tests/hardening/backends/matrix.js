@@ -23,7 +23,7 @@
 //     name), and the agent counts records exported.
 // Text cases have no backend: the output directory is unusable, and the
 // host must not notice.
-// Cases run JOBS at a time (they mostly wait); exit 0 when all pass, 1
+// Cases run BK_JOBS (3) at a time (they mostly wait); exit 0 when all pass, 1
 // otherwise, 77 when a prerequisite is missing.
 'use strict';
 
@@ -225,7 +225,7 @@ async function runCase(c) {
     // The host runs until we close its input: the phases follow what the
     // backends and the agent's log show, not the clock (on a busy machine
     // the first round may come seconds late).
-    const run = runHost(env, ['0', '1', '16', '24']);
+    const run = runHost(env, ['0', '1', '16', '24', '2000']);
     const t0 = Date.now();
     let recoveredAt = 0;
     if (bad && !c.norecover) {
@@ -320,8 +320,11 @@ async function runCase(c) {
         if (ctr && ctr.exported === 0) problems.push('no record counted as exported');
         // what piled up during the outage drains once the backend is back,
         // well before the run ends: nothing is left for the exit to drop
-        const left = r.stderr.match(/.*not delivered before the shutdown deadline.*/);
-        if (left) problems.push(`the backlog did not drain after recovery: ${left[0]}`);
+        // (otlp_profiles flushes its last period at exit: that one may be
+        // caught by the deadline on a busy machine, an older one may not)
+        const left = r.stderr.match(/.*: (\d+) (records|periods) not delivered before the shutdown deadline.*/);
+        if (left && !(left[2] === 'periods' && Number(left[1]) <= 1))
+            problems.push(`the backlog did not drain after recovery: ${left[0]}`);
     }
     if (goodSrv) await goodSrv.close();
     const summary = `${c.exporter}/${c.mode}${c.norecover ? ' (down to the end)' : ''}: exit +${exitDelay} ms, rss +${growKb} kB, ` +
@@ -370,7 +373,7 @@ function cases() {
 }
 
 async function main() {
-    let only = null, jobs = Number(process.env.BK_JOBS || 4);
+    let only = null, jobs = Number(process.env.BK_JOBS || 3);
     for (let i = 2; i < process.argv.length; i++) {
         if (process.argv[i] === '--only') only = process.argv[++i];
         else if (process.argv[i] === '--jobs') jobs = Number(process.argv[++i]);
