@@ -40,7 +40,7 @@
  * starved machine gRPC's threads may take that long to run at all, and an
  * exporter that is not back by the shutdown deadline is abandoned with
  * its counters incomplete. */
-#define EXIT_WAIT_NS 200000000ull
+#define EXIT_WAIT_NS 100000000ull
 
 struct ss_grpc_client {
     char target[1024];

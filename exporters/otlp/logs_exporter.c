@@ -439,8 +439,8 @@ static uint64_t send_until(uint64_t deadline_ns) {
     uint64_t now = ss_mono_ns();
     if (deadline_ns <= now)
         return deadline_ns;
-    uint64_t keep = (deadline_ns - now) / 4;
-    return deadline_ns - (keep < 400000000ull ? keep : 400000000ull);
+    uint64_t keep = (deadline_ns - now) / 8;
+    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
 }
 
 static void logs_close(void *state, uint64_t deadline_ns) {
