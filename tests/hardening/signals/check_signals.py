@@ -181,10 +181,13 @@ elif case == "eintr":
           (n, r.get("loop_eintr", -1), r.get("loops", -1), r.get("long_eintr", -1)))
     check(n >= 10, "rounds: %d" % n)
     # at most one signal per thread per round
-    check(r.get("loop_eintr", 99) <= n + 1, "loop sleeper: %s EINTR in %d rounds" % (r.get("loop_eintr"), n))
+    # (n counts the rounds in the file; one more may have been taken as the
+    # process exited)
+    check(r.get("loop_eintr", 99) <= n + 2, "loop sleeper: %s EINTR in %d rounds" % (r.get("loop_eintr"), n))
     # an idle thread is signalled until its stack is settled (two equal
-    # stacks), then reused without a signal
-    check(r.get("long_eintr", 99) <= 3, "long sleeper: %s EINTR in %d rounds" % (r.get("long_eintr"), n))
+    # stacks, little CPU after our handler: on a loaded machine the first
+    # check may miss), then reused without a signal
+    check(r.get("long_eintr", 99) <= 5, "long sleeper: %s EINTR in %d rounds" % (r.get("long_eintr"), n))
 
 else:
     sys.exit("unknown case " + case)
