@@ -44,14 +44,18 @@ const MAX_MEMORY = 4 << 20;
 const RSS_SLACK_KB = 24 * 1024;
 const MAX_REPEAT = 3;
 const MAX_LINES = 24;
-const NEEDLE = Buffer.from('bk-worker');
+// The host's data, as a backend sees it: an idle thread's name for OTLP
+// (the 16 sleepers are in every round, even when the busy worker misses
+// one on a starved machine), the worker's name for qubership (which skips
+// idle threads), in UTF-16 as Java's writeChars writes it.
+const NEEDLE = Buffer.from('bk-sleeper');
 // modes whose answers gRPC may take as a success (a response it cannot
 // parse, or one cut short at the end of the stream), so no failure need be
 // counted
 const ANSWERS_OK = new Set(['grpc-badproto', 'grpc-badframe']);
 // what the exporters say when a backend fails them
 const FAILURE_LINE = /export to .* failed|reconnecting in/;
-const NEEDLE16 = Buffer.from('bk-worker', 'utf16le').swap16(); // Java's writeChars
+const NEEDLE16 = Buffer.from('bk-worker', 'utf16le').swap16();
 
 const HOST = process.env.BK_HOST;
 const LIB = process.env.STACKSHOT_LIB || '';
