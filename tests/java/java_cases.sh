@@ -59,7 +59,7 @@ bad_option)
     rc=$?
     [ $rc -eq 0 ] || fail "JVM exit code $rc"
     grep -q '^ready' "$tmp/out" || fail "demo did not run"
-    grep '^stackshot: ' "$tmp/err" | grep -v -e 'started in pid' -e 'text: ' -e 'jvmti: ' >"$tmp/lines"
+    grep '^stackshot: ' "$tmp/err" | grep -v -e 'started in pid' -e 'text: ' -e 'jvmti: ' -e ' memory: peak' >"$tmp/lines"
     cat "$tmp/lines"
     expect=$(printf '%s\n' \
         "stackshot: option 'garbage': expected key=value; ignoring it" \
