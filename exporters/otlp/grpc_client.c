@@ -52,6 +52,7 @@ struct ss_grpc_client {
     uint64_t channel_born_ns;
     bool replace_channel; /* the last call found no connection */
     nlink_t scanned_nlink; /* threads + 2 at the last register_grpc_threads */
+    bool unconfirmed;      /* it left candidates to confirm at the next call */
     grpc_completion_queue *cq;
     grpc_metadata *md; /* ep->headers as metadata, sent on every call */
     size_t n_md;
@@ -84,15 +85,44 @@ static void sigblk_of(const char *status_path, char *out, size_t n) {
  * them; they inherit that thread's mask, which blocks every signal. A
  * thread of this process with exactly the mask of an agent thread is
  * gRPC's (a host thread blocking every signal could not be sampled by
- * signal anyway): register it as internal so samplers leave it out. */
-static void register_grpc_threads(void) {
+ * signal anyway), with one exception: glibc starts every new thread with
+ * all signals blocked until it runs the thread's function, so a host
+ * thread caught inside pthread_create matches for a moment. A thread is
+ * therefore registered as internal only when two scans at least
+ * CONFIRM_NS apart both see the agent's mask; until then it is a
+ * candidate (and counted as blocking the signal, as it does). */
+#define CONFIRM_NS 20000000ull
+#define MAX_CANDIDATES 128
+
+typedef struct {
+    pid_t tid;
+    uint64_t first_ns;
+} grpc_candidate;
+
+static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static grpc_candidate candidates[MAX_CANDIDATES];
+static size_t n_candidates;
+
+static uint64_t candidate_since(pid_t tid, uint64_t now) {
+    for (size_t i = 0; i < n_candidates; i++)
+        if (candidates[i].tid == tid)
+            return candidates[i].first_ns;
+    return now;
+}
+
+/* Returns true while some thread awaits its confirming scan. */
+static bool register_grpc_threads(void) {
     char own[64], path[96], mask[64];
     sigblk_of("/proc/thread-self/status", own, sizeof own);
     if (!own[0])
-        return;
+        return false;
     DIR *d = opendir("/proc/self/task");
     if (!d)
-        return;
+        return false;
+    pthread_mutex_lock(&scan_lock);
+    grpc_candidate next[MAX_CANDIDATES];
+    size_t n_next = 0;
+    uint64_t now = ss_mono_ns();
     struct dirent *e;
     while ((e = readdir(d))) {
         pid_t tid = (pid_t)atoi(e->d_name);
@@ -100,10 +130,19 @@ static void register_grpc_threads(void) {
             continue;
         snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
         sigblk_of(path, mask, sizeof mask);
-        if (strcmp(mask, own) == 0)
+        if (strcmp(mask, own) != 0)
+            continue;
+        uint64_t since = candidate_since(tid, now);
+        if (now - since >= CONFIRM_NS)
             ss_internal_thread_add(tid);
+        else if (n_next < MAX_CANDIDATES)
+            next[n_next++] = (grpc_candidate){tid, since};
     }
     closedir(d);
+    memcpy(candidates, next, n_next * sizeof next[0]);
+    n_candidates = n_next;
+    pthread_mutex_unlock(&scan_lock);
+    return n_next > 0;
 }
 
 static pid_t grpc_pid; /* the process that initialised gRPC */
@@ -237,8 +276,9 @@ static void maybe_replace_channel(ss_grpc_client *c) {
  * threads + 2). */
 void ss_grpc_client_note_threads(ss_grpc_client *c) {
     struct stat st;
-    if (stat("/proc/self/task", &st) == 0 && st.st_nlink != c->scanned_nlink) {
-        register_grpc_threads();
+    if (stat("/proc/self/task", &st) == 0 &&
+        (st.st_nlink != c->scanned_nlink || c->unconfirmed)) {
+        c->unconfirmed = register_grpc_threads();
         c->scanned_nlink = st.st_nlink;
     }
 }
