@@ -7,6 +7,7 @@
  * loader/core.map). */
 #include "loader/ss_core_api.h"
 #include "agent/ss_agent.h"
+#include "samplers/ss_samplers.h"
 #include "stackshot.h"
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
@@ -80,6 +81,7 @@ ss_core_entry_v1(const ss_core_host *host) {
     if (ss_core_alloc_install(&host->alloc) != 0)
         return NULL;
     deepbind = host->deepbind;
+    ss_native_note_dlopened();
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;

@@ -516,14 +516,33 @@ static void init_cond(void) {
     pthread_condattr_destroy(&a);
 }
 
-/* STACKSHOT_UNWIND: "step" (default), "fast" or "gcc"; see docs/native.md. */
+static atomic_bool core_dlopened;
+
+void ss_native_note_dlopened(void) { atomic_store(&core_dlopened, true); }
+
+/* STACKSHOT_UNWIND: "step" (default), "fast" or "gcc"; see docs/native.md.
+ * "fast" keeps unw_backtrace's frame cache in libunwind's thread-local
+ * storage; in a core opened by dlopen (the library as shipped) glibc
+ * allocates that storage with malloc on the thread's first access, which
+ * would be inside our handler, possibly interrupting the thread's own
+ * malloc: "gcc", as fast and touching no thread-local storage, is used. */
 static int unwind_wanted(void) {
     const char *v = ss_config_str("STACKSHOT_UNWIND", "step");
+    static bool reported; /* once, not at every ss_native_sample_once */
+    if (strcmp(v, "fast") == 0 && atomic_load(&core_dlopened)) {
+        if (!reported) {
+            reported = true;
+            ss_config_bad("STACKSHOT_UNWIND", v,
+                          "libunwind's frame cache would be allocated inside the "
+                          "signal handler (thread-local storage of a dlopened library)",
+                          "using gcc");
+        }
+        return SS_UNWIND_GCC;
+    }
     if (strcmp(v, "fast") == 0)
         return SS_UNWIND_FAST;
     if (strcmp(v, "gcc") == 0)
         return SS_UNWIND_GCC;
-    static bool reported; /* once, not at every ss_native_sample_once */
     if (strcmp(v, "step") != 0 && !reported) {
         reported = true;
         ss_config_bad("STACKSHOT_UNWIND", v, "not \"step\", \"fast\" or \"gcc\"", "using step");

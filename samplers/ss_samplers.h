@@ -47,4 +47,10 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
 /* Counters: lookups served from the cache vs. resolved with DWARF. */
 void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses);
 
+/* Called once by the core's entry point when the loader opened it with
+ * dlopen: the libraries' thread-local storage is then allocated lazily,
+ * with malloc, on each thread's first access, which rules out unwinders
+ * that touch it inside the signal handler (STACKSHOT_UNWIND=fast). */
+void ss_native_note_dlopened(void);
+
 #endif /* SS_SAMPLERS_H */
