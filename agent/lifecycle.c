@@ -16,7 +16,7 @@
  * for the agent's threads, files and connections.
  *
  * exec(): this image ends as at exit, but no destructor runs. The exec
- * functions (agent/exec_guard.c) stop the agent first: queued rounds are
+ * functions (loader/loader_exec.c) stop the agent first: queued rounds are
  * flushed within the shutdown deadline and no sampling signal is left
  * pending (it would kill the new image: handlers are reset at exec,
  * pending signals are not). If the exec fails the agent starts again. The

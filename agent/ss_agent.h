@@ -428,7 +428,7 @@ int ss_agent_start(const ss_source_ops *source, const ss_config *cfg);
 /* Stop the source, flush exporters within the shutdown deadline. */
 void ss_agent_stop(void);
 bool ss_agent_running(void);
-/* Around an exec by this process (agent/exec_guard.c): begin stops the
+/* Around an exec by this process (loader/loader_exec.c): begin stops the
  * agent as at exit (flushing within the shutdown deadline) and returns
  * whether it was running here; after a failed exec, ss_agent_exec_failed
  * starts it again. */
