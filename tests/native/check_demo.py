@@ -130,12 +130,22 @@ def main():
         "stackshot-demo": ("TIMED_WAITING (sleeping)", "sleeping",
                            [("nap_ms", mk["nap"]), ("main", mk["main"])]),
     }
+    # The sleepers wake every 50 ms (nap_ms) and the rounds come every
+    # 100 ms: a round may truthfully catch one running for a moment, and
+    # two timers of multiple periods can stay in phase for several rounds.
+    # So the state is judged over six rounds near the end: the expected one
+    # in at least half of them, and the frames of such a round are checked.
+    window = rounds[-8:-2] if len(rounds) >= 10 else rounds[-3:-2]
     for name, (state, status, frames) in expect.items():
-        t = r.get(name)
-        if not check(t is not None, "thread %s missing (have %s)" % (name, sorted(r))):
+        seen = [t for t in ({x["name"]: x for x in rnd}.get(name) for rnd in window) if t]
+        if not check(seen and r.get(name) is not None,
+                     "thread %s missing (have %s)" % (name, sorted(r))):
             continue
-        check(t["state"] == state, "%s: state %r, expected %r" % (name, t["state"], state))
-        check(t["status"] == status, "%s: status %r, expected %r" % (name, t["status"], status))
+        good = [t for t in seen if t["state"] == state and t["status"] == status]
+        t = good[-1] if good else seen[-1]
+        check(2 * len(good) >= len(seen),
+              "%s: state %r / status %r in only %d of %d rounds, e.g. %r / %r" %
+              (name, state, status, len(good), len(seen), seen[-1]["state"], seen[-1]["status"]))
         for func, line in frames:
             check(has_frame(t["frames"], func, line),
                   "%s: no frame %s%s in %s" % (name, func,
