@@ -76,6 +76,9 @@ typedef struct pending {
     uint64_t handler_cpu;    /* in-handler modes: its CPU clock as our handler ended */
     bool same_stack;         /* the stack taken equals the one before */
     bool asleep;             /* its stack was just read without a signal */
+    bool deferred;           /* asleep last time, running now: looked at again last */
+    bool gone;               /* deferred, then exited or never on a CPU: no entry */
+    uint64_t look_ns;        /* deferred: when it was last looked at */
 } pending;
 
 typedef struct sampler {
@@ -344,10 +347,27 @@ static void find_pthread(sampler *s, known *k) {
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
 
+/* Read asleep until now, a thread may have started blocking the signal
+ * meanwhile (nothing told): look before signalling it in vain and waiting
+ * for an answer that cannot come. */
+static bool deaf_now(sampler *s, known *k) {
+    if (k->read_asleep && !k->blocks) {
+        k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
+        k->refreshed = s->rounds;
+    }
+    return k->blocks;
+}
+
+/* What reading a thread asleep gave. */
+typedef enum asleep_rc {
+    ASLEEP_READ = 0, /* its stack is in k */
+    ASLEEP_RAN,      /* it ran meanwhile: look again */
+    ASLEEP_CANNOT,   /* the walk failed: only a signal can tell */
+} asleep_rc;
+
 /* A thread asleep (in a system call, or stopped: the syscall file gives SP
- * and PC), read without a signal. true: its stack is in k. false: it must
- * be signalled (counted as a fallback). */
-static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
+ * and PC), read without a signal. */
+static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     known *k = p->k;
     uint64_t hi = stack_top(s, k, sc->sp);
     const uint64_t *ips;
@@ -359,9 +379,13 @@ static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
     bool still = cpu == p->cpu && ss_task_read_syscall(k->tid, &k->files, &after) == 0 &&
                  after.len == sc->len && memcmp(after.line, sc->line, sc->len) == 0;
-    if (!whole || !still) {
-        s->fell_by[still ? end : FELL_RAN]++;
-        return false;
+    if (!still) {
+        s->fell_by[FELL_RAN]++;
+        return ASLEEP_RAN;
+    }
+    if (!whole) {
+        s->fell_by[end]++;
+        return ASLEEP_CANNOT;
     }
     bool truncated;
     uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, &truncated);
@@ -376,7 +400,7 @@ static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     k->has_span = ss_walker_span(s->walker, k->pthread, k->trace_id, k->span_id);
     p->asleep = true;
     k->read_asleep = true;
-    return true;
+    return ASLEEP_READ;
 }
 
 /* The sampler-side half of copy mode: unwind what a handler copied. */
@@ -392,6 +416,12 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
      * frames found so far are kept, as an in-handler unwinder does */
     return res.n;
 }
+
+/* Deferring threads caught between two waits (see plan, take_deferred). */
+#define DEFER_TRIES 4
+#define DEFER_CPU_NS 1000000ull /* a thread that used more since the last round works */
+#define DEFER_WAIT_NS 500000ull
+#define DEFER_NEAR_NS 2000000ull /* two looks further apart tell nothing */
 
 /* ---- one round ---------------------------------------------------- */
 
@@ -446,17 +476,32 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                 continue;
             }
             bool asleep = copy && !sc.running && k->st.state != 'Z' && k->st.state != 'X';
-            if (!(asleep && read_asleep(s, p, &sc))) {
+            asleep_rc rc = ASLEEP_CANNOT;
+            uint64_t used = p->prev_cpu == SS_UNKNOWN_U64 || p->cpu < p->prev_cpu
+                                ? p->cpu : p->cpu - p->prev_cpu;
+            if (copy && sc.running && (k->read_asleep || !k->have_stack) && !k->blocks &&
+                used < DEFER_CPU_NS) {
+                /* a thread that sleeps most of the time (asleep at its
+                 * last stack, or not seen before, and little CPU since),
+                 * caught in the moment it runs between two waits (timers
+                 * of related periods stay in phase with the rounds):
+                 * signalled now, it would often get the signal back in its
+                 * wait, which ends it with EINTR. Looked at again at the
+                 * end of the round, just before it would be signalled. */
+                p->deferred = true;
+            } else if (!(asleep && (rc = read_asleep(s, p, &sc)) == ASLEEP_READ)) {
+                if (asleep && rc == ASLEEP_RAN && !k->blocks) {
+                    p->deferred = true; /* woke during the walk: as above */
+                    goto planned;
+                }
                 if (asleep && !k->blocks) {
                     s->fallbacks++;
                     s->fallbacks_round++;
                 }
-                /* read asleep until now, it may have started blocking the
-                 * signal meanwhile (nothing told): look before signalling
-                 * it in vain and waiting for an answer that cannot come */
-                if (k->read_asleep && !full && !k->blocks) {
-                    k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
-                    k->refreshed = s->rounds;
+                if (!full && deaf_now(s, k)) {
+                    (*blocked)++;
+                    k->have_stack = false;
+                    continue;
                 }
                 k->read_asleep = false;
                 if (k->blocks) {
@@ -473,6 +518,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                 }
             }
         }
+    planned:
         if (k->number == 0)
             k->number = s->next_number++;
         n++;
@@ -480,6 +526,88 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     if (publish)
         ss_walker_publish_maps(s->walker);
     return n;
+}
+
+/* The deferred threads, after the others' signals. Back in a wait: read
+ * asleep. Running (its CPU clock moves): signalled now, in a second small
+ * batch. Neither: it is runnable but waiting for a CPU, very likely still
+ * inside the system call it woke up in (its timer fired, its fd became
+ * ready): a signal now would be pending when it runs, and poll and select
+ * then return EINTR even though they had timed out (fs/select.c checks
+ * signal_pending before returning 0). So a thread is signalled only when
+ * it ran between two looks 0.5 ms apart (at most 2 ms); one that never
+ * gets a CPU over DEFER_TRIES looks is left out of the round (skipped). */
+static void take_deferred(sampler *s, uint32_t planned) {
+    bool any = false;
+    for (int attempt = 0; attempt < DEFER_TRIES; attempt++) {
+        uint32_t waiting = 0;
+        for (uint32_t i = 0; i < planned; i++) {
+            pending *p = &s->work[i];
+            if (!p->deferred || p->slot || p->asleep || p->gone)
+                continue;
+            known *k = p->k;
+            ss_proc_syscall sc;
+            uint64_t now = ss_mono_ns();
+            uint64_t cpu = ss_thread_cpu_ns(k->tid); /* before the syscall line: see read_asleep */
+            if (cpu == SS_UNKNOWN_U64 || ss_task_read_syscall(k->tid, &k->files, &sc) != 0) {
+                p->gone = true;
+                continue;
+            }
+            if (!sc.running && read_stat(k) == 0 && k->st.state != 'Z' && k->st.state != 'X') {
+                k->syscall_nr = sc.nr;
+                p->cpu = cpu;
+                asleep_rc rc = read_asleep(s, p, &sc);
+                if (rc == ASLEEP_READ)
+                    continue;
+                if (rc == ASLEEP_RAN && attempt + 1 < DEFER_TRIES) {
+                    p->look_ns = now;
+                    p->cpu = SS_UNKNOWN_U64; /* the next look starts a watch */
+                    waiting++;
+                    continue;
+                }
+                if (rc == ASLEEP_RAN) {
+                    p->gone = true; /* never still: left out, counted as skipped */
+                    continue;
+                }
+                s->fallbacks++;
+                s->fallbacks_round++;
+            } else if (p->cpu != SS_UNKNOWN_U64 && cpu >= p->cpu + DEFER_CPU_NS) {
+                k->st.state = 'R'; /* busy since the last look: a worker */
+                k->syscall_nr = -1;
+            } else if (cpu == p->cpu || attempt == 0 || p->cpu == SS_UNKNOWN_U64 ||
+                       now - p->look_ns > DEFER_NEAR_NS) {
+                /* not on a CPU since the last look. The first look only
+                 * starts the watch (it may have woken twice since the
+                 * plan), and so does a look long after the one before (a
+                 * sampler kept off the CPU sees the thread's next wait
+                 * end as well) */
+                p->cpu = cpu;
+                p->look_ns = now;
+                if (attempt + 1 < DEFER_TRIES)
+                    waiting++;
+                else
+                    p->gone = true; /* never seen running: left out, counted as skipped */
+                continue;
+            } else {
+                k->st.state = 'R'; /* ran between two looks: a worker */
+                k->syscall_nr = -1;
+            }
+            p->cpu = cpu;
+            if (deaf_now(s, k)) {
+                p->gone = true; /* counted as skipped; as blocking from the next round */
+                continue;
+            }
+            k->read_asleep = false;
+            p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
+            p->gone = !p->slot;
+            any |= p->slot != NULL;
+        }
+        if (!waiting)
+            break;
+        ss_sleep_ns(DEFER_WAIT_NS);
+    }
+    if (any)
+        ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
 }
 
 static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
@@ -544,6 +672,8 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     if (p->slot) {
         if (!take_answer(s, p))
             return false;
+    } else if (p->deferred && !p->asleep) {
+        return false; /* gone, never on a CPU, or no slot: counted as skipped */
     } else if (p->asleep) {
         s->asleep++;
     } else {
@@ -583,6 +713,7 @@ static ss_round *take_round(sampler *s) {
     s->fallbacks_round = 0;
     uint32_t planned = plan(s, &skipped, &blocked);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
+    take_deferred(s, planned);
     if (ss_sig_lost())
         return NULL; /* the host took the signal over: said once, no round */
 
