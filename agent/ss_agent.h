@@ -370,6 +370,8 @@ bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
 typedef struct ss_exporter_stats {
     _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
     _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
+    _Atomic uint64_t rounds_lost;     /* handed to consume, but their data never reached
+                                         the backend (reported as dropped, not delivered) */
     _Atomic uint64_t records_exported;/* records the backend accepted */
     _Atomic uint64_t records_dropped; /* records given up (non-retryable, too big, shutdown) */
     _Atomic uint64_t records_rejected;/* rejected by the backend (partial success) */
