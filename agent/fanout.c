@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_EXPORTERS 8
+#define MAX_EXPORTERS 32 /* one bit of ss_config.exporters each */
 #define QUEUE_CAP 4096 /* rounds; the memory cap usually bites first */
 
 typedef struct exporter_slot {
@@ -127,12 +127,12 @@ static void *exporter_main(void *arg) {
 
 int ss_exporters_start(const ss_config *cfg) {
     int started = 0;
-    for (uint32_t bit = 1; bit && n_slots < MAX_EXPORTERS; bit <<= 1) {
-        if (!(cfg->exporters & bit))
+    for (int i = 0; ss_exporter_table[i].name && i < 32 && n_slots < MAX_EXPORTERS; i++) {
+        if (!(cfg->exporters & (1u << i)))
             continue;
-        const ss_exporter_ops *ops = ss_exporter_find(bit);
+        const ss_exporter_ops *ops = ss_exporter_table[i].ops;
         if (!ops) {
-            ss_error("exporter %#x is not compiled into this build; skipping it", bit);
+            ss_error("%s: not in this build; skipping it", ss_exporter_table[i].name);
             continue;
         }
         exporter_slot *s = calloc(1, sizeof *s);
