@@ -44,6 +44,8 @@ typedef struct known {
     bool truncated;
     bool has_span;
     ss_proc_stat st;         /* name, state, nice, start: last read */
+    ss_task_files files;     /* its /proc files kept open */
+    uint32_t idle_rounds;    /* rounds in a row its stack was reused */
     long syscall_nr;         /* at the previous stack */
     uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
@@ -99,6 +101,7 @@ static _Atomic bool in_round;
 static void known_free(known *k) {
     free(k->frames);
     k->frames = NULL;
+    ss_task_files_close(&k->files);
 }
 
 /* Make s->threads hold exactly the tids listed (both sorted), keeping
@@ -121,7 +124,7 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
             *k = s->threads[i++];
             continue;
         }
-        memset(k, 0, sizeof *k);
+        memset(k, 0, sizeof *k); /* files: none kept */
         k->tid = tids[j];
         k->number = tids[j] == self ? 1 : 0; /* numbered when first sampled */
         k->last_cpu = SS_UNKNOWN_U64;
@@ -200,12 +203,11 @@ static void note_cpu_after_handler(const pending *p) {
                  k->last_cpu - p->handler_cpu <= SS_AFTER_HANDLER_SLACK_NS;
 }
 
-/* Read what changes while a thread runs: /proc state, system call, I/O. */
 /* Read stat into k. A different start time means the kernel gave this
  * tid to a new thread since we last looked: forget the old one. */
 static int read_stat(known *k) {
     uint64_t start = k->st.start_ticks;
-    int rc = ss_proc_read_stat(k->tid, &k->st);
+    int rc = ss_task_read_stat(k->tid, &k->files, &k->st);
     if (rc != 0)
         return rc;
     if (k->seen && k->st.start_ticks != start) {
@@ -217,16 +219,31 @@ static int read_stat(known *k) {
     return 0;
 }
 
-static int read_running_facts(known *k) {
-    int rc = read_stat(k);
+/* Read what changes while a thread runs: where it is (the syscall file:
+ * "running", or the system call it sleeps in) and its I/O. The /proc state
+ * letter is read only when the thread is not running (S, D, T... matter
+ * then) or was just read by a full refresh. */
+static int read_running_facts(known *k, bool stat_fresh) {
+    ss_proc_syscall sc;
+    int rc = ss_task_read_syscall(k->tid, &k->files, &sc);
     if (rc != 0)
         return rc;
-    k->syscall_nr = (k->st.state == 'S' || k->st.state == 'D') ? ss_proc_read_syscall(k->tid)
-                                                               : -1;
-    if (ss_proc_read_io(k->tid, &k->io_read, &k->io_write) != 0)
+    if (sc.running) {
+        k->st.state = 'R';
+        k->syscall_nr = -1;
+    } else {
+        if (!stat_fresh && (rc = read_stat(k)) != 0)
+            return rc;
+        k->syscall_nr = sc.nr;
+    }
+    if (ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
         k->io_read = k->io_write = SS_UNKNOWN_U64;
     return 0;
 }
+
+/* A thread idle this long gives its kept descriptors back (to the budget
+ * other, busier threads may need). */
+#define IDLE_ROUNDS_KEEP_FILES 16u
 
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
@@ -272,8 +289,12 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*blocked)++;
             continue;
         }
-        if (!idle_since_last(k, p->cpu)) {
-            if (read_running_facts(k) != 0) {
+        if (idle_since_last(k, p->cpu)) {
+            if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
+                ss_task_files_close(&k->files);
+        } else {
+            k->idle_rounds = 0;
+            if (read_running_facts(k, full) != 0) {
                 (*skipped)++;
                 continue;
             }
@@ -625,6 +646,9 @@ static void native_after_fork_child(void) {
     }
     atomic_store(&in_round, false);
     ss_sig_after_fork();
+    /* the kept /proc descriptors name the parent's threads: closed here,
+     * before the host's code runs again in the child */
+    ss_proc_close_all();
 }
 
 const ss_source_ops ss_native_source = {

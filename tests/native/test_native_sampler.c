@@ -15,6 +15,7 @@
 #include "samplers/ss_samplers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -112,6 +113,67 @@ static void test_proc_readers(void **state) {
     for (int i = 1; i < n; i++)
         assert_true(tids[i - 1] < tids[i]);
     free(tids);
+}
+
+/* Kept descriptors: the same one is read again (no open per read); one
+ * the host closed and got back for a file of its own is never closed by
+ * us; ss_proc_close_all closes ours. */
+static void test_kept_files(void **state) {
+    (void)state;
+    ss_task_files f;
+    memset(&f, 0, sizeof f);
+    ss_proc_stat st;
+    ss_proc_syscall sc;
+    uint32_t kept0 = ss_proc_fds_kept();
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_equal(ss_task_read_syscall(tid_sleeper, &f, &sc), 0);
+    assert_false(sc.running);
+    assert_true(sc.nr == SYS_clock_nanosleep || sc.nr == SYS_nanosleep);
+    assert_true(sc.sp != 0 && sc.pc != 0);
+    assert_int_equal(ss_proc_fds_kept(), kept0 + 2);
+    int fd_stat = f.fd[SS_TASK_STAT];
+    assert_true(fd_stat >= 0);
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_int_equal(f.fd[SS_TASK_STAT], fd_stat); /* pread again, no new open */
+    assert_int_equal(ss_proc_fds_kept(), kept0 + 2);
+    ss_task_read_syscall(tid_spinner, NULL, &sc);
+    assert_true(sc.running); /* a spinning thread has no registers to give */
+
+    /* the host closes our descriptor and opens a file of its own, which
+     * gets the same number: closing the task's files leaves it open */
+    close(fd_stat);
+    int host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, fd_stat);
+    ss_task_files_close(&f);
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    close(host);
+    assert_int_equal(ss_proc_fds_kept(), kept0);
+
+    /* the same, then a read: the right file is read again, the host's
+     * descriptor is dropped from ours */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    fd_stat = f.fd[SS_TASK_STAT];
+    close(fd_stat);
+    host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, fd_stat);
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_not_equal(f.fd[SS_TASK_STAT], host);
+    ss_task_files_close(&f);
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    close(host);
+    assert_int_equal(ss_proc_fds_kept(), kept0);
+
+    /* close_all: every kept one goes, the task's numbers become stale */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    int fd = f.fd[SS_TASK_STAT];
+    assert_true(fd >= 0);
+    ss_proc_close_all();
+    assert_int_equal(ss_proc_fds_kept(), 0);
+    assert_int_equal(fcntl(fd, F_GETFD), -1);
+    ss_task_files_close(&f); /* stale: closes nothing */
+    assert_true(ss_proc_fd_budget() >= 1);
 }
 
 static const ss_frame *frames_named(const char **names, int n) {
@@ -281,6 +343,7 @@ static void test_idle_reuse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_readers),
+        cmocka_unit_test(test_kept_files),
         cmocka_unit_test(test_state_table),
         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_idle_reuse),
