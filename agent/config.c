@@ -86,6 +86,14 @@ static const char *const known_keys[] = {
     "CLOUD_NAMESPACE",
     "MICROSERVICE_NAME",
     "POD_NAME",
+    "STACKSHOT_ZORKA_URL",
+    "STACKSHOT_ZORKA_PERIOD",
+    "STACKSHOT_ZORKA_TIMEOUT",
+    "STACKSHOT_ZORKA_RETRIES",
+    "STACKSHOT_ZORKA_CERTIFICATE",
+    "STACKSHOT_ZORKA_CLIENT_CERTIFICATE",
+    "STACKSHOT_ZORKA_CLIENT_KEY",
+    "STACKSHOT_ZORKA_INSECURE",
     NULL,
 };
 
@@ -370,6 +378,7 @@ static const struct {
     {"qubership", SS_EXPORT_QUBERSHIP},
     {"pprof", SS_EXPORT_PPROF},
     {"flamegraph", SS_EXPORT_FLAMEGRAPH},
+    {"zorka", SS_EXPORT_ZORKA},
 };
 
 /* OTLP call-stack logs are what the seed agents ship by default; a user
@@ -413,7 +422,7 @@ static uint32_t parse_exporters(const char *key) {
         char why[400];
         snprintf(why, sizeof why,
                  "unknown exporter '%s' (known: text, otlp_logs, otlp_profiles, "
-                 "qubership, pprof, flamegraph, none)",
+                 "qubership, pprof, flamegraph, zorka, none)",
                  unknown);
         ss_config_bad(key, v, why,
                       bits || none ? "ignoring the unknown names" : "using text");

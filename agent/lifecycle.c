@@ -50,10 +50,10 @@ bool ss_agent_running(void) { return atomic_load(&running); }
 
 static void exporter_names(char *out, size_t n, uint32_t bits) {
     static const char *const names[] = {"text", "otlp_logs", "otlp_profiles",
-                                        "qubership", "pprof", "flamegraph"};
+                                        "qubership", "pprof", "flamegraph", "zorka"};
     out[0] = '\0';
     size_t len = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (bits & (1u << i)) {
             int w = snprintf(out + len, n - len, "%s%s", len ? "," : "", names[i]);
             if (w < 0 || (size_t)w >= n - len)

@@ -7,6 +7,7 @@ extern const ss_exporter_ops ss_qubership_exporter;
 extern const ss_exporter_ops ss_pprof_exporter;
 extern const ss_exporter_ops ss_flamegraph_exporter;
 extern const ss_exporter_ops ss_otlp_profiles_exporter;
+extern const ss_exporter_ops ss_zorka_exporter;
 
 const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
     switch (bit) {
@@ -22,6 +23,8 @@ const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
         return &ss_flamegraph_exporter;
     case SS_EXPORT_OTLP_PROFILES:
         return &ss_otlp_profiles_exporter;
+    case SS_EXPORT_ZORKA:
+        return &ss_zorka_exporter;
     default:
         return NULL;
     }
