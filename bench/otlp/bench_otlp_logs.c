@@ -15,7 +15,7 @@
  *      (otlp_logs to a closed port, a round every 20 ms) against the agent
  *      running with no exporter at all: the ratio of the workload's time.
  * Timings are never asserted; they vary with the machine. */
-#include "exporters/otlp/logs.h"
+#include "exporters/otlp_logs/logs.h"
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -255,14 +255,14 @@ int main(int argc, char **argv) {
            (double)gz / THREADS, 100.0 * (double)gz / (double)out.len);
 
     /* 1b. the pprof body format: one record per round */
-    if (ss_logs_pprof_available()) {
-        t0 = ss_mono_ns();
-        for (int k = 0; k < rounds; k++)
-            ss_logs_encode_pprof(&enc, &res, r, ss_wall_ns(), &out);
-        uint64_t t_pp = ss_mono_ns() - t0;
-        printf("pprof body format: %10.0f threads/s (%.2fx the text baseline's time), "
-               "%6.0f bytes/thread in the request\n",
-               recs / secs(t_pp), (double)t_pp / (double)t_text, (double)out.len / THREADS);
+    {
+    t0 = ss_mono_ns();
+    for (int k = 0; k < rounds; k++)
+        ss_logs_encode_pprof(&enc, &res, r, ss_wall_ns(), &out);
+    uint64_t t_pp = ss_mono_ns() - t0;
+    printf("pprof body format: %10.0f threads/s (%.2fx the text baseline's time), "
+           "%6.0f bytes/thread in the request\n",
+           recs / secs(t_pp), (double)t_pp / (double)t_text, (double)out.len / THREADS);
     }
     ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
                    &dropped); /* the text request again, for what follows */
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
     uint64_t b = UINT64_MAX, d = UINT64_MAX;
     for (int k = 0; k < 3; k++) {
         uint64_t x = host_run(0, "http://127.0.0.1:1");
-        uint64_t y = host_run(SS_EXPORT_OTLP_LOGS, "http://127.0.0.1:1");
+        uint64_t y = host_run(ss_exporter_bit("otlp_logs"), "http://127.0.0.1:1");
         b = x < b ? x : b;
         d = y < d ? y : d;
     }

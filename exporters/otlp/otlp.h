@@ -25,7 +25,7 @@
 #ifndef SS_OTLP_H
 #define SS_OTLP_H
 
-#include "../ss_exporters.h"
+#include "../common/common.h"
 
 /* The opentelemetry-proto tag whose wire the .proto files of
  * exporters/otlp/proto follow (each file says so too). */

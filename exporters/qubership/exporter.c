@@ -36,6 +36,7 @@ typedef struct qb_state {
     int64_t window_end_ms;
     uint64_t failures;
     uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
+    uint64_t window_rounds; /* rounds in the open window: lost with it if it cannot be sent */
 } qb_state;
 
 static uint64_t wall_ms(void) { return ss_wall_ns() / 1000000u; }
@@ -229,10 +230,13 @@ static void cycle(qb_state *s, uint64_t deadline) {
     if (s->connected) {
         atomic_fetch_add(&s->stats->records_exported, calls);
     } else {
-        /* lost: no collector, or the connection failed while sending */
+        /* lost: no collector, or the connection failed while sending; so
+         * are the window's rounds, which the fan-out counted as delivered */
         atomic_fetch_add(&s->stats->records_dropped, calls);
+        atomic_fetch_add(&s->stats->rounds_lost, s->window_rounds);
         drop_pending(s);
     }
+    s->window_rounds = 0;
     qb_session_account(&s->q);
 }
 
@@ -250,7 +254,7 @@ static uint64_t cycle_deadline(const qb_state *s) {
 static void qb_consume(void *state, ss_round *r) {
     qb_state *s = state;
     if (s->blacklisted) {
-        atomic_fetch_add(&s->stats->rounds_dropped, 1);
+        atomic_fetch_add(&s->stats->rounds_lost, 1);
         return;
     }
     int64_t ms = (int64_t)(r->time_ns / 1000000u);
@@ -264,10 +268,11 @@ static void qb_consume(void *state, ss_round *r) {
             s->window_end_ms += s->window_ms;
     }
     if (ss_mem_used() > ss_mem_limit()) {
-        atomic_fetch_add(&s->stats->rounds_dropped, 1); /* over the memory cap */
+        atomic_fetch_add(&s->stats->rounds_lost, 1); /* over the memory cap */
         return;
     }
     s->rounds_consumed++;
+    s->window_rounds++;
     qb_map_add_round(s->map, &s->q, r);
 }
 
@@ -292,6 +297,12 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         qb_suspend_stop(s->susp);
         s->susp = NULL;
     }
+    /* A process that exits before the first tick (or between reconnect
+     * attempts, when the next one is due) still gets its last window out:
+     * connect now, within the shutdown deadline. */
+    if (!s->blacklisted && !s->connected && s->window_rounds &&
+        ss_mono_ns() >= s->next_attempt_ns)
+        try_connect(s, deadline_ns);
     if (!s->blacklisted && s->connected) {
         cycle(s, deadline_ns); /* the last, partial window */
         /* close every stream as the agent does: tail, then 0x11 twice
@@ -307,6 +318,8 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         qb_map_close_window(s->map, &s->q, &st);
         s->records_taken += s->q.calls_written;
         atomic_fetch_add(&s->stats->records_dropped, s->q.calls_written);
+        atomic_fetch_add(&s->stats->rounds_lost, s->window_rounds);
+        s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
     ss_info("qubership: accounting: %llu rounds consumed, %llu records taken: %llu exported, "

@@ -11,6 +11,7 @@
  * The protobuf-c structs point into the round and into a bodies buffer; they
  * live only until the request is packed. */
 #include "logs.h"
+#include "../common/pprof.h"
 
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 
@@ -240,25 +241,6 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
 
 /* ---- the "later format": one record per round, a pprof in the body ---- */
 
-#if defined(__has_include)
-#if __has_include("../profiles/pprof.h")
-#include "../profiles/pprof.h"
-#define SS_HAVE_PPROF_H 1
-/* Weak: this folder links without the profiles encoder (bodies then are
- * unavailable and ss_logs_pprof_available says so). */
-extern __typeof__(ss_pprof_encode_rounds) ss_pprof_encode_rounds __attribute__((weak));
-extern __typeof__(ss_gzip) ss_gzip __attribute__((weak));
-#endif
-#endif
-
-bool ss_logs_pprof_available(void) {
-#ifdef SS_HAVE_PPROF_H
-    return ss_pprof_encode_rounds != NULL && ss_gzip != NULL;
-#else
-    return false;
-#endif
-}
-
 static int base64_append(ss_buf *out, const uint8_t *p, size_t n) {
     static const char tab[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -288,15 +270,6 @@ static int base64_append(ss_buf *out, const uint8_t *p, size_t n) {
 int ss_logs_encode_pprof(ss_logs_encoder *e, const ss_otlp_resource *res, ss_round *r,
                          uint64_t observed_ns, ss_buf *out) {
     ss_buf_reset(out);
-#ifndef SS_HAVE_PPROF_H
-    (void)e;
-    (void)res;
-    (void)r;
-    (void)observed_ns;
-    return -ENOSYS;
-#else
-    if (!ss_logs_pprof_available())
-        return -ENOSYS;
     /* pprof (scratch: e->bodies), then gzip, then base64 */
     ss_buf *pprof = &e->bodies;
     ss_buf_reset(pprof);
@@ -372,5 +345,4 @@ int ss_logs_encode_pprof(ss_logs_encoder *e, const ss_otlp_resource *res, ss_rou
     }
     ss_buf_free(&text);
     return rc;
-#endif
 }
