@@ -302,16 +302,20 @@ int zk_encode_trace(zk_session *s, const zk_process *p, const zk_trace *t, ss_bu
     size_t agd0 = agd->len, trc0 = trc->len;
     int rc = 0;
     /* twice at most: when the symbol IDs start again from 1 halfway
-     * through, what was written with the old ones is written again */
-    for (int attempt = 0; attempt < 2; attempt++) {
+     * through, what was written with the old ones is written again (a
+     * trace that alone needs more IDs than there are cannot be sent) */
+    rc = -E2BIG;
+    for (int attempt = 0; attempt < 2 && rc == -E2BIG; attempt++) {
+        if (attempt)
+            zk_session_reset(s); /* what the first attempt marked sent was not */
         uint32_t epoch = zk_session_epoch(s);
         agd->len = agd0;
         trc->len = trc0;
         e.oom = false;
         encode_records(&e, p, t, open);
-        rc = e.oom || agd->failed || trc->failed ? -ENOMEM : 0;
-        if (rc || epoch == zk_session_epoch(s))
-            break;
+        rc = e.oom || agd->failed || trc->failed ? -ENOMEM
+             : epoch != zk_session_epoch(s)       ? -E2BIG
+                                                  : 0;
     }
     free(open);
     ss_buf_free(&e.scratch);

@@ -132,9 +132,11 @@ static int exchange(zk_sender *s, const zk_trace *t, char *why, size_t why_len) 
     ss_buf_reset(&s->agd);
     ss_buf_reset(&s->trc);
     bool reset = zk_session_reset_pending(s->session);
-    if (zk_encode_trace(s->session, &s->cfg.process, t, &s->agd, &s->trc) != 0) {
-        snprintf(why, why_len, "out of memory encoding it");
-        return -ENOMEM;
+    int rc = zk_encode_trace(s->session, &s->cfg.process, t, &s->agd, &s->trc);
+    if (rc != 0) {
+        snprintf(why, why_len, "%s", rc == -E2BIG ? "it needs more symbols than ZICO can number"
+                                                  : "out of memory encoding it");
+        return -ENOMEM; /* cannot be sent, however often it is tried */
     }
     char sid[64], tid[64];
     snprintf(sid, sizeof sid, "X-Zorka-Session-ID: %s", s->sid);
@@ -143,7 +145,7 @@ static int exchange(zk_sender *s, const zk_trace *t, char *why, size_t why_len) 
                                  reset ? "X-Zorka-Session-Reset: true"
                                        : "X-Zorka-Session-Reset: false",
                                  NULL};
-        int rc = post(s, s->agd_url, headers, &s->agd, why, why_len);
+        rc = post(s, s->agd_url, headers, &s->agd, why, why_len);
         if (rc)
             return rc;
         zk_session_reset_done(s->session);
@@ -183,6 +185,8 @@ static void send_trace(zk_sender *s, zk_trace *t) {
         if (rc == -ENOMEM || rc == -ECANCELED) {
             if (rc == -ECANCELED)
                 atomic_fetch_add(&s->late, 1);
+            else if (loud(++s->drops))
+                ss_warn("zorka: a trace of %" PRIu32 " samples dropped: %s", t->n_samples, why);
             drop(s, t, false);
             return;
         }

@@ -37,6 +37,7 @@ struct zk_session {
     uint32_t next_meth;
     uint32_t gen;       /* bumped by every reset: older sent marks are void */
     uint32_t epoch;     /* bumped when symbol IDs start again from 1 */
+    uint32_t max_sym;   /* the largest symbol ID (ZK_MAX_SYMBOL; tests lower it) */
     bool reset_pending; /* the next agd must say Reset: true */
     size_t bytes;
 };
@@ -73,6 +74,7 @@ zk_session *zk_session_new(void) {
     s->next_sym = 1;
     s->next_meth = 1;
     s->gen = 1;
+    s->max_sym = ZK_MAX_SYMBOL;
     s->reset_pending = true; /* the first agd of the process */
     return s;
 }
@@ -122,6 +124,8 @@ size_t zk_session_bytes(const zk_session *s) { return s->bytes; }
 
 uint32_t zk_session_epoch(const zk_session *s) { return s->epoch; }
 
+void zk_session_set_max_symbol(zk_session *s, uint32_t max) { s->max_sym = max ? max : 1; }
+
 static int grow_syms(zk_session *s) {
     uint32_t cap = s->cap_syms ? s->cap_syms * 2 : 1024;
     sym *tab = calloc(cap, sizeof *tab);
@@ -158,7 +162,7 @@ uint32_t zk_session_symbol(zk_session *s, const char *text, bool *define) {
             return e->id;
         }
     }
-    if (s->next_sym > ZK_MAX_SYMBOL) {
+    if (s->next_sym > s->max_sym) {
         /* out of 21-bit IDs: start the registry again; the caller's trace
          * is encoded with the new IDs after a reset */
         clear_symbols(s);

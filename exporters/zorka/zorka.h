@@ -116,6 +116,8 @@ uint32_t zk_session_method(zk_session *s, uint32_t cls, uint32_t name, uint32_t 
 /* Changes when symbol IDs start again from 1 (IDs handed out before are
  * void: encode again). */
 uint32_t zk_session_epoch(const zk_session *s);
+/* Lower the largest symbol ID (tests). */
+void zk_session_set_max_symbol(zk_session *s, uint32_t max);
 /* Bytes the session's tables hold. */
 size_t zk_session_bytes(const zk_session *s);
 

@@ -587,8 +587,10 @@ static int genc_agd(rd *r, session *s, ss_buf *out) {
             rc = genc_string_def(r, s, out);
         else if (tag == 2)
             rc = genc_method_def(r, s, out);
-        else
+        else if (tag >= 3 && tag <= 8)
             return fail(r, at, "tag %d: this is not allowed in agent state data", tag);
+        else
+            return fail(r, at, "Invalid tag: %d", tag);
         if (rc)
             return rc;
     }
@@ -635,9 +637,7 @@ static int trace_end(rd *r, trc_state *st, size_t at) {
         return -1;
     tk brk;
     size_t brk_at = r->pos;
-    if (next(r, &brk))
-        return fail(r, brk_at, "TraceEnd not followed by BREAK");
-    if (brk.t != TK_BREAK)
+    if (at_end(r) || next(r, &brk) || brk.t != TK_BREAK)
         return fail(r, brk_at, "TraceEnd not followed by BREAK");
     ss_buf_printf(st->out, "  traceEnd pos=%zu tstop=%" PRId64 " calls=%" PRId64 " flags=0x%x\n",
                   r->pos, tstop, calls, (unsigned)flags);
@@ -1117,7 +1117,7 @@ static bool gen_b(const zkd_request *rq) {
     if (rq->len < 2)
         return false;
     const uint8_t *p = rq->body;
-    return is_trc(rq) ? p[0] == 0xc8 : (p[0] == 0xc1 && p[1] == 0x83) || p[0] == 0xc3;
+    return is_trc(rq) ? p[0] == 0xc8 : (p[0] == 0xc1 && p[1] == 0x83) || (p[0] == 0xc3 && p[1] == 0x82);
 }
 
 /* Gen A and early Gen B sent their bodies as base64 text. */
