@@ -183,6 +183,7 @@ typedef struct ss_funcinfo {
     const char *file;    /* "Demo.java", "demo.c", "libc.so.6", "Native Method", "unknown" */
     const char *module;  /* Java module with version ("java.base@17.0.15"), or NULL */
     uint8_t kind;        /* ss_frame_kind */
+    const char *signature; /* Java method descriptor ("(J)V"), or NULL */
 } ss_funcinfo;
 
 typedef struct ss_frame {
@@ -198,6 +199,10 @@ typedef struct ss_frame {
 const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
                                       const char *file, const char *module,
                                       ss_frame_kind kind);
+/* The same with a Java method descriptor: overloads are distinct functions. */
+const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
+                                          const char *file, const char *module,
+                                          ss_frame_kind kind, const char *signature);
 const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t start, uint64_t limit,
                                     uint64_t file_offset);
