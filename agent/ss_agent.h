@@ -361,6 +361,11 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+/* Where another thread's context lies: *offset bytes from its thread
+ * pointer, *size bytes; false while no thread ever set one. Decode what
+ * was read there with ss_span_decode. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */
