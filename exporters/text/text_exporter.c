@@ -1,7 +1,7 @@
 /* text_exporter.c: every round as thread-dump text in a local file,
  * <STACKSHOT_OUTPUT_DIR>/<process name>.<pid>.txt, appended round by round.
  * It is the output that needs no backend at all. */
-#include "../ss_exporters.h"
+#include "../common/common.h"
 
 #include <errno.h>
 #include <stdio.h>
