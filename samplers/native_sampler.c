@@ -48,7 +48,8 @@ typedef struct known {
     bool settled;            /* its stack may be reused while its CPU clock stands */
     uint64_t refreshed;      /* round of the last full /proc read */
     bool seen;               /* facts below were read at least once */
-    bool blocks;             /* blocks the sampling signal */
+    bool blocks;             /* blocks the sampling signal (as of mask_round) */
+    uint64_t mask_round;     /* round SigBlk was read in; UINT64_MAX never */
     bool have_stack;         /* frames below hold the previous stack */
     bool truncated;
     bool has_span;
@@ -121,6 +122,7 @@ static sampler *forgotten;
 static _Atomic bool in_round;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
+static bool force_signal; /* benchmarks: every thread that ran is signalled */
 
 /* ---- known threads ------------------------------------------------ */
 
@@ -156,6 +158,7 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
         k->last_cpu = SS_UNKNOWN_U64;
         k->syscall_nr = -1;
         k->io_read = k->io_write = SS_UNKNOWN_U64;
+        k->mask_round = UINT64_MAX;
     }
     while (i < s->n_threads)
         known_free(&s->threads[i++]);
@@ -242,6 +245,7 @@ static int read_stat(known *k) {
         k->number = k->tid == getpid() ? 1 : 0;
         k->have_stack = false;
         k->blocks = false;
+        k->mask_round = UINT64_MAX;
         k->last_cpu = SS_UNKNOWN_U64;
         k->pthread = 0;
         k->pthread_looked = false;
@@ -253,8 +257,10 @@ static int read_stat(known *k) {
 /* Read what changes while a thread runs: where it is (the syscall file:
  * "running", or the system call it sleeps in, with SP and PC) and its
  * I/O. The /proc state letter is read only when the thread is not
- * running (S, D, T... matter then) or was just read by a full refresh. */
-static int read_running_facts(known *k, bool stat_fresh, ss_proc_syscall *sc) {
+ * running (S, D, T... matter then) or was just read by a full refresh.
+ * I/O is not read the first time a thread is seen (a first round stays
+ * cheap; I/O counts are used as deltas): from its next round on. */
+static int read_running_facts(known *k, bool stat_fresh, bool first, ss_proc_syscall *sc) {
     int rc = ss_task_read_syscall(k->tid, &k->files, sc);
     if (rc != 0)
         return rc;
@@ -266,7 +272,7 @@ static int read_running_facts(known *k, bool stat_fresh, ss_proc_syscall *sc) {
             return rc;
         k->syscall_nr = sc->nr;
     }
-    if (ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
+    if (first || ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
         k->io_read = k->io_write = SS_UNKNOWN_U64;
     return 0;
 }
@@ -347,13 +353,18 @@ static void find_pthread(sampler *s, known *k) {
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
 
-/* Read asleep until now, a thread may have started blocking the signal
- * meanwhile (nothing told): look before signalling it in vain and waiting
- * for an answer that cannot come. */
-static bool deaf_now(sampler *s, known *k) {
-    if (k->read_asleep && !k->blocks) {
+/* Does the thread block the sampling signal? Asked only before it would
+ * be signalled (a thread read asleep needs no signal), from SigBlk of its
+ * status (13 us on the project's VM), read when not read yet, every
+ * BLOCK_RECHECK rounds, every time while it blocks (a thread caught in a
+ * short masked section, pthread_create masks everything, comes back
+ * next round), and when it was read asleep last (it may have started
+ * blocking meanwhile and nothing told). */
+static bool deaf(sampler *s, known *k) {
+    if (k->mask_round == UINT64_MAX || k->blocks || k->read_asleep ||
+        s->rounds - k->mask_round >= BLOCK_RECHECK) {
         k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
-        k->refreshed = s->rounds;
+        k->mask_round = s->rounds;
     }
     return k->blocks;
 }
@@ -428,9 +439,9 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
- * /proc reads are the bulk of a round's cost, so a thread is read in full
- * (stat, SigBlk) when first seen, every BLOCK_RECHECK rounds and while it
- * blocks the signal; where it is (syscall) and its I/O when it has run;
+ * /proc reads are the bulk of a round's cost, so a thread's stat is read
+ * when first seen and every BLOCK_RECHECK rounds; where it is (syscall)
+ * and its I/O when it has run; SigBlk only before it would be signalled;
  * an idle thread costs one clock_gettime. */
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
@@ -450,16 +461,15 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*skipped)++; /* exited since listed */
             continue;
         }
-        /* a thread seen blocking the signal may have been caught inside
-         * a short masked section (pthread_create masks everything): look
-         * again every round until it does not */
-        bool full = !k->seen || k->blocks || s->rounds - k->refreshed >= BLOCK_RECHECK;
-        if (full) {
+        /* name, nice and start time: when first seen, then every
+         * BLOCK_RECHECK rounds */
+        bool first = !k->seen;
+        bool fresh = first || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        if (fresh) {
             if (read_stat(k) != 0) {
                 (*skipped)++;
                 continue;
             }
-            k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
             k->refreshed = s->rounds;
             k->seen = true;
         }
@@ -468,19 +478,29 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         if (idle_since_last(k, p->cpu)) {
             if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
                 ss_task_files_close(&k->files);
-        } else {
-            k->idle_rounds = 0;
-            ss_proc_syscall sc;
-            if (read_running_facts(k, full, &sc) != 0) {
-                (*skipped)++;
-                continue;
-            }
-            bool asleep = copy && !sc.running && k->st.state != 'Z' && k->st.state != 'X';
-            asleep_rc rc = ASLEEP_CANNOT;
+            goto planned;
+        }
+        k->idle_rounds = 0;
+        ss_proc_syscall sc;
+        if (read_running_facts(k, fresh, first, &sc) != 0) {
+            (*skipped)++;
+            continue;
+        }
+        bool fell = false; /* asleep, but the walk failed: signalled after all */
+        if (copy && !force_signal) {
             uint64_t used = p->prev_cpu == SS_UNKNOWN_U64 || p->cpu < p->prev_cpu
                                 ? p->cpu : p->cpu - p->prev_cpu;
-            if (copy && sc.running && (k->read_asleep || !k->have_stack) && !k->blocks &&
-                used < DEFER_CPU_NS) {
+            if (!sc.running && k->st.state != 'Z' && k->st.state != 'X') {
+                asleep_rc rc = read_asleep(s, p, &sc);
+                if (rc == ASLEEP_READ)
+                    goto planned;
+                if (rc == ASLEEP_RAN) {
+                    p->deferred = true; /* woke during the walk: as below */
+                    goto planned;
+                }
+                fell = true;
+            } else if (sc.running && (k->read_asleep || !k->have_stack) &&
+                       used < DEFER_CPU_NS) {
                 /* a thread that sleeps most of the time (asleep at its
                  * last stack, or not seen before, and little CPU since),
                  * caught in the moment it runs between two waits (timers
@@ -489,34 +509,25 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                  * wait, which ends it with EINTR. Looked at again at the
                  * end of the round, just before it would be signalled. */
                 p->deferred = true;
-            } else if (!(asleep && (rc = read_asleep(s, p, &sc)) == ASLEEP_READ)) {
-                if (asleep && rc == ASLEEP_RAN && !k->blocks) {
-                    p->deferred = true; /* woke during the walk: as above */
-                    goto planned;
-                }
-                if (asleep && !k->blocks) {
-                    s->fallbacks++;
-                    s->fallbacks_round++;
-                }
-                if (!full && deaf_now(s, k)) {
-                    (*blocked)++;
-                    k->have_stack = false;
-                    continue;
-                }
-                k->read_asleep = false;
-                if (k->blocks) {
-                    (*blocked)++; /* running (or unreadable), and deaf to the signal */
-                    k->have_stack = false;
-                    continue;
-                }
-                if (copy && !k->stack_hi)
-                    publish = true; /* its handler looks its stack up */
-                p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
-                if (!p->slot) {
-                    (*skipped)++; /* out of slots (memory) */
-                    continue;
-                }
+                goto planned;
             }
+        }
+        if (deaf(s, k)) {
+            (*blocked)++; /* running (or unreadable), and deaf to the signal */
+            k->have_stack = false;
+            continue;
+        }
+        if (fell) {
+            s->fallbacks++;
+            s->fallbacks_round++;
+        }
+        k->read_asleep = false;
+        if (copy && !k->stack_hi)
+            publish = true; /* its handler looks its stack up */
+        p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
+        if (!p->slot) {
+            (*skipped)++; /* out of slots (memory) */
+            continue;
         }
     planned:
         if (k->number == 0)
@@ -547,6 +558,7 @@ static void take_deferred(sampler *s, uint32_t planned) {
                 continue;
             known *k = p->k;
             ss_proc_syscall sc;
+            bool fell = false;
             uint64_t now = ss_mono_ns();
             uint64_t cpu = ss_thread_cpu_ns(k->tid); /* before the syscall line: see read_asleep */
             if (cpu == SS_UNKNOWN_U64 || ss_task_read_syscall(k->tid, &k->files, &sc) != 0) {
@@ -569,8 +581,7 @@ static void take_deferred(sampler *s, uint32_t planned) {
                     p->gone = true; /* never still: left out, counted as skipped */
                     continue;
                 }
-                s->fallbacks++;
-                s->fallbacks_round++;
+                fell = true;
             } else if (p->cpu != SS_UNKNOWN_U64 && cpu >= p->cpu + DEFER_CPU_NS) {
                 k->st.state = 'R'; /* busy since the last look: a worker */
                 k->syscall_nr = -1;
@@ -593,9 +604,13 @@ static void take_deferred(sampler *s, uint32_t planned) {
                 k->syscall_nr = -1;
             }
             p->cpu = cpu;
-            if (deaf_now(s, k)) {
+            if (deaf(s, k)) {
                 p->gone = true; /* counted as skipped; as blocking from the next round */
                 continue;
+            }
+            if (fell) {
+                s->fallbacks++;
+                s->fallbacks_round++;
             }
             k->read_asleep = false;
             p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
@@ -645,7 +660,7 @@ static bool take_answer(sampler *s, pending *p) {
          * waited for until the answer timeout, round after round. */
         if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
             k->blocks = true;
-            k->refreshed = s->rounds;
+            k->mask_round = s->rounds;
         }
         return false;
     }
@@ -1021,7 +1036,10 @@ void ss_native_sample_counts(ss_native_counts *c) {
     c->fallbacks = active->fallbacks;
     c->cut_copy = active->cut_copy;
     c->fp_guessed = active->fp_guessed;
+    c->sent = ss_sig_sent();
 }
+
+void ss_native_bench_force_signal(bool on) { force_signal = on; }
 
 uint32_t ss_native_handler_ns(double *out, uint32_t max) {
     uint32_t cyc[4096];

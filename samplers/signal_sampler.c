@@ -121,6 +121,7 @@ static uint32_t n_round, cap_round;
 static uint32_t next_slot; /* allocation cursor within a round */
 static uint32_t n_sent;    /* round_slots[0, n_sent) were signalled */
 static uint32_t n_quarantined;
+static uint64_t sent_total; /* signals sent since the process started */
 static uint32_t round_gen;  /* copy mode: carried by the signal (si_value) */
 /* copy mode: stack buffers, BATCH at a time in use (plus the quarantined) */
 static uint8_t **pool_free;
@@ -773,6 +774,7 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
             int rc = copy ? send_copy(pid, s)
                           : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
+            sent_total += rc == 0;
             if (rc != 0) {
                 int expected = SLOT_REQUESTED; /* exited: nobody will answer */
                 atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
@@ -847,6 +849,8 @@ void ss_sig_after_fork(void) {
 }
 
 uint32_t ss_sig_quarantined(void) { return n_quarantined; }
+
+uint64_t ss_sig_sent(void) { return sent_total; }
 
 uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max) {
     uint32_t n = cycle_count < max ? cycle_count : max;

@@ -134,5 +134,7 @@ void ss_sig_after_fork(void);
 
 /* Counters since start: slots currently held by a late handler. */
 uint32_t ss_sig_quarantined(void);
+/* Signals sent since the process started. */
+uint64_t ss_sig_sent(void);
 
 #endif /* SS_SIGNAL_SAMPLER_H */
