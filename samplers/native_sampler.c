@@ -61,6 +61,7 @@ typedef struct known {
     long syscall_nr;         /* at the previous stack */
     uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
+    uint64_t answer_cpu;     /* copy mode: its CPU clock as its answer was unwound */
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -262,9 +263,19 @@ static int read_stat(known *k) {
  * cheap; I/O counts are used as deltas): from its next round on. */
 static int read_running_facts(known *k, bool stat_fresh, bool first, ss_proc_syscall *sc) {
     int rc = ss_task_read_syscall(k->tid, &k->files, sc);
-    if (rc != 0)
-        return rc;
-    if (sc->running) {
+    if (rc == -ESRCH || rc == -ENOENT)
+        return rc; /* gone */
+    if (rc != 0) {
+        /* unreadable (a process that is not dumpable: its task files
+         * belong to root): where it is stays unknown, and it is signalled
+         * as any thread that ran */
+        memset(sc, 0, sizeof *sc);
+        sc->running = true;
+        sc->unknown = true;
+        if (!stat_fresh && (rc = read_stat(k)) != 0)
+            return rc;
+        k->syscall_nr = -1;
+    } else if (sc->running) {
         k->st.state = 'R';
         k->syscall_nr = -1;
     } else {
@@ -419,6 +430,11 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
     sampler *s = arg;
     known *k = c->user;
     uint64_t hi = k ? stack_top(s, k, c->sp) : 0;
+    /* the thread has left our handler: its clock now stands for "after
+     * the handler" (see note_cpu_after_handler), without a system call
+     * in the handler */
+    if (k)
+        k->answer_cpu = ss_thread_cpu_ns(k->tid);
     ss_uw_result res;
     ss_uw_end end = ss_walker_copy(s->walker, c, hi, c->ips, c->cap, &res);
     *cut = end == SS_UW_CUT_COPY;
@@ -499,7 +515,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                     goto planned;
                 }
                 fell = true;
-            } else if (sc.running && (k->read_asleep || !k->have_stack) &&
+            } else if (sc.running && !sc.unknown && (k->read_asleep || !k->have_stack) &&
                        used < DEFER_CPU_NS) {
                 /* a thread that sleeps most of the time (asleep at its
                  * last stack, or not seen before, and little CPU since),
@@ -670,7 +686,9 @@ static bool take_answer(sampler *s, pending *p) {
         k->pthread = a.pthread;
     if (k->tid == getpid() && a.pthread)
         ss_walker_note_main(a.pthread);
-    p->handler_cpu = a.cpu_ns;
+    p->handler_cpu = s->mode == SS_UNWIND_COPY ? k->answer_cpu : a.cpu_ns;
+    if (p->handler_cpu == SS_UNKNOWN_U64)
+        p->handler_cpu = 0;
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);

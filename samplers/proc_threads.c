@@ -349,6 +349,7 @@ int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out) {
     memcpy(out->line, buf, (size_t)len + 1);
     out->len = (uint8_t)len;
     out->running = false;
+    out->unknown = false;
     out->nr = -1;
     out->sp = out->pc = 0;
     if (strncmp(buf, "running", 7) == 0) {

@@ -14,6 +14,8 @@
  *   sig_host quiet ROUNDS   threads loop on nanosleep, poll, epoll_wait and
  *                           select (50 ms timeouts) until the agent wrote
  *                           ROUNDS rounds, counting EINTR
+ *   sig_host undumpable ROUNDS  makes itself non-dumpable (run it as an
+ *                           unprivileged user), a napping and a busy thread
  *
  * Every mode prints one result line on stdout; the checks are in
  * check_signals.py. [sig] defaults to SIGRTMAX-3, the agent's default. */
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -406,6 +409,27 @@ static int mode_quiet(int rounds) {
     return 0;
 }
 
+/* ---- undumpable: the host makes itself non-dumpable ---------------- */
+
+/* Its /proc/self/task/<tid>/syscall then belongs to root: an unprivileged
+ * agent cannot read where a thread sleeps and must signal it as before. */
+static int mode_undumpable(int rounds) {
+    prctl(PR_SET_DUMPABLE, 0);
+    pthread_t a, b;
+    pthread_create(&a, NULL, napper, NULL);
+    pthread_setname_np(a, "ud-napper");
+    pthread_create(&b, NULL, busy, NULL);
+    pthread_setname_np(b, "ud-busy");
+    int got = 0;
+    for (int i = 0; i < 400 && (got = rounds_written()) < rounds; i++)
+        nap_ms(50);
+    atomic_store(&done, 1);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    printf("undumpable: rounds=%d dumpable=%d\n", got, prctl(PR_GET_DUMPABLE));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "late") == 0)
@@ -422,6 +446,8 @@ int main(int argc, char **argv) {
         return mode_sleep5();
     if (strcmp(mode, "quiet") == 0 && argc > 2)
         return mode_quiet(atoi(argv[2]));
+    if (strcmp(mode, "undumpable") == 0 && argc > 2)
+        return mode_undumpable(atoi(argv[2]));
     fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS|sleep5|quiet ROUNDS [sig]\n");
     return 2;
 }
