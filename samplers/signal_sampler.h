@@ -86,9 +86,14 @@ void ss_sig_descriptor_layout(int tid_off, int stack_off, int stack_size_off);
  * plus margin). With less, it answers "not sampled". */
 #define SS_SIG_STACK_NEED (16u * 1024u)
 
-/* The host replaced our handler after start: the sampler stopped
+/* The host replaced our handler after start with one that does not pass
+ * our signal on (judged by answer: one probe signal): the sampler stopped
  * signalling (said once on stderr). Sticky for the process. */
 bool ss_sig_lost(void);
+
+/* The process is a Go program (said in the message when the signal is
+ * lost: the Go runtime handles every signal but 32-34). */
+void ss_sig_note_go(bool is_go);
 
 /* Answers refused since start for lack of stack room (alternate stacks). */
 uint64_t ss_sig_no_room_total(void);
