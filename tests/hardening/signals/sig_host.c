@@ -122,24 +122,30 @@ static int rounds_written(void) {
     return n;
 }
 
+/* After 5 rounds (the first one reads symbols, slow under a sanitizer; at
+ * most 20 s), put `fn` on the agent's signal; the one before in *prev. */
+static uint64_t install_after_rounds(int sig, void (*fn)(int, siginfo_t *, void *),
+                                     struct sigaction *prev) {
+    for (int i = 0; i < 400 && rounds_written() < 5; i++)
+        nap_ms(50);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    uint64_t at_wall = wall_ms();
+    sigaction(sig, &sa, prev);
+    return at_wall;
+}
+
 static int mode_late(int sig) {
     pthread_t a, b;
     pthread_create(&a, NULL, busy, NULL);
     pthread_setname_np(a, "host-busy");
     pthread_create(&b, NULL, napper, NULL);
     pthread_setname_np(b, "host-napper");
-    /* sampled meanwhile: wait for 5 rounds (the first one reads symbols,
-     * slow under a sanitizer), at most 20 s */
-    for (int i = 0; i < 400 && rounds_written() < 5; i++)
-        nap_ms(50);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = host_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    uint64_t at_wall = wall_ms();
+    uint64_t at_wall = install_after_rounds(sig, host_handler, NULL);
     uint64_t at = mono_ms();
-    sigaction(sig, &sa, NULL);
     nap_ms(600);
     atomic_store(&done, 1);
     pthread_join(a, NULL);
@@ -171,15 +177,7 @@ static int mode_chain(int sig) {
     pthread_t a;
     pthread_create(&a, NULL, busy, NULL);
     pthread_setname_np(a, "host-busy");
-    for (int i = 0; i < 400 && rounds_written() < 5; i++)
-        nap_ms(50);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = chaining_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigfillset(&sa.sa_mask);
-    uint64_t at_wall = wall_ms();
-    sigaction(sig, &sa, &chained_prev);
+    uint64_t at_wall = install_after_rounds(sig, chaining_handler, &chained_prev);
     int before = rounds_written();
     for (int i = 0; i < 400 && rounds_written() < before + 20; i++)
         nap_ms(50);
