@@ -17,11 +17,15 @@
  * kept, never freed) only when it must grow. So whatever a late handler
  * reads is memory that still exists.
  *
- * The handler does only async-signal-safe work: atomics, local unwinding
- * (libunwind, or libgcc's unwinder; no malloc), a few syscalls (gettid,
- * futex), and it saves errno.
+ * Copy mode (the default) sends rt_tgsigqueueinfo with the slot in
+ * si_value (round generation << 32 | index): the handler claims that slot,
+ * copies the registers and the stack from SP (rep movsb, bounded, see
+ * copy_context) and answers with one FUTEX_WAKE, its only system call. The
+ * in-handler modes send tgkill; their handler finds its slot by tid and
+ * unwinds in place (libunwind, or libgcc's unwinder; no malloc) with a
+ * few syscalls (gettid, the CPU clock, futex). Every handler saves errno.
  *
- * Cost of the default unw_step path: Debian's libunwind (1.6) is built
+ * Cost of the unw_step path (STACKSHOT_UNWIND=step): Debian's libunwind (1.6) is built
  * without per-thread caches, so UNW_CACHE_PER_THREAD silently behaves as
  * UNW_CACHE_GLOBAL: every unw_step takes the global cache's mutex with all
  * signals blocked, i.e. two rt_sigprocmask syscalls per frame (measured
