@@ -31,7 +31,9 @@ typedef struct exporter_slot {
     bool started;
     /* Round accounting, checked by the tests: every round published while
      * the slot exists is offered to it and ends delivered (handed to
-     * consume), dropped (stats.rounds_dropped) or refused (the exporter
+     * consume, and not lost by the exporter after that), dropped
+     * (stats.rounds_dropped, or stats.rounds_lost: consumed but its data
+     * never reached the backend) or refused (the exporter
      * was disabled or stopping); at stop, offered = delivered + dropped +
      * refused + held (still queued by an exporter abandoned at the
      * deadline). */
@@ -221,7 +223,8 @@ void ss_exporters_report(ss_log_level level) {
                "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
                "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
                slots[i]->ops->name, (unsigned long long)atomic_load(&st->rounds_in),
-               (unsigned long long)atomic_load(&st->rounds_dropped),
+               (unsigned long long)(atomic_load(&st->rounds_dropped) +
+                                    atomic_load(&st->rounds_lost)),
                (unsigned long long)atomic_load(&st->records_exported),
                (unsigned long long)atomic_load(&st->records_dropped),
                (unsigned long long)atomic_load(&st->records_rejected),
@@ -240,6 +243,11 @@ static void report_accounting(ss_log_level level) {
         uint64_t offered = atomic_load(&s->offered);
         uint64_t delivered = atomic_load(&s->delivered);
         uint64_t dropped = atomic_load(&s->stats.rounds_dropped);
+        /* consumed, but lost on the way to the backend: not delivered */
+        uint64_t lost = atomic_load(&s->stats.rounds_lost);
+        lost = lost < delivered ? lost : delivered;
+        delivered -= lost;
+        dropped += lost;
         uint64_t refused = atomic_load(&s->refused);
         uint64_t accounted = delivered + dropped + refused;
         ss_log(level,

@@ -183,6 +183,7 @@ typedef struct ss_funcinfo {
     const char *file;    /* "Demo.java", "demo.c", "libc.so.6", "Native Method", "unknown" */
     const char *module;  /* Java module with version ("java.base@17.0.15"), or NULL */
     uint8_t kind;        /* ss_frame_kind */
+    const char *signature; /* Java method descriptor ("(J)V"), or NULL */
 } ss_funcinfo;
 
 typedef struct ss_frame {
@@ -198,6 +199,10 @@ typedef struct ss_frame {
 const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
                                       const char *file, const char *module,
                                       ss_frame_kind kind);
+/* The same with a Java method descriptor: overloads are distinct functions. */
+const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
+                                          const char *file, const char *module,
+                                          ss_frame_kind kind, const char *signature);
 const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t start, uint64_t limit,
                                     uint64_t file_offset);
@@ -356,6 +361,11 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+/* Where another thread's context lies: *offset bytes from its thread
+ * pointer, *size bytes; false while no thread ever set one. Decode what
+ * was read there with ss_span_decode. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */
@@ -366,6 +376,8 @@ bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
 typedef struct ss_exporter_stats {
     _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
     _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
+    _Atomic uint64_t rounds_lost;     /* handed to consume, but their data never reached
+                                         the backend (reported as dropped, not delivered) */
     _Atomic uint64_t records_exported;/* records the backend accepted */
     _Atomic uint64_t records_dropped; /* records given up (non-retryable, too big, shutdown) */
     _Atomic uint64_t records_rejected;/* rejected by the backend (partial success) */

@@ -21,6 +21,7 @@ extern const ss_exporter_ops ss_otlp_profiles_exporter;
 extern const ss_exporter_ops ss_qubership_exporter;
 extern const ss_exporter_ops ss_pprof_exporter;
 extern const ss_exporter_ops ss_flamegraph_exporter;
+extern const ss_exporter_ops ss_zorka_exporter;
 #endif
 
 /* A NULL-terminated list of configuration keys (static storage). */
@@ -65,5 +66,11 @@ const ss_exporter_def ss_exporter_table[] = {
     {.name = "flamegraph",
      .ops = OPS(ss_flamegraph_exporter),
      .keys = KEYS("STACKSHOT_OUTPUT_DIR", PERIOD_KEYS, "STACKSHOT_FLAMEGRAPH_VIEW")},
+    {.name = "zorka",
+     .ops = OPS(ss_zorka_exporter),
+     .keys = KEYS("STACKSHOT_ZORKA_URL", "STACKSHOT_ZORKA_PERIOD", "STACKSHOT_ZORKA_TIMEOUT",
+                  "STACKSHOT_ZORKA_RETRIES", "STACKSHOT_ZORKA_CERTIFICATE",
+                  "STACKSHOT_ZORKA_CLIENT_CERTIFICATE", "STACKSHOT_ZORKA_CLIENT_KEY",
+                  "STACKSHOT_ZORKA_INSECURE", "OTEL_SERVICE_NAME")},
     {.name = NULL},
 };
