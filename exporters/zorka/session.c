@@ -28,6 +28,14 @@ typedef struct meth {
     uint32_t id;
 } meth;
 
+/* The per-session shortcut: (a, b) pointers of things that never change
+ * (an interned function and its module, a string literal) -> an ID already
+ * defined in this session. Emptied by every reset. */
+typedef struct shortcut {
+    const void *a, *b; /* a NULL: free slot */
+    uint32_t id;
+} shortcut;
+
 struct zk_session {
     sym *syms;
     uint32_t n_syms, cap_syms;
@@ -38,6 +46,8 @@ struct zk_session {
     uint32_t gen;       /* bumped by every reset: older sent marks are void */
     uint32_t epoch;     /* bumped when symbol IDs start again from 1 */
     uint32_t max_sym;   /* the largest symbol ID (ZK_MAX_SYMBOL; tests lower it) */
+    shortcut *cuts;
+    uint32_t n_cuts, cap_cuts;
     bool reset_pending; /* the next agd must say Reset: true */
     size_t bytes;
 };
@@ -79,6 +89,8 @@ zk_session *zk_session_new(void) {
     return s;
 }
 
+static void clear_methods(zk_session *s);
+
 static void clear_symbols(zk_session *s) {
     size_t text = 0;
     for (uint32_t i = 0; i < s->cap_syms; i++)
@@ -92,14 +104,18 @@ static void clear_symbols(zk_session *s) {
     s->n_syms = s->cap_syms = 0;
     s->next_sym = 1;
     s->epoch++;
+    clear_methods(s); /* they name the old IDs */
 }
 
 static void clear_methods(zk_session *s) {
-    account(s, 0, (size_t)s->cap_meths * sizeof *s->meths);
+    account(s, 0, (size_t)s->cap_meths * sizeof *s->meths + (size_t)s->cap_cuts * sizeof *s->cuts);
     free(s->meths);
     s->meths = NULL;
     s->n_meths = s->cap_meths = 0;
     s->next_meth = 1;
+    free(s->cuts);
+    s->cuts = NULL;
+    s->n_cuts = s->cap_cuts = 0;
 }
 
 void zk_session_free(zk_session *s) {
@@ -219,4 +235,47 @@ uint32_t zk_session_method(zk_session *s, uint32_t cls, uint32_t name, uint32_t 
     s->n_meths++;
     *define = true;
     return s->meths[j].id;
+}
+
+/* ---- shortcuts ---------------------------------------------------------- */
+
+static uint32_t cut_slot(const void *a, const void *b, uint32_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)b;
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+uint32_t zk_session_shortcut(const zk_session *s, const void *a, const void *b) {
+    if (!s->cap_cuts)
+        return 0;
+    for (uint32_t j = cut_slot(a, b, s->cap_cuts); s->cuts[j].a; j = (j + 1) & (s->cap_cuts - 1))
+        if (s->cuts[j].a == a && s->cuts[j].b == b)
+            return s->cuts[j].id;
+    return 0;
+}
+
+void zk_session_remember(zk_session *s, const void *a, const void *b, uint32_t id) {
+    if ((s->n_cuts + 1) * 2 > s->cap_cuts) {
+        uint32_t cap = s->cap_cuts ? s->cap_cuts * 2 : 256;
+        shortcut *tab = calloc(cap, sizeof *tab);
+        if (!tab)
+            return; /* only a shortcut */
+        for (uint32_t i = 0; i < s->cap_cuts; i++) {
+            if (!s->cuts[i].a)
+                continue;
+            uint32_t j = cut_slot(s->cuts[i].a, s->cuts[i].b, cap);
+            while (tab[j].a)
+                j = (j + 1) & (cap - 1);
+            tab[j] = s->cuts[i];
+        }
+        account(s, (size_t)cap * sizeof *tab, (size_t)s->cap_cuts * sizeof *tab);
+        free(s->cuts);
+        s->cuts = tab;
+        s->cap_cuts = cap;
+    }
+    uint32_t j = cut_slot(a, b, s->cap_cuts);
+    while (s->cuts[j].a && !(s->cuts[j].a == a && s->cuts[j].b == b))
+        j = (j + 1) & (s->cap_cuts - 1);
+    if (!s->cuts[j].a)
+        s->n_cuts++;
+    s->cuts[j] = (shortcut){a, b, id};
 }
