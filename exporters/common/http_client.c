@@ -118,7 +118,7 @@ static size_t on_body_read(char *buf, size_t size, size_t nitems, void *arg) {
     const ss_http_request *req = k->req;
     size_t room = size * nitems;
     if (req->body || !req->body_fn) {
-        size_t left = req->body_len - k->body_off;
+        size_t left = req->body ? req->body_len - k->body_off : 0; /* no body: empty */
         size_t n = left < room ? left : room;
         if (n)
             memcpy(buf, (const char *)req->body + k->body_off, n);
@@ -262,7 +262,7 @@ static int setup(ss_http_client *c, const ss_http_request *req, call *k,
     curl_easy_reset(e); /* options only: the connection cache is the multi's */
     c->errbuf[0] = '\0';
     bool streamed = !req->body && req->body_fn;
-    int64_t size = streamed ? req->body_size : (int64_t)req->body_len;
+    int64_t size = streamed ? req->body_size : req->body ? (int64_t)req->body_len : 0;
     bool chunked = streamed && req->body_size < 0;
     bool is_get = strcmp(req->method, "GET") == 0;
     bool is_post = strcmp(req->method, "POST") == 0;
