@@ -43,6 +43,33 @@ typedef struct result {
     double steady_secs, steady_bytes; /* periods after the first */
 } result;
 
+/* One repetition of a run: CPU and bytes, and what the first period took. */
+typedef struct meter {
+    double t0, bytes, first_secs, first_bytes;
+} meter;
+
+static meter meter_start(void) { return (meter){.t0 = cpu_now()}; }
+
+/* After the period ending at round i (0-based) added `bytes`. */
+static void meter_period(meter *m, int i, int period, double bytes) {
+    m->bytes += bytes;
+    if (i + 1 == period) {
+        m->first_secs = cpu_now() - m->t0;
+        m->first_bytes = m->bytes;
+    }
+}
+
+/* The repetition is over: its share of the averages. */
+static void meter_end(const meter *m, result *out) {
+    double secs = cpu_now() - m->t0;
+    out->secs += secs / REPEAT;
+    out->bytes = m->bytes;
+    out->steady_secs += (secs - m->first_secs) / REPEAT;
+    out->steady_bytes = m->bytes - m->first_bytes;
+}
+
+static bool period_ends(int i, int n, int period) { return (i + 1) % period == 0 || i == n - 1; }
+
 /* ---- zorka ------------------------------------------------------------------ */
 
 typedef struct zk_bench {
@@ -74,22 +101,16 @@ static result zorka_run(ss_round **r, int n, int period, uint64_t *traces, uint6
         ss_buf_init(&z.agd);
         ss_buf_init(&z.trc);
         zk_builder *b = zk_builder_new(zk_encode_one, &z);
-        double t0 = cpu_now(), first_secs = 0, first_bytes = 0;
+        meter m = meter_start();
         for (int i = 0; i < n; i++) {
             zk_builder_add_round(b, r[i]);
-            if ((i + 1) % period == 0 || i == n - 1) {
+            if (period_ends(i, n, period)) {
+                double before = z.bytes;
                 zk_builder_close_all(b);
-                if (i + 1 == period) {
-                    first_secs = cpu_now() - t0;
-                    first_bytes = z.bytes;
-                }
+                meter_period(&m, i, period, z.bytes - before);
             }
         }
-        double secs = cpu_now() - t0;
-        out.secs += secs / REPEAT;
-        out.bytes = z.bytes;
-        out.steady_secs += (secs - first_secs) / REPEAT;
-        out.steady_bytes = z.bytes - first_bytes;
+        meter_end(&m, &out);
         *traces = z.traces;
         *records = z.records;
         zk_builder_free(b);
@@ -110,31 +131,25 @@ static result qb_run(ss_round **r, int n, int period) {
         qb_session_init(&q, (int64_t)(r[0]->time_ns / 1000000u));
         for (int s = 0; s < QB_NSTREAMS; s++)
             qb_session_opened(&q, s, handle, 0, 0, 0, 0);
-        qb_map *m = qb_map_create("bench-node");
-        double t0 = cpu_now(), bytes = 0, first_secs = 0, first_bytes = 0;
+        qb_map *map = qb_map_create("bench-node");
+        meter m = meter_start();
         for (int i = 0; i < n; i++) {
-            qb_map_add_round(m, &q, r[i]);
-            if ((i + 1) % period != 0 && i != n - 1)
+            qb_map_add_round(map, &q, r[i]);
+            if (!period_ends(i, n, period))
                 continue;
             qb_map_stats st = {0};
-            qb_map_close_window(m, &q, &st);
+            qb_map_close_window(map, &q, &st);
             qb_session_dict_sync(&q);
             qb_session_flush_phrases(&q);
+            double bytes = 0;
             for (int s = 0; s < QB_NSTREAMS; s++) {
                 bytes += (double)q.s[s].pending.len;
                 ss_buf_reset(&q.s[s].pending);
             }
-            if (i + 1 == period) {
-                first_secs = cpu_now() - t0;
-                first_bytes = bytes;
-            }
+            meter_period(&m, i, period, bytes);
         }
-        double secs = cpu_now() - t0;
-        out.secs += secs / REPEAT;
-        out.bytes = bytes;
-        out.steady_secs += (secs - first_secs) / REPEAT;
-        out.steady_bytes = bytes - first_bytes;
-        qb_map_destroy(m);
+        meter_end(&m, &out);
+        qb_map_destroy(map);
         qb_session_free(&q);
     }
     return out;
@@ -152,26 +167,18 @@ static result otlp_run(ss_round **r, int n, int period) {
     ss_buf_init(&b);
     for (int k = 0; k < REPEAT; k++) {
         ss_agg *a = ss_agg_create((size_t)1 << 30);
-        double t0 = cpu_now(), bytes = 0, first_secs = 0, first_bytes = 0;
+        meter m = meter_start();
         for (int i = 0; i < n; i++) {
             ss_agg_add_round(a, r[i]);
-            if ((i + 1) % period != 0 && i != n - 1)
+            if (!period_ends(i, n, period))
                 continue;
             ss_buf_reset(&b);
             if (ss_otlp_profiles_encode(a, &o, &b) != 0)
                 fprintf(stderr, "otlp: encoding failed\n");
-            bytes += (double)b.len;
             ss_agg_reset(a);
-            if (i + 1 == period) {
-                first_secs = cpu_now() - t0;
-                first_bytes = bytes;
-            }
+            meter_period(&m, i, period, (double)b.len);
         }
-        double secs = cpu_now() - t0;
-        out.secs += secs / REPEAT;
-        out.bytes = bytes;
-        out.steady_secs += (secs - first_secs) / REPEAT;
-        out.steady_bytes = bytes - first_bytes;
+        meter_end(&m, &out);
         ss_agg_destroy(a);
     }
     ss_buf_free(&b);

@@ -8,7 +8,6 @@
 // the end with the default timeouts, so the exit meets a call in flight.
 'use strict';
 
-const {spawn} = require('child_process');
 const fs = require('fs');
 const path = require('path');
 const {RAW_MODES} = require('./hostile.js');
@@ -16,48 +15,26 @@ const {RAW_MODES} = require('./hostile.js');
 const COLLECTOR = path.join(__dirname, '..', '..', 'zorka', 'collector.py');
 const PYTHON = '/usr/bin/python3'; // Debian's: python3-cbor2
 
-class ZorkaCollector {
-    constructor(dir) {
-        this.dir = dir;
-    }
-    start(port = 0) {
-        return new Promise((resolve, reject) => {
-            // session rules only (the end-to-end tests decode everything):
-            // a busy machine's Python must keep up with the backlog
-            this.proc = spawn(PYTHON, [COLLECTOR, '--port', String(port), '--out', this.dir,
-                '--no-decode'],
-                {stdio: ['ignore', 'pipe', 'inherit']});
-            this.proc.on('error', reject);
-            this.proc.stdout.once('data', (d) => {
-                this.port = Number(String(d).trim());
-                resolve(this.port);
-            });
-        });
-    }
-    // Requests received (the collector's dump, newer than `since` ms) whose
-    // body holds `needle`.
-    delivered(needle, since = 0) {
-        const file = path.join(this.dir, 'requests.jsonl');
+// The test collector (matrix.js's Collector runs it), with session rules
+// only (the end-to-end tests decode everything: here a busy machine's
+// Python must keep up with the backlog). delivered(): the requests in its
+// dump newer than `since` (ms) whose body holds `needle`.
+function zorkaCollector(Collector, dir) {
+    const srv = new Collector(dir, {python: PYTHON, script: COLLECTOR, args: ['--no-decode']});
+    srv.delivered = (needle, since = 0) => {
+        const file = path.join(dir, 'requests.jsonl');
         if (!fs.existsSync(file)) return [];
         return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map(JSON.parse)
             .filter((r) => Number(r.t) >= since && Buffer.from(r.body, 'base64').includes(needle));
-    }
-    get calls() {
-        return this.delivered(Buffer.alloc(0));
-    }
-    async close() {
-        if (!this.proc || this.proc.exitCode !== null) return;
-        const gone = new Promise((r) => this.proc.once('exit', r));
-        this.proc.kill('SIGKILL');
-        await gone;
-    }
+    };
+    return srv;
 }
 
 module.exports = {
     exporter: 'zorka',
     needle: Buffer.from('bk-sleeper'), // an idle thread's name, in every trace period
-    async goodServer(dir) {
-        const srv = new ZorkaCollector(path.join(dir, 'zorka'));
+    async goodServer(dir, {Collector}) {
+        const srv = zorkaCollector(Collector, path.join(dir, 'zorka'));
         await srv.start(0);
         return srv;
     },

@@ -33,7 +33,8 @@ const os = require('os');
 const path = require('path');
 const {GrpcServer, RawServer, freePort, RAW_MODES, GRPC_MODES} = require('./hostile.js');
 // Exporters that bring their own backend and cases: every cases_*.js here
-// exports {exporter, goodServer(dir), env(port, dir), needle, cases()}.
+// exports {exporter, goodServer(dir, {Collector}), env(port, dir), needle,
+// cases()}.
 const PLUGINS = fs.readdirSync(__dirname).filter((f) => /^cases_.*\.js$/.test(f))
     .map((f) => require(`./${f}`));
 const plugin = (exporter) => PLUGINS.find((p) => p.exporter === exporter);
@@ -72,14 +73,18 @@ function sleep(ms) {
 }
 
 // ---- the qubership collector (tests/qubership/collector.py) -----------
+// (or another Python collector that prints its port first: opts.script,
+// opts.python, opts.args; plugins get this class)
 
 class Collector {
-    constructor(dir) {
+    constructor(dir, opts = {}) {
         this.dir = dir;
+        this.opts = opts;
     }
     start(port) {
         return new Promise((resolve, reject) => {
-            this.proc = spawn(PYTHON, [COLLECTOR, '--port', String(port), '--out', this.dir],
+            this.proc = spawn(this.opts.python || PYTHON, [this.opts.script || COLLECTOR,
+                '--port', String(port), '--out', this.dir, ...(this.opts.args || [])],
                 {stdio: ['ignore', 'pipe', 'inherit']});
             this.proc.on('error', reject);
             this.proc.stdout.once('data', (d) => {
@@ -113,7 +118,7 @@ class Collector {
 // to start on a busy machine). Raw modes front it where they need one, and
 // after recovery a transparent proxy on the case's port leads to it.
 async function goodServer(exporter, dir) {
-    if (plugin(exporter)) return plugin(exporter).goodServer(dir);
+    if (plugin(exporter)) return plugin(exporter).goodServer(dir, {Collector});
     const srv = exporter === 'qubership' ? new Collector(path.join(dir, 'good'))
         : new GrpcServer('ok');
     await srv.start(0);
