@@ -30,6 +30,12 @@
 #define SS_VERSION "0.1.0"
 #define SS_NAME "stackshot"
 
+/* What this header declares is also the core's API for its modules
+ * (libstackshot-<name>.so, exporters/common/module_dl.c): default
+ * visibility here, exported by loader/core.map to the modules only (the
+ * core is opened RTLD_LOCAL, the host never sees it). */
+#pragma GCC visibility push(default)
+
 /* ------------------------------------------------------------------ */
 /* Time                                                                 */
 /* ------------------------------------------------------------------ */
@@ -355,6 +361,11 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+/* Where another thread's context lies: *offset bytes from its thread
+ * pointer, *size bytes; false while no thread ever set one. Decode what
+ * was read there with ss_span_decode. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */
@@ -380,7 +391,8 @@ typedef struct ss_exporter_ops {
     const char *role;   /* thread name suffix, at most 5 characters */
     uint32_t tick_ms;   /* call tick at least this often (0: never) */
     /* On the exporter thread, before the first round. 0 or -errno; on
-     * failure the exporter is disabled (one line says why). */
+     * failure the exporter is disabled (one line says why; -ENOPKG: a
+     * module it needs cannot be opened, and ss_module_api said so). */
     int (*open)(void **state, const ss_config *cfg, ss_exporter_stats *stats);
     /* One round. The exporter borrows it; ss_round_ref to keep it. */
     void (*consume)(void *state, ss_round *round);
@@ -448,5 +460,7 @@ void ss_agent_exec_failed(void);
 /* Is this process a JVM that loads the agent through JVMTI (so the
  * preload constructor must stay out of its way)? */
 bool ss_process_is_jvm(void);
+
+#pragma GCC visibility pop
 
 #endif /* SS_AGENT_H */

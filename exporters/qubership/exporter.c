@@ -56,16 +56,16 @@ static void read_config(qb_state *s, const ss_config *cfg) {
     s->interval_ms = cfg ? cfg->interval_ms : 1000;
     s->io_budget_ms = cfg && cfg->shutdown_ms > 500 ? cfg->shutdown_ms : 500;
     /* The Java agent's names: POD_NAME or the host name, "_" and the agent
-     * start in epoch ms; MICROSERVICE_NAME; CLOUD_NAMESPACE. */
-    const char *pod = ss_config_str("POD_NAME", "");
-    if (!*pod)
-        pod = p->host_name[0] ? p->host_name : "default";
-    snprintf(s->node, sizeof s->node, "%.300s", pod);
-    snprintf(s->pod, sizeof s->pod, "%s_%llu", s->node, (unsigned long long)s->q.start_ms);
+     * start in epoch ms (unique per process: pod.c); MICROSERVICE_NAME; the
+     * namespace as diagtools finds it. */
+    qb_pod pod;
+    qb_pod_get(&pod);
+    copy_str(s->node, sizeof s->node, pod.server);
+    copy_str(s->pod, sizeof s->pod, pod.name);
     const char *svc = ss_config_str("MICROSERVICE_NAME", "");
     copy_str(s->service, sizeof s->service,
              *svc ? svc : p->exe_name[0] ? p->exe_name : "unknown");
-    copy_str(s->ns, sizeof s->ns, ss_config_str("CLOUD_NAMESPACE", "unknown"));
+    qb_namespace(s->ns, sizeof s->ns);
 }
 
 static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
@@ -73,8 +73,9 @@ static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats)
     if (!s)
         return -ENOMEM;
     s->stats = stats;
-    uint64_t start = ss_process()->start_wall_ms ? ss_process()->start_wall_ms : wall_ms();
-    qb_session_init(&s->q, (int64_t)start);
+    qb_pod pod;
+    qb_pod_get(&pod); /* the trace and suspend base: the pod name's ms */
+    qb_session_init(&s->q, pod.start_ms);
     read_config(s, cfg);
     if (!s->host[0]) {
         ss_error("qubership: REMOTE_DUMP_HOST is not set; the qubership exporter needs a collector");
