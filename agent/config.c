@@ -16,13 +16,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* Every key the agent reads, core and exporters alike. The option string
- * is checked against this list so that a typo gets a line. */
-static const char *const known_keys[] = {
+/* The keys of the core, the samplers and the JVMTI agent. Each exporter's
+ * keys are in its row of the exporter table (exporters/registry.c). The
+ * option string is checked against both, so that a typo gets a line. */
+static const char *const core_keys[] = {
     "SPLUNK_PROFILER_ENABLED",
     "SPLUNK_PROFILER_CALL_STACK_INTERVAL",
     "SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS",
-    "SPLUNK_PROFILER_LOGS_ENDPOINT",
     "STACKSHOT_OUTPUT_DIR",
     "STACKSHOT_EXPORTERS",
     "STACKSHOT_MAX_DEPTH",
@@ -32,6 +32,7 @@ static const char *const known_keys[] = {
     "STACKSHOT_SIGNAL",
     "STACKSHOT_SIGNAL_TIMEOUT",
     "STACKSHOT_UNWIND",
+    "STACKSHOT_STACK_COPY",
     "STACKSHOT_SHUTDOWN_TIMEOUT",
     "STACKSHOT_CORE", /* read by the loader (loader/loader.c) */
     "STACKSHOT_SYMBOLS_DEBUGINFO",
@@ -39,60 +40,21 @@ static const char *const known_keys[] = {
     "STACKSHOT_JVMTI_STACKS",
     "STACKSHOT_MAX_VIRTUAL_THREADS",
     "STACKSHOT_JVMTI_REFRESH",
-    "STACKSHOT_LOGS_FORMAT",
-    "STACKSHOT_LOGS_BATCH_SIZE",
-    "STACKSHOT_OTLP_RETRY_INITIAL",
-    "STACKSHOT_OTLP_RETRY_MAX",
-    "STACKSHOT_OTLP_RETRY_ATTEMPTS",
-    "STACKSHOT_PROFILES_PERIOD",
-    "STACKSHOT_PROFILES_VERSION",
-    "STACKSHOT_PROFILES_METHOD",
-    "STACKSHOT_PROFILES_TIMESTAMPS",
-    "STACKSHOT_FLAMEGRAPH_VIEW",
-    "STACKSHOT_QUBERSHIP_WINDOW",
-    "STACKSHOT_QUBERSHIP_SUSPEND_THRESHOLD",
-    "STACKSHOT_QUBERSHIP_TIMEOUT",
-    "STACKSHOT_QUBERSHIP_RECONNECT",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_INSECURE",
-    "OTEL_EXPORTER_OTLP_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_LOGS_INSECURE",
-    "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY",
-    "OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
-    "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROFILES_INSECURE",
-    "OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY",
-    "OTEL_EXPORTER_OTLP_PROFILES_CLIENT_CERTIFICATE",
-    "OTEL_EXPORTER_OTLP_PROFILES_HEADERS",
-    "OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL",
-    "REMOTE_DUMP_HOST",
-    "REMOTE_DUMP_PORT_PLAIN",
-    "CLOUD_NAMESPACE",
-    "MICROSERVICE_NAME",
-    "POD_NAME",
     NULL,
 };
 
-bool ss_config_known_key(const char *key) {
-    for (const char *const *k = known_keys; *k; k++)
+static bool in_list(const char *const *list, const char *key) {
+    for (const char *const *k = list; k && *k; k++)
         if (strcasecmp(*k, key) == 0)
+            return true;
+    return false;
+}
+
+bool ss_config_known_key(const char *key) {
+    if (in_list(core_keys, key))
+        return true;
+    for (const ss_exporter_def *e = ss_exporter_table; e->name; e++)
+        if (in_list(e->keys, key))
             return true;
     return false;
 }
@@ -378,28 +340,34 @@ static bool signal_usable(int sig) {
 
 /* ---- the core keys ------------------------------------------------ */
 
-static const struct {
-    const char *name;
-    uint32_t bit;
-} exporter_names[] = {
-    {"text", SS_EXPORT_TEXT},
-    {"otlp_logs", SS_EXPORT_OTLP_LOGS},
-    {"otlp_profiles", SS_EXPORT_OTLP_PROFILES},
-    {"qubership", SS_EXPORT_QUBERSHIP},
-    {"pprof", SS_EXPORT_PPROF},
-    {"flamegraph", SS_EXPORT_FLAMEGRAPH},
-};
+const ss_exporter_def *ss_exporter_by_name(const char *name, size_t n) {
+    for (const ss_exporter_def *e = ss_exporter_table; e->name; e++)
+        if (strlen(e->name) == n && strncasecmp(name, e->name, n) == 0)
+            return e;
+    return NULL;
+}
+
+uint32_t ss_exporter_bit(const char *name) {
+    const ss_exporter_def *e = ss_exporter_by_name(name, strlen(name));
+    return e ? 1u << (e - ss_exporter_table) : 0;
+}
 
 /* OTLP call-stack logs are what the seed agents ship by default; a user
  * with no collector asks for local files with STACKSHOT_EXPORTERS=text. */
-#define DEFAULT_EXPORTERS SS_EXPORT_OTLP_LOGS
+#define DEFAULT_EXPORTER "otlp_logs"
 
-static uint32_t exporter_bit(const char *name, size_t n) {
-    for (size_t i = 0; i < sizeof exporter_names / sizeof exporter_names[0]; i++)
-        if (strlen(exporter_names[i].name) == n &&
-            strncasecmp(name, exporter_names[i].name, n) == 0)
-            return exporter_names[i].bit;
-    return 0;
+/* "text, otlp_logs, ..., none": the names a user may write. */
+static void known_exporters(char *out, size_t n) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (const ss_exporter_def *e = ss_exporter_table; e->name && len < n; e++) {
+        int w = snprintf(out + len, n - len, "%s, ", e->name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (len < n)
+        snprintf(out + len, n - len, "none");
 }
 
 /* A comma list of exporter names. Unknown names are reported and skipped;
@@ -407,7 +375,7 @@ static uint32_t exporter_bit(const char *name, size_t n) {
 static uint32_t parse_exporters(const char *key) {
     const char *v = ss_config_raw(key);
     if (!v || blank(v))
-        return DEFAULT_EXPORTERS;
+        return ss_exporter_bit(DEFAULT_EXPORTER);
     uint32_t bits = 0;
     bool none = false;
     char unknown[256] = "";
@@ -418,9 +386,9 @@ static uint32_t parse_exporters(const char *key) {
         size_t n = strcspn(p, ", \t");
         if (n == 0)
             break;
-        uint32_t bit = exporter_bit(p, n);
-        if (bit)
-            bits |= bit;
+        const ss_exporter_def *e = ss_exporter_by_name(p, n);
+        if (e)
+            bits |= 1u << (e - ss_exporter_table);
         else if (n == 4 && strncasecmp(p, "none", 4) == 0)
             none = true;
         else if (n_unknown++ == 0)
@@ -428,16 +396,14 @@ static uint32_t parse_exporters(const char *key) {
         p += n;
     }
     if (n_unknown) {
-        char why[400];
-        snprintf(why, sizeof why,
-                 "unknown exporter '%s' (known: text, otlp_logs, otlp_profiles, "
-                 "qubership, pprof, flamegraph, none)",
-                 unknown);
+        char known[256], why[600];
+        known_exporters(known, sizeof known);
+        snprintf(why, sizeof why, "unknown exporter '%s' (known: %s)", unknown, known);
         ss_config_bad(key, v, why,
-                      bits || none ? "ignoring the unknown names" : "using text");
+                      bits || none ? "ignoring the unknown names" : "using " DEFAULT_EXPORTER);
     }
     if (!bits && !none)
-        return DEFAULT_EXPORTERS;
+        return ss_exporter_bit(DEFAULT_EXPORTER);
     return bits;
 }
 

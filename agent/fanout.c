@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_EXPORTERS 8
+#define MAX_EXPORTERS 32 /* one bit of ss_config.exporters each */
 #define QUEUE_CAP 4096 /* rounds; the memory cap usually bites first */
 
 typedef struct exporter_slot {
@@ -31,7 +31,9 @@ typedef struct exporter_slot {
     bool started;
     /* Round accounting, checked by the tests: every round published while
      * the slot exists is offered to it and ends delivered (handed to
-     * consume), dropped (stats.rounds_dropped) or refused (the exporter
+     * consume, and not lost by the exporter after that), dropped
+     * (stats.rounds_dropped, or stats.rounds_lost: consumed but its data
+     * never reached the backend) or refused (the exporter
      * was disabled or stopping); at stop, offered = delivered + dropped +
      * refused + held (still queued by an exporter abandoned at the
      * deadline). */
@@ -79,7 +81,8 @@ static void *exporter_main(void *arg) {
     const ss_config *cfg = ss_config_current();
     int rc = ops->open(&s->state, cfg, &s->stats);
     if (rc != 0) {
-        ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
+        if (rc != -ENOPKG) /* a module it needs is missing: that was said */
+            ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
         pthread_mutex_lock(&s->mu);
         atomic_store(&s->accepting, false);
         while (s->count)
@@ -125,12 +128,12 @@ static void *exporter_main(void *arg) {
 
 int ss_exporters_start(const ss_config *cfg) {
     int started = 0;
-    for (uint32_t bit = 1; bit && n_slots < MAX_EXPORTERS; bit <<= 1) {
-        if (!(cfg->exporters & bit))
+    for (int i = 0; ss_exporter_table[i].name && i < 32 && n_slots < MAX_EXPORTERS; i++) {
+        if (!(cfg->exporters & (1u << i)))
             continue;
-        const ss_exporter_ops *ops = ss_exporter_find(bit);
+        const ss_exporter_ops *ops = ss_exporter_table[i].ops;
         if (!ops) {
-            ss_error("exporter %#x is not compiled into this build; skipping it", bit);
+            ss_error("%s: not in this build; skipping it", ss_exporter_table[i].name);
             continue;
         }
         exporter_slot *s = calloc(1, sizeof *s);
@@ -219,7 +222,8 @@ static void report_slot(exporter_slot *s, ss_log_level level) {
            "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
            "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
            s->ops->name, (unsigned long long)atomic_load(&st->rounds_in),
-           (unsigned long long)atomic_load(&st->rounds_dropped),
+           (unsigned long long)(atomic_load(&st->rounds_dropped) +
+                                atomic_load(&st->rounds_lost)),
            (unsigned long long)atomic_load(&st->records_exported),
            (unsigned long long)atomic_load(&st->records_dropped),
            (unsigned long long)atomic_load(&st->records_rejected),
@@ -240,7 +244,8 @@ static bool slot_lost_something(exporter_slot *s) {
     uint64_t offered = atomic_load(&s->offered);
     uint64_t accounted = atomic_load(&s->delivered) + atomic_load(&st->rounds_dropped) +
                          atomic_load(&s->refused);
-    return atomic_load(&st->rounds_dropped) || atomic_load(&st->records_dropped) ||
+    return atomic_load(&st->rounds_dropped) || atomic_load(&st->rounds_lost) ||
+           atomic_load(&st->records_dropped) ||
            atomic_load(&st->records_rejected) || atomic_load(&st->failures) ||
            atomic_load(&s->refused) || offered > accounted;
 }
@@ -257,6 +262,11 @@ static void report_accounting(void) {
         uint64_t offered = atomic_load(&s->offered);
         uint64_t delivered = atomic_load(&s->delivered);
         uint64_t dropped = atomic_load(&s->stats.rounds_dropped);
+        /* consumed, but lost on the way to the backend: not delivered */
+        uint64_t lost = atomic_load(&s->stats.rounds_lost);
+        lost = lost < delivered ? lost : delivered;
+        delivered -= lost;
+        dropped += lost;
         uint64_t refused = atomic_load(&s->refused);
         uint64_t accounted = delivered + dropped + refused;
         ss_log(level,

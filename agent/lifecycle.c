@@ -50,13 +50,12 @@ const ss_config *ss_config_current(void) { return &config; }
 bool ss_agent_running(void) { return atomic_load(&running); }
 
 static void exporter_names(char *out, size_t n, uint32_t bits) {
-    static const char *const names[] = {"text", "otlp_logs", "otlp_profiles",
-                                        "qubership", "pprof", "flamegraph"};
     out[0] = '\0';
     size_t len = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; ss_exporter_table[i].name && i < 32; i++)
         if (bits & (1u << i)) {
-            int w = snprintf(out + len, n - len, "%s%s", len ? "," : "", names[i]);
+            int w = snprintf(out + len, n - len, "%s%s", len ? "," : "",
+                             ss_exporter_table[i].name);
             if (w < 0 || (size_t)w >= n - len)
                 break;
             len += (size_t)w;

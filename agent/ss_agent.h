@@ -30,6 +30,12 @@
 #define SS_VERSION "0.1.0"
 #define SS_NAME "stackshot"
 
+/* What this header declares is also the core's API for its modules
+ * (libstackshot-<name>.so, exporters/common/module_dl.c): default
+ * visibility here, exported by loader/core.map to the modules only (the
+ * core is opened RTLD_LOCAL, the host never sees it). */
+#pragma GCC visibility push(default)
+
 /* ------------------------------------------------------------------ */
 /* Time                                                                 */
 /* ------------------------------------------------------------------ */
@@ -93,16 +99,6 @@ int ss_buf_printf(ss_buf *b, const char *fmt, ...)
 /* Configuration                                                        */
 /* ------------------------------------------------------------------ */
 
-/* Exporters, as bits of ss_config.exporters. */
-enum {
-    SS_EXPORT_TEXT = 1u << 0,          /* thread-dump text to a local file */
-    SS_EXPORT_OTLP_LOGS = 1u << 1,     /* OTLP/gRPC logs, Splunk conventions */
-    SS_EXPORT_OTLP_PROFILES = 1u << 2, /* OTLP/gRPC profiles */
-    SS_EXPORT_QUBERSHIP = 1u << 3,     /* Qubership collector TCP streams */
-    SS_EXPORT_PPROF = 1u << 4,         /* pprof files */
-    SS_EXPORT_FLAMEGRAPH = 1u << 5,    /* collapsed stacks + flame graph */
-};
-
 /* The core keys, parsed once at start (ss_config_load). Exporters read
  * their own keys through the typed readers below. */
 typedef struct ss_config {
@@ -110,7 +106,7 @@ typedef struct ss_config {
     uint32_t interval_ms;      /* SPLUNK_PROFILER_CALL_STACK_INTERVAL */
     bool include_internal;     /* SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS */
     char output_dir[1024];     /* STACKSHOT_OUTPUT_DIR */
-    uint32_t exporters;        /* STACKSHOT_EXPORTERS, SS_EXPORT_* bits */
+    uint32_t exporters;        /* STACKSHOT_EXPORTERS: bit i = ss_exporter_table[i] */
     uint32_t max_depth;        /* STACKSHOT_MAX_DEPTH */
     uint64_t max_memory;       /* STACKSHOT_MAX_MEMORY, bytes */
     ss_log_level log_level;    /* STACKSHOT_LOG_LEVEL */
@@ -196,6 +192,7 @@ typedef struct ss_funcinfo {
     const char *file;    /* "Demo.java", "demo.c", "libc.so.6", "Native Method", "unknown" */
     const char *module;  /* Java module with version ("java.base@17.0.15"), or NULL */
     uint8_t kind;        /* ss_frame_kind */
+    const char *signature; /* Java method descriptor ("(J)V"), or NULL */
 } ss_funcinfo;
 
 typedef struct ss_frame {
@@ -211,6 +208,10 @@ typedef struct ss_frame {
 const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
                                       const char *file, const char *module,
                                       ss_frame_kind kind);
+/* The same with a Java method descriptor: overloads are distinct functions. */
+const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
+                                          const char *file, const char *module,
+                                          ss_frame_kind kind, const char *signature);
 const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t start, uint64_t limit,
                                     uint64_t file_offset);
@@ -376,6 +377,11 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+/* Where another thread's context lies: *offset bytes from its thread
+ * pointer, *size bytes; false while no thread ever set one. Decode what
+ * was read there with ss_span_decode. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */
@@ -386,6 +392,8 @@ bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
 typedef struct ss_exporter_stats {
     _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
     _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
+    _Atomic uint64_t rounds_lost;     /* handed to consume, but their data never reached
+                                         the backend (reported as dropped, not delivered) */
     _Atomic uint64_t records_exported;/* records the backend accepted */
     _Atomic uint64_t records_dropped; /* records given up (non-retryable, too big, shutdown) */
     _Atomic uint64_t records_rejected;/* rejected by the backend (partial success) */
@@ -399,7 +407,8 @@ typedef struct ss_exporter_ops {
     const char *role;   /* thread name suffix, at most 5 characters */
     uint32_t tick_ms;   /* call tick at least this often (0: never) */
     /* On the exporter thread, before the first round. 0 or -errno; on
-     * failure the exporter is disabled (one line says why). */
+     * failure the exporter is disabled (one line says why; -ENOPKG: a
+     * module it needs cannot be opened, and ss_module_api said so). */
     int (*open)(void **state, const ss_config *cfg, ss_exporter_stats *stats);
     /* One round. The exporter borrows it; ss_round_ref to keep it. */
     void (*consume)(void *state, ss_round *round);
@@ -409,8 +418,21 @@ typedef struct ss_exporter_ops {
     void (*close)(void *state, uint64_t deadline_ns);
 } ss_exporter_ops;
 
-/* The registry of exporters compiled in (exporters/ fills it). */
-const ss_exporter_ops *ss_exporter_find(uint32_t bit);
+/* One row of the exporter table: everything the agent needs to know of an
+ * exporter (exporters/registry.c fills the table; configuration, the
+ * start-up line and the fan-out iterate it). */
+typedef struct ss_exporter_def {
+    const char *name;          /* as written in STACKSHOT_EXPORTERS; NULL ends the table */
+    const ss_exporter_ops *ops;
+    const char *const *keys;   /* the configuration keys it reads, NULL-terminated */
+} ss_exporter_def;
+
+/* Row i is bit 1u << i of ss_config.exporters (at most 32 rows). */
+extern const ss_exporter_def ss_exporter_table[];
+
+/* The row named name[0..n) (case-insensitive), or NULL; its bit. */
+const ss_exporter_def *ss_exporter_by_name(const char *name, size_t n);
+uint32_t ss_exporter_bit(const char *name); /* 0: no such exporter */
 
 /* Start the exporters selected in cfg (one thread and one bounded queue
  * each). Returns the number started. */
@@ -462,5 +484,7 @@ bool ss_agent_active(void);
 /* Is this process a JVM that loads the agent through JVMTI (so the
  * preload constructor must stay out of its way)? */
 bool ss_process_is_jvm(void);
+
+#pragma GCC visibility pop
 
 #endif /* SS_AGENT_H */

@@ -17,14 +17,10 @@
  * equal names and equal CPU times, which are left unassigned rather than
  * guessed. */
 #include "jvmti_internal.h"
+#include "../samplers/ss_samplers.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 typedef struct task {
     pid_t tid;
@@ -36,6 +32,8 @@ struct ss_nid_matcher {
     uint32_t n, cap;
     pid_t *taken;
     uint32_t n_taken, cap_taken;
+    pid_t *tids;
+    size_t cap_tids;
     bool scanned;
 };
 
@@ -46,6 +44,7 @@ void ss_nid_matcher_destroy(ss_nid_matcher *m) {
         return;
     free(m->tasks);
     free(m->taken);
+    free(m->tids);
     free(m);
 }
 
@@ -74,60 +73,30 @@ static bool is_taken(const ss_nid_matcher *m, pid_t tid) {
     return false;
 }
 
-static ssize_t read_small(const char *path, char *buf, size_t n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t r = read(fd, buf, n - 1);
-    close(fd);
-    if (r < 0)
-        return -1;
-    buf[r] = '\0';
-    return r;
-}
-
+/* The threads of the process and their names, with the samplers' /proc
+ * helpers (samplers/ss_samplers.h). */
 static void scan(ss_nid_matcher *m) {
     m->scanned = true;
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    int n = ss_proc_list_tids(&m->tids, &m->cap_tids);
+    if (n < 0)
         return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid <= 0)
+    if ((uint32_t)n > m->cap) {
+        task *t = realloc(m->tasks, (size_t)n * sizeof *t);
+        if (!t)
+            return;
+        m->tasks = t;
+        m->cap = (uint32_t)n;
+    }
+    for (int i = 0; i < n; i++) {
+        char comm[32];
+        if (ss_proc_read_comm(m->tids[i], comm, sizeof comm) != 0)
             continue;
-        if (m->n == m->cap) {
-            uint32_t cap = m->cap ? m->cap * 2 : 256;
-            task *t = realloc(m->tasks, cap * sizeof *t);
-            if (!t)
-                break;
-            m->tasks = t;
-            m->cap = cap;
-        }
-        char path[64], comm[32];
-        snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-        ssize_t r = read_small(path, comm, sizeof comm);
-        if (r <= 0)
-            continue;
-        if (comm[r - 1] == '\n')
-            comm[r - 1] = '\0';
         task *t = &m->tasks[m->n++];
-        t->tid = tid;
+        t->tid = m->tids[i];
         size_t len = strnlen(comm, sizeof t->comm - 1);
         memcpy(t->comm, comm, len);
         t->comm[len] = '\0';
     }
-    closedir(d);
-}
-
-static uint64_t tid_cpu_ns(pid_t tid) {
-    /* the kernel's per-thread CPU clock of any thread of this process:
-     * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) */
-    clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6);
-    struct timespec ts;
-    if (clock_gettime(clk, &ts) != 0)
-        return SS_UNKNOWN_U64;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static bool name_matches(const char *comm, const char *name) {
@@ -149,7 +118,7 @@ pid_t ss_nid_match(ss_nid_matcher *m, const char *name, uint64_t cpu_ns) {
         if (!name_matches(t->comm, name) || is_taken(m, t->tid))
             continue;
         n_cand++;
-        uint64_t c = cpu_ns == SS_UNKNOWN_U64 ? SS_UNKNOWN_U64 : tid_cpu_ns(t->tid);
+        uint64_t c = cpu_ns == SS_UNKNOWN_U64 ? SS_UNKNOWN_U64 : ss_thread_cpu_ns(t->tid);
         uint64_t diff = c == SS_UNKNOWN_U64 ? UINT64_MAX - 1
                                             : (c > cpu_ns ? c - cpu_ns : cpu_ns - c);
         if (diff < best_diff) {
@@ -166,36 +135,7 @@ pid_t ss_nid_match(ss_nid_matcher *m, const char *name, uint64_t cpu_ns) {
     return best;
 }
 
-uint64_t ss_task_start_wall_ms(pid_t tid) {
-    static long hz;
-    if (!hz)
-        hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0)
-        return 0;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return 0;
-    /* the name field may hold spaces and parentheses: fields count from
-     * the last ')'; starttime is field 22, the 20th after it */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22 && p; field++) /* p: space before `field` */
-        p = strchr(p + 1, ' ');
-    if (!p)
-        return 0;
-    unsigned long long ticks = strtoull(p + 1, NULL, 10);
-    struct timespec boot;
-    clock_gettime(CLOCK_BOOTTIME, &boot);
-    uint64_t boot_ms = (uint64_t)boot.tv_sec * 1000ull + (uint64_t)boot.tv_nsec / 1000000ull;
-    uint64_t start_ms = (uint64_t)ticks * 1000ull / (uint64_t)hz;
-    uint64_t now_ms = ss_wall_ns() / 1000000ull;
-    if (start_ms > boot_ms)
-        return now_ms;
-    return now_ms - (boot_ms - start_ms);
-}
+uint64_t ss_task_start_wall_ms(pid_t tid) { return ss_proc_start_wall_ms(tid); }
 
 /* ---- start times, cached ------------------------------------------- */
 

@@ -1,8 +1,18 @@
 /* proc_threads.c: thread facts from /proc/self/task and the CPU clocks.
  *
- * Every reader opens one small file, reads it into a stack buffer and
- * closes it: no stdio, no allocation, so a round with a thousand threads
- * does not churn the heap of the process it samples. */
+ * No stdio and no allocation per read: files are read into stack buffers,
+ * with pread on a descriptor kept open for the threads the sampler reads
+ * every round (ss_task_files), or open/read/close when none is kept.
+ *
+ * Kept descriptors are a guest's use of the host's descriptor table, so:
+ *   - at most ss_proc_fd_budget() of them (an eighth of the soft
+ *     RLIMIT_NOFILE, at most 4096), all O_CLOEXEC;
+ *   - each is remembered with its inode and checked before it is closed:
+ *     a host that closed it and got the number again for a file of its
+ *     own keeps that file;
+ *   - every one is in a small set, so a forked child closes the copies it
+ *     inherited (they name the parent's threads) before the host's code
+ *     runs again (ss_proc_close_all from the at-fork child handler). */
 #include "proc_threads.h"
 
 #include <dirent.h>
@@ -11,74 +21,254 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Read /proc/self/task/<tid>/<file> into buf, NUL-terminated. Returns the
- * length or -errno. */
-static ssize_t read_task_file(pid_t tid, const char *file, char *buf, size_t n) {
+static const char *const task_file_names[SS_TASK_FILES] = {"stat", "syscall", "io"};
+
+/* ---- the set of kept descriptors ----------------------------------- */
+
+/* Open addressing over fd numbers (-1 empty), linear probing, deletion
+ * by backward shift. Used by the sampler thread only (and a forked child's
+ * at-fork handler, when no other thread exists). */
+static int *kept_set;
+static uint32_t kept_mask; /* capacity - 1; 0 with no table */
+static uint32_t kept_n;
+static uint32_t budget;
+static uint32_t generation = 1; /* ss_task_files of another generation hold nothing */
+
+uint32_t ss_proc_fd_budget(void) {
+    if (!budget) {
+        struct rlimit rl;
+        uint64_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 1024;
+        uint64_t b = cur / 8;
+        budget = (uint32_t)(b > 4096 ? 4096 : b < 1 ? 1 : b);
+    }
+    return budget;
+}
+
+uint32_t ss_proc_fds_kept(void) { return kept_n; }
+
+static bool kept_add(int fd) {
+    if (kept_n >= ss_proc_fd_budget())
+        return false;
+    if (!kept_set) {
+        uint32_t cap = 16;
+        while (cap < 2 * budget)
+            cap *= 2;
+        kept_set = malloc(cap * sizeof *kept_set);
+        if (!kept_set)
+            return false;
+        memset(kept_set, 0xff, cap * sizeof *kept_set);
+        kept_mask = cap - 1;
+    }
+    uint32_t i = (uint32_t)fd * 2654435761u & kept_mask;
+    while (kept_set[i] >= 0)
+        i = (i + 1) & kept_mask;
+    kept_set[i] = fd;
+    kept_n++;
+    return true;
+}
+
+static void kept_remove(int fd) {
+    if (!kept_set)
+        return;
+    uint32_t i = (uint32_t)fd * 2654435761u & kept_mask;
+    while (kept_set[i] != fd) {
+        if (kept_set[i] < 0)
+            return;
+        i = (i + 1) & kept_mask;
+    }
+    kept_n--;
+    /* backward shift: later entries of the probe run move up */
+    for (uint32_t j = (i + 1) & kept_mask; kept_set[j] >= 0; j = (j + 1) & kept_mask) {
+        uint32_t home = (uint32_t)kept_set[j] * 2654435761u & kept_mask;
+        if (((j - home) & kept_mask) >= ((j - i) & kept_mask)) {
+            kept_set[i] = kept_set[j];
+            i = j;
+        }
+    }
+    kept_set[i] = -1;
+}
+
+void ss_proc_close_all(void) {
+    if (kept_set)
+        for (uint32_t i = 0; i <= kept_mask; i++)
+            if (kept_set[i] >= 0) {
+                close(kept_set[i]);
+                kept_set[i] = -1;
+            }
+    kept_n = 0;
+    generation++;
+}
+
+static void files_fresh(ss_task_files *f) {
+    if (f->gen == generation)
+        return;
+    for (int i = 0; i < SS_TASK_FILES; i++)
+        f->fd[i] = -1;
+    f->gen = generation;
+}
+
+static uint64_t inode_of(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+void ss_task_files_close(ss_task_files *f) {
+    if (f->gen != generation)
+        return;
+    for (int i = 0; i < SS_TASK_FILES; i++) {
+        int fd = f->fd[i];
+        if (fd < 0)
+            continue;
+        f->fd[i] = -1;
+        kept_remove(fd);
+        if (inode_of(fd) == f->ino[i]) /* still the file we opened */
+            close(fd);
+    }
+}
+
+/* ---- reading ------------------------------------------------------- */
+
+static int open_task_file(pid_t tid, const char *file) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, file);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    return fd < 0 ? -errno : fd;
+}
+
+/* The whole file from offset 0 into buf, NUL-terminated: the length or
+ * -errno. /proc files are generated anew by a read at offset 0. */
+static ssize_t pread_all(int fd, char *buf, size_t n) {
     size_t len = 0;
     while (len + 1 < n) {
-        ssize_t r = read(fd, buf + len, n - 1 - len);
+        ssize_t r = pread(fd, buf + len, n - 1 - len, (off_t)len);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            int e = errno;
-            close(fd);
-            return -e;
+            return -errno;
         }
         if (r == 0)
             break;
         len += (size_t)r;
     }
-    close(fd);
     buf[len] = '\0';
     return (ssize_t)len;
 }
+
+/* The first byte each file starts with: a kept descriptor that reads
+ * something else was closed by the host and its number reused. */
+static bool looks_like(int which, const char *buf) {
+    char c = buf[0];
+    switch (which) {
+    case SS_TASK_STAT: return c >= '0' && c <= '9';
+    case SS_TASK_SYSCALL: return (c >= '0' && c <= '9') || c == '-' || c == 'r';
+    default: return c == 'r'; /* io: "rchar:" */
+    }
+}
+
+/* Read /proc/self/task/<tid>/<file> into buf: through f's kept descriptor
+ * (opened and kept when the budget allows), else open/read/close. */
+static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf, size_t n) {
+    int fd = -1;
+    if (f) {
+        files_fresh(f);
+        fd = f->fd[which];
+    }
+    if (fd >= 0) {
+        ssize_t len = pread_all(fd, buf, n);
+        if (len >= 0 && looks_like(which, buf))
+            return len;
+        if (len < 0 && len != -EBADF && inode_of(fd) == f->ino[which])
+            return len; /* ours: the thread is gone (ESRCH) */
+        /* closed behind our back (and maybe the number reused by the
+         * host): forget it, never close that number */
+        kept_remove(fd);
+        f->fd[which] = -1;
+    }
+    fd = open_task_file(tid, task_file_names[which]);
+    if (fd < 0)
+        return fd;
+    ssize_t len = pread_all(fd, buf, n);
+    if (f && len >= 0 && kept_add(fd)) {
+        f->fd[which] = fd;
+        f->ino[which] = inode_of(fd);
+        return len;
+    }
+    close(fd);
+    return len;
+}
+
+/* One-shot read of another file (status, comm). */
+static ssize_t read_once(pid_t tid, const char *file, char *buf, size_t n) {
+    int fd = open_task_file(tid, file);
+    if (fd < 0)
+        return fd;
+    ssize_t len = pread_all(fd, buf, n);
+    close(fd);
+    return len;
+}
+
+/* ---- the thread list ----------------------------------------------- */
 
 static int cmp_tid(const void *a, const void *b) {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return (x > y) - (x < y);
 }
 
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* getdents64 into a stack buffer rather than opendir (which allocates
+ * 32 KiB per call in glibc). */
 int ss_proc_list_tids(pid_t **tids, size_t *cap) {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return -errno;
     size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+    char buf[4096] __attribute__((aligned(8)));
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR)
             continue;
-        if (n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            pid_t *p = realloc(*tids, nc * sizeof *p);
-            if (!p) {
-                closedir(d);
-                return -ENOMEM;
+        if (got <= 0)
+            break;
+        for (long off = 0; off < got;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (d->d_name[0] < '0' || d->d_name[0] > '9')
+                continue;
+            if (n == *cap) {
+                size_t nc = *cap ? *cap * 2 : 256;
+                pid_t *p = realloc(*tids, nc * sizeof *p);
+                if (!p) {
+                    close(fd);
+                    return -ENOMEM;
+                }
+                *tids = p;
+                *cap = nc;
             }
-            *tids = p;
-            *cap = nc;
+            (*tids)[n++] = (pid_t)atoi(d->d_name);
         }
-        (*tids)[n++] = (pid_t)atoi(e->d_name);
     }
-    closedir(d);
-    /* readdir gives kernel order; sort so every round lists threads alike */
+    close(fd);
+    /* kernel order; sorted so every round lists threads alike */
     qsort(*tids, n, sizeof **tids, cmp_tid);
     return (int)n;
 }
 
-int ss_proc_read_stat(pid_t tid, ss_proc_stat *out) {
-    char buf[1024];
-    ssize_t len = read_task_file(tid, "stat", buf, sizeof buf);
-    if (len < 0)
-        return (int)len;
+/* ---- parsers ------------------------------------------------------- */
+
+static int parse_stat(char *buf, ss_proc_stat *out) {
     /* the name (field 2) may hold spaces and parentheses: skip to the last ')' */
     char *p = strrchr(buf, ')');
     char *open_paren = strchr(buf, '(');
@@ -109,8 +299,83 @@ int ss_proc_read_stat(pid_t tid, ss_proc_stat *out) {
     return 0;
 }
 
+int ss_task_read_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out) {
+    char buf[1024];
+    ssize_t len = read_task_file(tid, f, SS_TASK_STAT, buf, sizeof buf);
+    if (len < 0)
+        return (int)len;
+    return parse_stat(buf, out);
+}
+
+int ss_proc_read_stat(pid_t tid, ss_proc_stat *out) { return ss_task_read_stat(tid, NULL, out); }
+
+/* "running", "<nr> <sp> <pc>" (nr < 0: stopped outside a system call) or
+ * "<nr> <6 args> <sp> <pc>" (fs/proc/base.c, proc_pid_syscall). */
+int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out) {
+    char buf[sizeof out->line];
+    ssize_t len = read_task_file(tid, f, SS_TASK_SYSCALL, buf, sizeof buf);
+    if (len < 0)
+        return (int)len;
+    memcpy(out->line, buf, (size_t)len + 1);
+    out->len = (uint8_t)len;
+    out->running = false;
+    out->nr = -1;
+    out->sp = out->pc = 0;
+    if (strncmp(buf, "running", 7) == 0) {
+        out->running = true;
+        return 0;
+    }
+    uint64_t v[9];
+    int n = 0;
+    char *p = buf, *end;
+    long nr = strtol(p, &end, 10);
+    if (end == p)
+        return -EINVAL;
+    for (p = end; n < 9; p = end) {
+        v[n] = strtoull(p, &end, 16);
+        if (end == p)
+            break;
+        n++;
+    }
+    if (n != 2 && n != 8)
+        return -EINVAL;
+    out->nr = nr < 0 ? -1 : nr;
+    out->sp = v[n - 2];
+    out->pc = v[n - 1];
+    return 0;
+}
+
+static int parse_io(const char *buf, uint64_t *read_bytes, uint64_t *write_bytes) {
+    const char *r = strstr(buf, "\nread_bytes:");
+    const char *w = strstr(buf, "\nwrite_bytes:");
+    if (!r || !w)
+        return -EINVAL;
+    *read_bytes = strtoull(r + 12, NULL, 10);
+    *write_bytes = strtoull(w + 13, NULL, 10);
+    return 0;
+}
+
+int ss_task_read_io(pid_t tid, ss_task_files *f, uint64_t *read_bytes, uint64_t *write_bytes) {
+    char buf[512];
+    ssize_t len = read_task_file(tid, f, SS_TASK_IO, buf, sizeof buf);
+    if (len < 0)
+        return (int)len;
+    return parse_io(buf, read_bytes, write_bytes);
+}
+
+int ss_proc_read_io(pid_t tid, uint64_t *read_bytes, uint64_t *write_bytes) {
+    return ss_task_read_io(tid, NULL, read_bytes, write_bytes);
+}
+
+long ss_proc_read_syscall(pid_t tid) {
+    ss_proc_syscall sc;
+    if (ss_task_read_syscall(tid, NULL, &sc) != 0 || sc.running)
+        return -1;
+    return sc.nr;
+}
+
 int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
-    ssize_t len = read_task_file(tid, "comm", buf, n);
+    ssize_t len = read_once(tid, "comm", buf, n);
     if (len < 0)
         return (int)len;
     if (len > 0 && buf[len - 1] == '\n')
@@ -120,7 +385,7 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
 
 int ss_proc_blocks_signal(pid_t tid, int sig) {
     char buf[2048];
-    ssize_t len = read_task_file(tid, "status", buf, sizeof buf);
+    ssize_t len = read_once(tid, "status", buf, sizeof buf);
     if (len < 0)
         return (int)len;
     const char *p = strstr(buf, "\nSigBlk:");
@@ -130,27 +395,7 @@ int ss_proc_blocks_signal(pid_t tid, int sig) {
     return (mask >> (sig - 1)) & 1u ? 1 : 0;
 }
 
-long ss_proc_read_syscall(pid_t tid) {
-    char buf[256];
-    ssize_t len = read_task_file(tid, "syscall", buf, sizeof buf);
-    if (len <= 0 || buf[0] < '0' || buf[0] > '9')
-        return -1; /* "running", or not readable */
-    return strtol(buf, NULL, 10);
-}
-
-int ss_proc_read_io(pid_t tid, uint64_t *read_bytes, uint64_t *write_bytes) {
-    char buf[512];
-    ssize_t len = read_task_file(tid, "io", buf, sizeof buf);
-    if (len < 0)
-        return (int)len;
-    const char *r = strstr(buf, "\nread_bytes:");
-    const char *w = strstr(buf, "\nwrite_bytes:");
-    if (!r || !w)
-        return -EINVAL;
-    *read_bytes = strtoull(r + 12, NULL, 10);
-    *write_bytes = strtoull(w + 13, NULL, 10);
-    return 0;
-}
+/* ---- clocks -------------------------------------------------------- */
 
 uint64_t ss_thread_cpu_ns(pid_t tid) {
     /* The kernel's CPU-clock id for a thread: ~tid << 3 | CPUCLOCK_SCHED |
@@ -176,6 +421,17 @@ uint64_t ss_proc_elapsed_ns(uint64_t start_ticks, uint64_t now_boot_ns) {
         return SS_UNKNOWN_U64;
     uint64_t start_ns = start_ticks * (1000000000ull / (uint64_t)hz);
     return now_boot_ns > start_ns ? now_boot_ns - start_ns : 0;
+}
+
+uint64_t ss_proc_start_wall_ms(pid_t tid) {
+    ss_proc_stat st;
+    if (ss_proc_read_stat(tid, &st) != 0)
+        return 0;
+    uint64_t elapsed = ss_proc_elapsed_ns(st.start_ticks, ss_boottime_ns());
+    uint64_t now_ms = ss_wall_ns() / 1000000ull;
+    if (elapsed == SS_UNKNOWN_U64 || elapsed / 1000000ull > now_ms)
+        return 0;
+    return now_ms - elapsed / 1000000ull;
 }
 
 const char *ss_syscall_name(long nr) {

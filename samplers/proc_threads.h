@@ -1,10 +1,15 @@
 /*
  * proc_threads.h: facts about the threads of this process, from /proc and
- * the per-thread CPU clocks. Private to samplers/.
+ * the per-thread CPU clocks, as the native sampler reads them round after
+ * round. Private to samplers/ (the one-shot readers other folders use are
+ * in ss_samplers.h).
  *
- * Everything here reads small files into stack buffers with open/read, so
- * a round costs a few system calls per thread and no allocation (except
- * the tid list, which the caller owns and reuses).
+ * A round must not cost an open/read/close per file per thread: the files
+ * a sampled thread is read from every round (stat, syscall, io) stay open
+ * in its ss_task_files and are read again with pread, within a budget of
+ * descriptors (a guest must not eat the host's RLIMIT_NOFILE). Without a
+ * free descriptor a file is opened, read and closed as before. Nothing
+ * here allocates per read; buffers are on the stack.
  */
 #ifndef SS_PROC_THREADS_H
 #define SS_PROC_THREADS_H
@@ -15,23 +20,44 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The tids of /proc/self/task, sorted ascending, into *tids (grown with
- * realloc as needed). Returns the count or -errno. */
-int ss_proc_list_tids(pid_t **tids, size_t *cap);
+enum { SS_TASK_STAT = 0, SS_TASK_SYSCALL, SS_TASK_IO, SS_TASK_FILES };
 
-/* The fields of /proc/self/task/<tid>/stat that the sampler uses. */
-typedef struct ss_proc_stat {
-    char name[32];       /* comm, as in field 2 (saves reading comm) */
-    char state;          /* R, S, D, T, t, Z, X, ... */
-    int32_t nice;
-    uint64_t start_ticks; /* starttime: clock ticks after boot */
-} ss_proc_stat;
+/* The descriptors kept open for one thread. Zero-initialised means "none
+ * open"; the generation tells descriptors of an earlier life (before a
+ * fork, or before ss_proc_close_all) from live ones. */
+typedef struct ss_task_files {
+    int fd[SS_TASK_FILES];      /* valid when gen matches and fd > 0 */
+    uint64_t ino[SS_TASK_FILES]; /* what was opened, checked before close */
+    uint32_t gen;
+} ss_task_files;
 
-/* 0, or -errno (-ESRCH when the thread is gone). */
-int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
+/* The system call line of /proc/self/task/<tid>/syscall. */
+typedef struct ss_proc_syscall {
+    bool running;   /* "running": on a CPU or runnable, no registers */
+    long nr;        /* system call number; -1: stopped outside one */
+    uint64_t sp;    /* user stack pointer */
+    uint64_t pc;    /* user program counter (after the syscall instruction) */
+    uint8_t len;
+    char line[190]; /* the raw line, to tell "the same before and after" */
+} ss_proc_syscall;
 
-/* The thread's name (comm) into buf. 0 or -errno. */
-int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
+/* Reads with the thread's kept descriptors (f may be NULL: one-shot). */
+int ss_task_read_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out);
+int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out);
+int ss_task_read_io(pid_t tid, ss_task_files *f, uint64_t *read_bytes, uint64_t *write_bytes);
+
+/* Close what f holds (only descriptors still ours: one the host closed and
+ * reused is left alone). */
+void ss_task_files_close(ss_task_files *f);
+
+/* Kept descriptors now, and the most that may be kept. */
+uint32_t ss_proc_fds_kept(void);
+uint32_t ss_proc_fd_budget(void);
+
+/* Close every kept descriptor (stop), or, in a forked child, the copies of
+ * the parent's (they name the parent's threads). Every ss_task_files
+ * becomes stale. Safe in an at-fork child handler. */
+void ss_proc_close_all(void);
 
 /* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
 int ss_proc_blocks_signal(pid_t tid, int sig);
@@ -42,13 +68,6 @@ long ss_proc_read_syscall(pid_t tid);
 
 /* read_bytes / write_bytes of `io`. 0, or -errno (often -EACCES). */
 int ss_proc_read_io(pid_t tid, uint64_t *read_bytes, uint64_t *write_bytes);
-
-/* CPU time of any thread of this process, ns; SS_UNKNOWN_U64 when gone. */
-uint64_t ss_thread_cpu_ns(pid_t tid);
-
-/* Nanoseconds since the thread started; SS_UNKNOWN_U64 when unknown. */
-uint64_t ss_proc_elapsed_ns(uint64_t start_ticks, uint64_t now_boot_ns);
-uint64_t ss_boottime_ns(void);
 
 /* A name for a system call number ("epoll_wait"), or NULL. */
 const char *ss_syscall_name(long nr);

@@ -5,7 +5,8 @@
  *     Linux process the library is preloaded into;
  *   - the symbol resolver (elfutils libdw), addresses to functions, files,
  *     lines and inline chains, cached by address;
- *   - thread facts read from /proc (name, state, nice, CPU, start time, I/O).
+ *   - thread facts read from /proc (name, state, nice, CPU, start time), in
+ *     one place for both samplers.
  */
 #ifndef SS_SAMPLERS_H
 #define SS_SAMPLERS_H
@@ -24,8 +25,50 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out);
 /* Counters of the native sampler: rounds, stacks taken by signal, stacks
  * reused because the thread was idle. */
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);
+/* All the counters: stacks read asleep without a signal, asleep threads
+ * that had to be signalled after all (fallbacks), stacks cut at
+ * STACKSHOT_STACK_COPY, walks that found a frame pointer on the stack. */
+typedef struct ss_native_counts {
+    uint64_t rounds, signalled, asleep, reused;
+    uint64_t fallbacks, cut_copy, fp_guessed;
+} ss_native_counts;
+void ss_native_sample_counts(ss_native_counts *c);
+/* Copy mode: how long the most recent handlers took, ns, newest first;
+ * returns how many (at most max, at most 4096). */
+uint32_t ss_native_handler_ns(double *out, uint32_t max);
 /* Free what ss_native_sample_once set up (the handler stays, a no-op). */
 void ss_native_release(void);
+
+/* ---- thread facts from /proc (the native and the JVMTI sampler) ------ */
+
+/* The tids of /proc/self/task, sorted ascending, into *tids (grown with
+ * realloc as needed). Returns the count or -errno. */
+int ss_proc_list_tids(pid_t **tids, size_t *cap);
+
+/* The fields of /proc/self/task/<tid>/stat that the samplers use. */
+typedef struct ss_proc_stat {
+    char name[32];        /* comm, as in field 2 (saves reading comm) */
+    char state;           /* R, S, D, T, t, Z, X, ... */
+    int32_t nice;
+    uint64_t start_ticks; /* starttime: clock ticks after boot */
+} ss_proc_stat;
+
+/* 0, or -errno (-ESRCH or -ENOENT when the thread is gone). */
+int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
+
+/* The thread's name (comm) into buf. 0 or -errno. */
+int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
+
+/* CPU time of any thread of this process from its CPU clock, ns;
+ * SS_UNKNOWN_U64 when gone. */
+uint64_t ss_thread_cpu_ns(pid_t tid);
+
+/* Nanoseconds since the thread started; SS_UNKNOWN_U64 when unknown. */
+uint64_t ss_proc_elapsed_ns(uint64_t start_ticks, uint64_t now_boot_ns);
+uint64_t ss_boottime_ns(void);
+
+/* When the thread started, epoch ms; 0 when unknown. */
+uint64_t ss_proc_start_wall_ms(pid_t tid);
 
 /* ---- symbols --------------------------------------------------------- */
 

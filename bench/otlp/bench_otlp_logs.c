@@ -15,7 +15,7 @@
  *      (otlp_logs to a closed port, a round every 20 ms) against the agent
  *      running with no exporter at all: the ratio of the workload's time.
  * Timings are never asserted; they vary with the machine. */
-#include "exporters/otlp/logs.h"
+#include "exporters/otlp_logs/logs.h"
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -255,14 +255,14 @@ int main(int argc, char **argv) {
            (double)gz / THREADS, 100.0 * (double)gz / (double)out.len);
 
     /* 1b. the pprof body format: one record per round */
-    if (ss_logs_pprof_available()) {
-        t0 = ss_mono_ns();
-        for (int k = 0; k < rounds; k++)
-            ss_logs_encode_pprof(&enc, &res, r, ss_wall_ns(), &out);
-        uint64_t t_pp = ss_mono_ns() - t0;
-        printf("pprof body format: %10.0f threads/s (%.2fx the text baseline's time), "
-               "%6.0f bytes/thread in the request\n",
-               recs / secs(t_pp), (double)t_pp / (double)t_text, (double)out.len / THREADS);
+    {
+    t0 = ss_mono_ns();
+    for (int k = 0; k < rounds; k++)
+        ss_logs_encode_pprof(&enc, &res, r, ss_wall_ns(), &out);
+    uint64_t t_pp = ss_mono_ns() - t0;
+    printf("pprof body format: %10.0f threads/s (%.2fx the text baseline's time), "
+           "%6.0f bytes/thread in the request\n",
+           recs / secs(t_pp), (double)t_pp / (double)t_text, (double)out.len / THREADS);
     }
     ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
                    &dropped); /* the text request again, for what follows */
@@ -270,9 +270,10 @@ int main(int argc, char **argv) {
     /* 3. memory the exporter adds (before the server exists) */
     size_t rss0 = rss_kib();
     ss_otlp_endpoint ep;
+    int create_err = 0;
     setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
     ss_otlp_endpoint_load(&ep, "LOGS");
-    ss_grpc_client *dead = ss_grpc_client_create(&ep);
+    ss_grpc_client *dead = ss_grpc_client_create(&ep, "bench_otlp_logs", &create_err);
     ss_grpc_result gr;
     ss_grpc_result_init(&gr);
     ss_grpc_unary(dead, SS_LOGS_METHOD, out.data, out.len, ss_mono_ns() + 1000000000ull, &gr);
@@ -293,7 +294,7 @@ int main(int argc, char **argv) {
         setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
         setenv("OTEL_EXPORTER_OTLP_COMPRESSION", gzip ? "gzip" : "none", 1);
         ss_otlp_endpoint_load(&ep, "LOGS");
-        ss_grpc_client *c = ss_grpc_client_create(&ep);
+        ss_grpc_client *c = ss_grpc_client_create(&ep, "bench_otlp_logs", &create_err);
         int ok = 0;
         t0 = ss_mono_ns();
         for (int k = 0; k < rounds; k++) {
@@ -318,7 +319,7 @@ int main(int argc, char **argv) {
     uint64_t b = UINT64_MAX, d = UINT64_MAX;
     for (int k = 0; k < 3; k++) {
         uint64_t x = host_run(0, "http://127.0.0.1:1");
-        uint64_t y = host_run(SS_EXPORT_OTLP_LOGS, "http://127.0.0.1:1");
+        uint64_t y = host_run(ss_exporter_bit("otlp_logs"), "http://127.0.0.1:1");
         b = x < b ? x : b;
         d = y < d ? y : d;
     }

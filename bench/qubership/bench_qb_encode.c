@@ -16,8 +16,8 @@
  *   bench_qb_encode [ROUNDS]   (default 200) */
 #include "exporters/qubership/qb.h"
 #include "exporters/ss_exporters.h"
-#if __has_include("exporters/otlp/logs.h")
-#include "exporters/otlp/logs.h"
+#if __has_include("exporters/otlp_logs/logs.h")
+#include "exporters/otlp_logs/logs.h"
 #define HAVE_OTLP_LOGS 1
 #endif
 

@@ -7,10 +7,8 @@
 #ifndef SS_PROFILES_ENCODE_H
 #define SS_PROFILES_ENCODE_H
 
-#include "aggregate.h"
-#include "pprof.h"
-
-int ss_pprof_encode_agg(ss_agg *a, ss_pprof_view view, ss_buf *out);
+#include "../common/aggregate.h"
+#include "../common/pprof.h"
 
 /* Collapsed stacks ("thread;root;...;leaf count\n"), lines sorted. cpu:
  * only observations on CPU, else all (wall). */

@@ -18,7 +18,7 @@
  * sample types: samples/count, wall/nanoseconds, cpu/nanoseconds.
  */
 #include "encode.h"
-#include "pb.h"
+#include "../common/pb.h"
 
 #include <errno.h>
 #include <stdlib.h>

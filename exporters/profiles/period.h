@@ -11,7 +11,7 @@
 #ifndef SS_PROFILES_PERIOD_H
 #define SS_PROFILES_PERIOD_H
 
-#include "aggregate.h"
+#include "../common/aggregate.h"
 
 typedef struct ss_period ss_period;
 typedef void (*ss_period_flush_fn)(void *owner, ss_agg *a);

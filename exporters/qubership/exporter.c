@@ -36,6 +36,7 @@ typedef struct qb_state {
     int64_t window_end_ms;
     uint64_t failures;
     uint64_t rounds_consumed, records_taken; /* for the accounting line at close */
+    uint64_t window_rounds; /* rounds in the open window: lost with it if it cannot be sent */
 } qb_state;
 
 static uint64_t wall_ms(void) { return ss_wall_ns() / 1000000u; }
@@ -55,16 +56,16 @@ static void read_config(qb_state *s, const ss_config *cfg) {
     s->interval_ms = cfg ? cfg->interval_ms : 1000;
     s->io_budget_ms = cfg && cfg->shutdown_ms > 500 ? cfg->shutdown_ms : 500;
     /* The Java agent's names: POD_NAME or the host name, "_" and the agent
-     * start in epoch ms; MICROSERVICE_NAME; CLOUD_NAMESPACE. */
-    const char *pod = ss_config_str("POD_NAME", "");
-    if (!*pod)
-        pod = p->host_name[0] ? p->host_name : "default";
-    snprintf(s->node, sizeof s->node, "%.300s", pod);
-    snprintf(s->pod, sizeof s->pod, "%s_%llu", s->node, (unsigned long long)s->q.start_ms);
+     * start in epoch ms (unique per process: pod.c); MICROSERVICE_NAME; the
+     * namespace as diagtools finds it. */
+    qb_pod pod;
+    qb_pod_get(&pod);
+    copy_str(s->node, sizeof s->node, pod.server);
+    copy_str(s->pod, sizeof s->pod, pod.name);
     const char *svc = ss_config_str("MICROSERVICE_NAME", "");
     copy_str(s->service, sizeof s->service,
              *svc ? svc : p->exe_name[0] ? p->exe_name : "unknown");
-    copy_str(s->ns, sizeof s->ns, ss_config_str("CLOUD_NAMESPACE", "unknown"));
+    qb_namespace(s->ns, sizeof s->ns);
 }
 
 static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats) {
@@ -72,8 +73,9 @@ static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats)
     if (!s)
         return -ENOMEM;
     s->stats = stats;
-    uint64_t start = ss_process()->start_wall_ms ? ss_process()->start_wall_ms : wall_ms();
-    qb_session_init(&s->q, (int64_t)start);
+    qb_pod pod;
+    qb_pod_get(&pod); /* the trace and suspend base: the pod name's ms */
+    qb_session_init(&s->q, pod.start_ms);
     read_config(s, cfg);
     if (!s->host[0]) {
         ss_error("qubership: REMOTE_DUMP_HOST is not set; the qubership exporter needs a collector");
@@ -229,10 +231,13 @@ static void cycle(qb_state *s, uint64_t deadline) {
     if (s->connected) {
         atomic_fetch_add(&s->stats->records_exported, calls);
     } else {
-        /* lost: no collector, or the connection failed while sending */
+        /* lost: no collector, or the connection failed while sending; so
+         * are the window's rounds, which the fan-out counted as delivered */
         atomic_fetch_add(&s->stats->records_dropped, calls);
+        atomic_fetch_add(&s->stats->rounds_lost, s->window_rounds);
         drop_pending(s);
     }
+    s->window_rounds = 0;
     qb_session_account(&s->q);
 }
 
@@ -250,7 +255,7 @@ static uint64_t cycle_deadline(const qb_state *s) {
 static void qb_consume(void *state, ss_round *r) {
     qb_state *s = state;
     if (s->blacklisted) {
-        atomic_fetch_add(&s->stats->rounds_dropped, 1);
+        atomic_fetch_add(&s->stats->rounds_lost, 1);
         return;
     }
     int64_t ms = (int64_t)(r->time_ns / 1000000u);
@@ -264,10 +269,11 @@ static void qb_consume(void *state, ss_round *r) {
             s->window_end_ms += s->window_ms;
     }
     if (ss_mem_used() > ss_mem_limit()) {
-        atomic_fetch_add(&s->stats->rounds_dropped, 1); /* over the memory cap */
+        atomic_fetch_add(&s->stats->rounds_lost, 1); /* over the memory cap */
         return;
     }
     s->rounds_consumed++;
+    s->window_rounds++;
     qb_map_add_round(s->map, &s->q, r);
 }
 
@@ -292,6 +298,12 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         qb_suspend_stop(s->susp);
         s->susp = NULL;
     }
+    /* A process that exits before the first tick (or between reconnect
+     * attempts, when the next one is due) still gets its last window out:
+     * connect now, within the shutdown deadline. */
+    if (!s->blacklisted && !s->connected && s->window_rounds &&
+        ss_mono_ns() >= s->next_attempt_ns)
+        try_connect(s, deadline_ns);
     if (!s->blacklisted && s->connected) {
         cycle(s, deadline_ns); /* the last, partial window */
         /* close every stream as the agent does: tail, then 0x11 twice
@@ -307,6 +319,8 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         qb_map_close_window(s->map, &s->q, &st);
         s->records_taken += s->q.calls_written;
         atomic_fetch_add(&s->stats->records_dropped, s->q.calls_written);
+        atomic_fetch_add(&s->stats->rounds_lost, s->window_rounds);
+        s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
     ss_info("qubership: accounting: %llu rounds consumed, %llu records taken: %llu exported, "

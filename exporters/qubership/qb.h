@@ -194,6 +194,31 @@ int qb_client_drain(qb_client *c, uint64_t deadline_ns);
 /* CLOSE (best effort) and close the socket. */
 void qb_client_close(qb_client *c, bool graceful, uint64_t deadline_ns);
 
+/* ---- process-wide state shared by the exporters of this folder -------- */
+
+/* A lock that a forked child takes over from its parent (proclock.c). */
+typedef struct qb_proclock {
+    _Atomic pid_t holder; /* pid of the holding process, 0 free */
+} qb_proclock;
+
+void qb_proclock_lock(qb_proclock *l);
+void qb_proclock_unlock(qb_proclock *l);
+
+/* This process's identity to the collectors (pod.c). */
+typedef struct qb_pod {
+    char server[320]; /* POD_NAME, else the host name, else "default" */
+    char name[400];   /* "<server>_<start ms>", unique among live processes */
+    int64_t start_ms;
+    bool dir_valid;   /* passes the dumps collector's pod pattern */
+} qb_pod;
+
+/* Computed once per process (again in a forked child). */
+void qb_pod_get(qb_pod *out);
+/* The dumps collector's pod-directory pattern (spec §2.3 (4)). */
+bool qb_pod_dir_valid(const char *name);
+/* CLOUD_NAMESPACE, NAMESPACE, the service account's namespace, "unknown". */
+void qb_namespace(char *out, size_t n);
+
 /* ---- suspend ---------------------------------------------------------- */
 
 typedef struct qb_suspend qb_suspend;

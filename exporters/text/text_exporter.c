@@ -3,7 +3,7 @@
  * It is the output that needs no backend at all. The file is created at
  * the first write (a process that never writes a round leaves no file),
  * with the user the process runs as then. */
-#include "../ss_exporters.h"
+#include "../common/common.h"
 
 #include <errno.h>
 #include <stdio.h>

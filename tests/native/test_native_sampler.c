@@ -15,6 +15,7 @@
 #include "samplers/ss_samplers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -52,7 +53,22 @@ static void *blocker(void *arg) {
     atomic_store(&tid_blocker, ss_gettid());
     (void)arg;
     while (!atomic_load(&stop))
-        nap_ms(20);
+        nap_ms(200);
+    return NULL;
+}
+
+/* Blocks every signal and never sleeps: cannot be sampled at all. */
+static atomic_int tid_deaf;
+static void *deaf_spinner(void *arg) {
+    sigset_t s;
+    sigfillset(&s);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    pthread_setname_np(pthread_self(), "t-deaf");
+    atomic_store(&tid_deaf, ss_gettid());
+    (void)arg;
+    volatile unsigned long x = 0;
+    while (!atomic_load(&stop))
+        x++;
     return NULL;
 }
 
@@ -66,14 +82,16 @@ static void *spinner(void *arg) {
     return NULL;
 }
 
-static pthread_t th[3];
+static pthread_t th[4];
 
 static int setup(void **state) {
     (void)state;
     pthread_create(&th[0], NULL, sleeper, NULL);
     pthread_create(&th[1], NULL, blocker, NULL);
     pthread_create(&th[2], NULL, spinner, NULL);
-    while (!atomic_load(&tid_sleeper) || !atomic_load(&tid_blocker) || !atomic_load(&tid_spinner))
+    pthread_create(&th[3], NULL, deaf_spinner, NULL);
+    while (!atomic_load(&tid_sleeper) || !atomic_load(&tid_blocker) || !atomic_load(&tid_spinner) ||
+           !atomic_load(&tid_deaf))
         nap_ms(1);
     nap_ms(100);
     return 0;
@@ -82,7 +100,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     atomic_store(&stop, 1);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     ss_native_release();
     return 0;
@@ -112,6 +130,67 @@ static void test_proc_readers(void **state) {
     for (int i = 1; i < n; i++)
         assert_true(tids[i - 1] < tids[i]);
     free(tids);
+}
+
+/* Kept descriptors: the same one is read again (no open per read); one
+ * the host closed and got back for a file of its own is never closed by
+ * us; ss_proc_close_all closes ours. */
+static void test_kept_files(void **state) {
+    (void)state;
+    ss_task_files f;
+    memset(&f, 0, sizeof f);
+    ss_proc_stat st;
+    ss_proc_syscall sc;
+    uint32_t kept0 = ss_proc_fds_kept();
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_equal(ss_task_read_syscall(tid_sleeper, &f, &sc), 0);
+    assert_false(sc.running);
+    assert_true(sc.nr == SYS_clock_nanosleep || sc.nr == SYS_nanosleep);
+    assert_true(sc.sp != 0 && sc.pc != 0);
+    assert_int_equal(ss_proc_fds_kept(), kept0 + 2);
+    int fd_stat = f.fd[SS_TASK_STAT];
+    assert_true(fd_stat >= 0);
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_int_equal(f.fd[SS_TASK_STAT], fd_stat); /* pread again, no new open */
+    assert_int_equal(ss_proc_fds_kept(), kept0 + 2);
+    ss_task_read_syscall(tid_spinner, NULL, &sc);
+    assert_true(sc.running); /* a spinning thread has no registers to give */
+
+    /* the host closes our descriptor and opens a file of its own, which
+     * gets the same number: closing the task's files leaves it open */
+    close(fd_stat);
+    int host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, fd_stat);
+    ss_task_files_close(&f);
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    close(host);
+    assert_int_equal(ss_proc_fds_kept(), kept0);
+
+    /* the same, then a read: the right file is read again, the host's
+     * descriptor is dropped from ours */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    fd_stat = f.fd[SS_TASK_STAT];
+    close(fd_stat);
+    host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, fd_stat);
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_not_equal(f.fd[SS_TASK_STAT], host);
+    ss_task_files_close(&f);
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    close(host);
+    assert_int_equal(ss_proc_fds_kept(), kept0);
+
+    /* close_all: every kept one goes, the task's numbers become stale */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    int fd = f.fd[SS_TASK_STAT];
+    assert_true(fd >= 0);
+    ss_proc_close_all();
+    assert_int_equal(ss_proc_fds_kept(), 0);
+    assert_int_equal(fcntl(fd, F_GETFD), -1);
+    ss_task_files_close(&f); /* stale: closes nothing */
+    assert_true(ss_proc_fd_budget() >= 1);
 }
 
 static const ss_frame *frames_named(const char **names, int n) {
@@ -184,11 +263,17 @@ static void test_rounds(void **state) {
     assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
     ss_native_sample_stats(&rounds, &sig1, &reu1);
 
-    /* the blocker is counted, not listed; the caller is left out. At least
-     * one: a sanitizer's runtime may own a thread that blocks every signal
-     * (TSan's background thread does), and that one is counted too. */
+    /* A thread that blocks the signal and sleeps in a system call is
+     * sampled without one; one that blocks it and runs is counted, not
+     * listed (at least one: a sanitizer's runtime may own a thread that
+     * blocks every signal, TSan's background thread does). The caller is
+     * left out. */
     assert_true(r2->threads_blocked >= 1);
-    assert_null(find(r2, "t-blocker"));
+    assert_null(find(r2, "t-deaf"));
+    const ss_thread_sample *bl = find(r2, "t-blocker");
+    assert_non_null(bl);
+    assert_true(has_fn(r2, bl, "blocker"));
+    assert_int_equal(bl->state, SS_STATE_TIMED_WAITING);
     for (uint32_t i = 0; i < r2->n_threads; i++)
         assert_int_not_equal(r2->threads[i].nid, ss_gettid());
 
@@ -281,6 +366,7 @@ static void test_idle_reuse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_readers),
+        cmocka_unit_test(test_kept_files),
         cmocka_unit_test(test_state_table),
         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_idle_reuse),

@@ -26,16 +26,17 @@ int main(int argc, char **argv) {
     ss_config_load(&cfg);
     snprintf(cfg.output_dir, sizeof cfg.output_dir, "%s", argv[1]);
     uint32_t rounds = (uint32_t)atoi(argv[2]);
-    uint32_t bits[] = {SS_EXPORT_PPROF, SS_EXPORT_FLAMEGRAPH};
-    size_t n_bits = 2;
+    const char *names[] = {"pprof", "flamegraph"};
+    size_t n_names = 2;
     if (argc == 4) {
-        bits[0] = SS_EXPORT_OTLP_PROFILES;
-        n_bits = 1;
+        names[0] = "otlp_profiles";
+        n_names = 1;
     }
-    for (size_t e = 0; e < n_bits; e++) {
-        const ss_exporter_ops *ops = ss_exporter_find(bits[e]);
+    for (size_t e = 0; e < n_names; e++) {
+        const ss_exporter_def *def = ss_exporter_by_name(names[e], strlen(names[e]));
+        const ss_exporter_ops *ops = def ? def->ops : NULL;
         if (!ops) {
-            fprintf(stderr, "exporter %u not compiled in\n", bits[e]);
+            fprintf(stderr, "exporter %s not compiled in\n", names[e]);
             return 1;
         }
         ss_exporter_stats stats;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exporters/profiles/aggregate.h"
+#include "exporters/common/aggregate.h"
 #include "exporters/profiles/encode.h"
 #include "synth.h"
 

@@ -130,6 +130,13 @@ def stats_line(stderr):
     return tuple(int(x) for x in m[-1]) if m else None
 
 
+def rounds_line(stderr, exporter="qubership"):
+    """The fan-out's equation: (taken, delivered, dropped, refused, held)."""
+    m = re.search(r"pid \d+ %s: (\d+) rounds taken = (\d+) delivered \+ (\d+) dropped "
+                  r"\+ (\d+) refused \+ (\d+) held" % exporter, stderr)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
 # ---- scenarios ----------------------------------------------------------
 
 def sc_normal(args, out):
@@ -256,6 +263,28 @@ def sc_down(args, out):
     st = stats_line(p.stderr)
     check(st is not None and st[2] == 0 and st[3] > 0, "collector down: calls counted as dropped %s" % (st,))
     check("reconnecting in 300 ms" in p.stderr, "collector down: reported once per failure burst")
+    eq = rounds_line(p.stderr)
+    check(eq is not None and eq[0] > 0 and eq[1] == 0 and eq[2] == eq[0],
+          "collector down: no round called delivered, all dropped: %s" % (eq,))
+
+
+def sc_early_exit(args, out):
+    """A process that exits before the exporter's first tick: its only
+    round still reaches the collector, connected at exit within the
+    shutdown deadline."""
+    srv = run_collector(out)
+    p, took = drive(args, srv.port, seconds=0.05)
+    check(p.returncode == 0 and took < 5, "early exit: host exits 0 in %.1f s" % took)
+    hs = handshakes(events(out))
+    check(len(hs) == 1, "early exit: connected at exit (%d handshakes)" % len(hs))
+    tables = decode_conn(args, out, 1)
+    calls = calls_of(tables)
+    st = stats_line(p.stderr)
+    check(st is not None and st[0] == 1 and st[2] == len(calls) and st[2] >= 3 and st[3] == 0,
+          "early exit: the round's calls exported, none dropped: %s, %d recorded" % (st, len(calls)))
+    check({"main", "busy-worker", "changer"} <= set(c["thread"] for c in calls),
+          "early exit: every thread of the round has its call")
+    check(rounds_line(p.stderr) == (1, 1, 0, 0, 0), "early exit: %s" % (rounds_line(p.stderr),))
 
 
 def sc_rotation(args, out):

@@ -45,7 +45,7 @@ static void test_defaults(void **state) {
     assert_false(c.enabled);
     assert_int_equal(c.interval_ms, 1000);
     assert_false(c.include_internal);
-    assert_int_equal(c.exporters, SS_EXPORT_OTLP_LOGS);
+    assert_int_equal(c.exporters, ss_exporter_bit("otlp_logs"));
     assert_int_equal(c.max_depth, 1024);
     assert_int_equal(c.max_memory, 64u << 20);
     assert_int_equal(c.log_level, SS_LOG_INFO);
@@ -76,7 +76,7 @@ static void test_valid_values(void **state) {
     assert_int_equal(c.interval_ms, 250);
     assert_true(c.include_internal);
     assert_string_equal(c.output_dir, "/var/tmp/out");
-    assert_int_equal(c.exporters, SS_EXPORT_TEXT | SS_EXPORT_QUBERSHIP | SS_EXPORT_OTLP_LOGS);
+    assert_int_equal(c.exporters, ss_exporter_bit("text") | ss_exporter_bit("qubership") | ss_exporter_bit("otlp_logs"));
     assert_int_equal(c.max_depth, 64);
     assert_int_equal(c.max_memory, 16u << 20);
     assert_int_equal(c.log_level, SS_LOG_DEBUG);
@@ -134,7 +134,7 @@ static void test_bad_values_fall_back(void **state) {
     capture cap;
     assert_int_equal(load(&c, &cap), 3);
     assert_int_equal(c.interval_ms, 1000);
-    assert_int_equal(c.exporters, SS_EXPORT_TEXT);
+    assert_int_equal(c.exporters, ss_exporter_bit("text"));
     assert_int_equal(c.signal, SIGRTMAX - 3);
 }
 

@@ -2,7 +2,7 @@
  * never blocks the publisher, the memory cap drops the oldest rounds and
  * counts them, and stop() keeps its deadline even when an exporter hangs.
  *
- * The test provides its own exporter registry (ss_exporter_find), so the
+ * The test provides its own exporter table (ss_exporter_table), so the
  * real exporters are not linked in. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,13 +57,11 @@ static void fake_close(void *state, uint64_t deadline) {
 static const ss_exporter_ops ops0 = {"fake0", "f0", 0, open0, fake_consume, NULL, fake_close};
 static const ss_exporter_ops ops1 = {"fake1", "f1", 0, open1, fake_consume, NULL, fake_close};
 
-const ss_exporter_ops *ss_exporter_find(uint32_t bit) {
-    if (bit == SS_EXPORT_TEXT)
-        return &ops0;
-    if (bit == SS_EXPORT_PPROF)
-        return &ops1;
-    return NULL;
-}
+const ss_exporter_def ss_exporter_table[] = {
+    {.name = "fake0", .ops = &ops0},
+    {.name = "fake1", .ops = &ops1},
+    {.name = NULL},
+};
 
 static ss_round_builder *builder;
 
@@ -82,7 +80,7 @@ static void test_in_order_to_every_exporter(void **state) {
     reset();
     atomic_store(&fakes[0].gate_open, 1);
     atomic_store(&fakes[1].gate_open, 1);
-    ss_config cfg = {.exporters = SS_EXPORT_TEXT | SS_EXPORT_PPROF};
+    ss_config cfg = {.exporters = 1u | 2u};
     ss_mem_set_limit(64u << 20);
     assert_int_equal(ss_exporters_start(&cfg), 2);
     for (int i = 0; i < 200; i++)
@@ -99,7 +97,7 @@ static void test_in_order_to_every_exporter(void **state) {
 static void test_memory_cap_drops_oldest(void **state) {
     (void)state;
     reset();
-    ss_config cfg = {.exporters = SS_EXPORT_TEXT};
+    ss_config cfg = {.exporters = 1u};
     ss_round *probe = make_round();
     size_t one = probe->bytes;
     ss_round_unref(probe);
@@ -131,7 +129,7 @@ static void test_memory_cap_drops_oldest(void **state) {
 static void test_stop_keeps_deadline_with_hung_exporter(void **state) {
     (void)state;
     reset();
-    ss_config cfg = {.exporters = SS_EXPORT_TEXT};
+    ss_config cfg = {.exporters = 1u};
     assert_int_equal(ss_exporters_start(&cfg), 1);
     ss_exporters_publish(make_round());
     ss_exporters_publish(make_round());

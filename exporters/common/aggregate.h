@@ -1,10 +1,9 @@
 /*
- * aggregate.h: the samples of one export period, in interned tables
- * (private to exporters/profiles/).
+ * aggregate.h: the samples of one export period, in interned tables.
  *
- * Every encoder of this folder (pprof, collapsed stacks, flame graph, OTLP
- * profiles in both wire versions) reads the same tables, which are shaped
- * like the OTLP v1development ProfilesDictionary:
+ * Every profile encoder (pprof here; collapsed stacks, flame graph, OTLP
+ * profiles in both wire versions in exporters/profiles) reads the same
+ * tables, which are shaped like the OTLP v1development ProfilesDictionary:
  *
  *   strings, functions, mappings, locations (+ their lines), stacks (+ their
  *   location indices, leaf first), attributes (KeyValueAndUnit-like
@@ -23,7 +22,7 @@
 #ifndef SS_PROFILES_AGGREGATE_H
 #define SS_PROFILES_AGGREGATE_H
 
-#include "../ss_exporters.h"
+#include "common.h"
 
 typedef struct agg_slot {
     uint32_t hash;

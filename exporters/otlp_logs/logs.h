@@ -1,5 +1,5 @@
 /*
- * logs.h: the OTLP call-stack logs exporter, inside exporters/otlp.
+ * logs.h: the OTLP call-stack logs exporter (exporters/otlp_logs).
  *
  * Private to this folder (and its tests and benchmark): the encoder that
  * turns a round into ExportLogsServiceRequest bytes, Splunk conventions.
@@ -7,7 +7,7 @@
 #ifndef SS_OTLP_LOGS_H
 #define SS_OTLP_LOGS_H
 
-#include "otlp.h"
+#include "../otlp/otlp.h"
 
 #define SS_LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 #define SS_LOGS_SCOPE_NAME "otel.profiling"
@@ -16,13 +16,12 @@
 #define SS_LOGS_DEFAULT_BATCH 512
 #define SS_LOGS_MAX_REQUEST (4u << 20) /* uncompressed; gRPC servers' default cap */
 
-/* Reused scratch of the encoder (bodies, protobuf-c structs). */
+/* Reused scratch of the encoder: one body at a time, a thread name made
+ * valid UTF-8, the attributes every record of a round shares. */
 typedef struct ss_logs_encoder {
-    ss_buf bodies;
-    size_t *offsets;      /* of each body in bodies */
-    size_t *name_offsets; /* of a fixed thread name in bodies, or SIZE_MAX */
-    size_t cap; /* records the arrays below hold */
-    void *records, *record_ptrs, *kvs, *kv_ptrs, *values;
+    ss_buf text;
+    ss_buf name;
+    ss_buf shared;
 } ss_logs_encoder;
 
 void ss_logs_encoder_init(ss_logs_encoder *e);
@@ -41,15 +40,14 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
 
 /* STACKSHOT_LOGS_FORMAT=pprof, Splunk's later format: the whole round as
  * one LogRecord whose body is base64(gzip(pprof)) (the pprof encoder of
- * exporters/profiles, wall view: every thread of the round, labels
+ * exporters/common, wall view: every thread of the round, labels
  * thread.name/id/state and trace_id/span_id), with attributes
  * com.splunk.sourcetype, profiling.data.format=pprof-gzip-base64,
  * profiling.data.type=cpu, profiling.data.total.frame.count,
  * profiling.instrumentation.source=continuous, source.event.period; no
- * trace/span id on the record. Resets and fills out. 0, -ENOMEM, -ENODATA
- * (nothing to encode) or -ENOSYS (the pprof encoder is not in this build). */
+ * trace/span id on the record. Resets and fills out. 0, -ENOMEM or
+ * -ENODATA (nothing to encode). */
 int ss_logs_encode_pprof(ss_logs_encoder *e, const ss_otlp_resource *res, ss_round *r,
                          uint64_t observed_ns, ss_buf *out);
-bool ss_logs_pprof_available(void);
 
 #endif /* SS_OTLP_LOGS_H */

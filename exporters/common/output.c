@@ -16,7 +16,7 @@
  *
  * Every refusal is counted (ss_output_refused) and told in one line; the
  * same refusal again (a periodic writer) is told at debug level only. */
-#include "ss_exporters.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * pb.h: a tiny protobuf writer for the profile encoders (private to
- * exporters/profiles/).
+ * pb.h: a tiny protobuf writer, for the encoders of exporters/ (pprof,
+ * OTLP profiles).
  *
  * pprof and OTLP profiles are written field by field straight from the
  * aggregator's tables into one ss_buf: no intermediate message structs, no
@@ -15,7 +15,7 @@
 #ifndef SS_PROFILES_PB_H
 #define SS_PROFILES_PB_H
 
-#include "../ss_exporters.h"
+#include "common.h"
 
 enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
 

@@ -12,8 +12,6 @@
  * gate that later ticks respect. */
 #include "logs.h"
 
-#include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -333,17 +331,14 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     s->batch_size = (uint32_t)ss_config_int("STACKSHOT_LOGS_BATCH_SIZE", SS_LOGS_DEFAULT_BATCH,
                                             1, 100000);
     const char *fmt = ss_config_str("STACKSHOT_LOGS_FORMAT", "text");
-    if (strcmp(fmt, "pprof") == 0 && ss_logs_pprof_available())
+    if (strcmp(fmt, "pprof") == 0)
         s->pprof = true;
     else if (strcmp(fmt, "text") != 0)
-        ss_config_bad("STACKSHOT_LOGS_FORMAT", fmt,
-                      strcmp(fmt, "pprof") == 0
-                          ? "this build has no pprof encoder (exporters/profiles)"
-                          : "unknown format (text or pprof)",
+        ss_config_bad("STACKSHOT_LOGS_FORMAT", fmt, "unknown format (text or pprof)",
                       "using text");
     int rc = ss_otlp_endpoint_load(&s->ep, "LOGS");
-    if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
-        rc = -EIO;
+    if (rc == 0)
+        s->client = ss_grpc_client_create(&s->ep, "otlp_logs", &rc);
     if (rc != 0) {
         logs_free(s);
         return rc;

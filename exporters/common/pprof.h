@@ -13,7 +13,7 @@
 #ifndef SS_PROFILES_PPROF_H
 #define SS_PROFILES_PPROF_H
 
-#include "../ss_exporters.h"
+#include "aggregate.h"
 
 typedef enum ss_pprof_view {
     /* samples/count, wall/nanoseconds, cpu/nanoseconds: every thread of
@@ -30,8 +30,8 @@ typedef enum ss_pprof_view {
 int ss_pprof_encode_rounds(ss_round *const *rounds, size_t n, ss_pprof_view view,
                            ss_buf *out);
 
-/* Append the gzip (RFC 1952) compression of in[0..n) to out. 0 or -ENOMEM
- * / -EIO. pprof files and pprof log bodies are gzipped. */
-int ss_gzip(const void *in, size_t n, ss_buf *out);
+/* Encode a period's aggregate as one uncompressed pprof Profile appended
+ * to out. 0, -ENOMEM, or -ENODATA when the view has no sample. */
+int ss_pprof_encode_agg(ss_agg *a, ss_pprof_view view, ss_buf *out);
 
 #endif

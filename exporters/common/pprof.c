@@ -1,19 +1,18 @@
 /*
  * pprof.c: a period's aggregate as a pprof Profile (profile.proto field
- * numbers of github.com/google/pprof), and gzip.
+ * numbers of github.com/google/pprof).
  *
  * pprof ids are the aggregate's table indices: every table starts with its
  * zero element, so real elements have ids 1..n-1 and id 0 means "none",
  * exactly pprof's rule. The string table is the aggregate's, whose entry 0
  * is "" as Go's parser demands.
  */
-#include "encode.h"
+#include "pprof.h"
 #include "pb.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* profile.proto */
 enum {
@@ -204,28 +203,4 @@ int ss_pprof_encode_rounds(ss_round *const *rounds, size_t n, ss_pprof_view view
         rc = ss_pprof_encode_agg(a, view, out);
     ss_agg_destroy(a);
     return rc;
-}
-
-int ss_gzip(const void *in, size_t n, ss_buf *out) {
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    /* 15 window bits + 16: a gzip header and trailer, not zlib's. */
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -ENOMEM;
-    size_t bound = deflateBound(&z, (uLong)n);
-    if (ss_buf_reserve(out, bound) != 0) {
-        deflateEnd(&z);
-        return -ENOMEM;
-    }
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)n;
-    z.next_out = (Bytef *)out->data + out->len;
-    z.avail_out = (uInt)bound;
-    int rc = deflate(&z, Z_FINISH);
-    size_t produced = bound - z.avail_out;
-    deflateEnd(&z);
-    if (rc != Z_STREAM_END)
-        return -EIO;
-    out->len += produced;
-    return 0;
 }

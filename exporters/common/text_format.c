@@ -9,7 +9,7 @@
  *
  * Native threads use the same shape; their state line starts with
  * "native.Thread.State:" (see README, "Native thread states"). */
-#include "../ss_exporters.h"
+#include "common.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -1,0 +1,65 @@
+/*
+ * common.h: the small pieces several exporters share (exporters/common/).
+ *
+ *   - the thread-dump text of one thread (the body format of the Splunk
+ *     call-stack logs), written by the text exporter and by otlp_logs;
+ *   - safe creation of local output files (text, pprof, flame graphs);
+ *   - gzip (pprof files, pprof log bodies);
+ *   - modules: the libraries only some exporters need (gRPC, libcurl...)
+ *     live in libstackshot-<name>.so next to the core, opened on first use.
+ *
+ * The other shared pieces have a header each: pb.h (protobuf writer),
+ * aggregate.h (a period's samples in interned tables) and pprof.h (pprof
+ * encoding). Nothing in this folder includes an exporter's folder.
+ */
+#ifndef SS_EXPORTERS_COMMON_H
+#define SS_EXPORTERS_COMMON_H
+
+#include "../../agent/ss_agent.h"
+
+/* Append the thread-dump block of one thread: the metadata line, the state
+ * line, one "\tat ..." line per frame, each ending in "\n" (no blank line
+ * after). Returns 0 or -ENOMEM. */
+int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
+
+/* Append the round header line of the text file:
+ * "Full thread dump stackshot round <seq> at <ISO-8601 UTC> (pid <pid>, <n> threads)\n" */
+int ss_text_format_round_header(const ss_round *r, ss_buf *out);
+
+/* Create the output directory (mode 0700) if needed and open `name` in it
+ * for appending (or truncating), mode 0600, refusing symlinks. `dir` is a
+ * template (STACKSHOT_OUTPUT_DIR): %u the effective uid now, %p the pid,
+ * %% a percent sign. Returns an fd or a negative errno (after one error
+ * line naming the path). */
+int ss_output_open(const char *dir, const char *name, bool append);
+/* The directory a template names now. 0 or -ENAMETOOLONG. */
+int ss_output_dir_expand(const char *tmpl, char *out, size_t n);
+/* "<program name>.<pid>": how local files of this process begin. */
+void ss_output_file_stem(char *out, size_t n);
+
+/* How many writes ss_output_open refused (symlink at the directory or the
+ * name, not ours, not a regular file, cannot create) since start. */
+uint64_t ss_output_refused(void);
+
+/* Write all of buf to fd, retrying short writes. 0 or -errno. */
+int ss_write_all(int fd, const void *buf, size_t len);
+
+/* Append the gzip (RFC 1952) compression of in[0..n) to out. 0 or -ENOMEM
+ * / -EIO. */
+int ss_gzip(const void *in, size_t n, ss_buf *out);
+
+/* The API table of module <name> (libstackshot-<name>.so next to the core,
+ * whose ss_module_<name>_entry returns it), opening the module on first
+ * use; NULL when it cannot be opened: then one error line, once per module,
+ * names `user` (who is off without it: "otlp_logs") and the loader's
+ * reason. A program linked with the static core (tests, benchmarks) has
+ * every module linked in. Thread-safe; modules are never closed. The
+ * caller checks the table's version (its first field is its size). */
+const void *ss_module_api(const char *name, const char *user);
+
+/* ss_module_api's two backends, one per build of the core:
+ * module_dl.c (libstackshot-core.so: dlopen next to the core) and the
+ * generated modules_linked.c (the static core). NULL and *why on failure. */
+const void *ss_module_open(const char *name, char *why, size_t why_len);
+
+#endif /* SS_EXPORTERS_COMMON_H */

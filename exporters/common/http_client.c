@@ -1,0 +1,502 @@
+/* http_client.c: the HTTP client of http_client.h over libcurl's multi
+ * interface. This file is the only one that includes curl.
+ *
+ * A client is one easy handle inside its own multi handle, whose connection
+ * cache holds one connection: between calls the connection stays open and
+ * the next call to the same origin reuses it. A call adds the easy handle
+ * to the multi handle and drives it with curl_multi_perform and
+ * curl_multi_poll, never waiting past the call's deadline; another thread
+ * interrupts the poll with curl_multi_wakeup. A call cut short removes the
+ * handle mid-transfer, which makes libcurl close that connection. */
+#include "http_client.h"
+#include "http_redact.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define DEFAULT_CONNECT_MS 10000u
+#define POLL_SLICE_MS 1000 /* a poll without deadline still wakes this often */
+
+struct ss_http_client {
+    CURLM *multi;
+    CURL *easy;
+    _Atomic bool cancelled;
+    bool insecure;
+    char *ca_file, *cert_file, *key_file;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+/* What one call's callbacks share. */
+typedef struct call {
+    const ss_http_request *req;
+    ss_http_response *resp;
+    size_t body_off;     /* in-memory body: bytes handed to libcurl */
+    int64_t streamed;    /* streamed body: bytes read from body_fn */
+    int body_err;        /* body_fn's -errno */
+} call;
+
+/* ---- libcurl's global state: once per process, never undone ------------- */
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc = CURLE_FAILED_INIT;
+
+static void global_init(void) {
+    /* Not undone at exit: the host may use libcurl too, and cleanup would
+     * pull OpenSSL from under it. A forked child inherits the result. */
+    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ---- client --------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s, bool *failed) {
+    if (!s || !*s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *failed = true;
+    return d;
+}
+
+ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK)
+        return NULL;
+    ss_http_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    bool failed = false;
+    if (tls) {
+        c->insecure = tls->insecure;
+        c->ca_file = dup_or_null(tls->ca_file, &failed);
+        c->cert_file = dup_or_null(tls->cert_file, &failed);
+        c->key_file = dup_or_null(tls->key_file, &failed);
+    }
+    c->multi = curl_multi_init();
+    c->easy = curl_easy_init();
+    if (failed || !c->multi || !c->easy) {
+        ss_http_client_free(c);
+        return NULL;
+    }
+    /* one connection kept, one per origin at a time */
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 1L);
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+    return c;
+}
+
+void ss_http_client_free(ss_http_client *c) {
+    if (!c)
+        return;
+    if (c->easy)
+        curl_easy_cleanup(c->easy);
+    if (c->multi)
+        curl_multi_cleanup(c->multi); /* closes the kept connection */
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c);
+}
+
+void ss_http_client_cancel(ss_http_client *c) {
+    atomic_store(&c->cancelled, true);
+    curl_multi_wakeup(c->multi); /* thread-safe: a write on the multi's socketpair */
+}
+
+void ss_http_client_uncancel(ss_http_client *c) { atomic_store(&c->cancelled, false); }
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+static size_t on_body_read(char *buf, size_t size, size_t nitems, void *arg) {
+    call *k = arg;
+    const ss_http_request *req = k->req;
+    size_t room = size * nitems;
+    if (req->body || !req->body_fn) {
+        size_t left = req->body_len - k->body_off;
+        size_t n = left < room ? left : room;
+        if (n)
+            memcpy(buf, (const char *)req->body + k->body_off, n);
+        k->body_off += n;
+        return n;
+    }
+    if (req->body_size >= 0) {
+        /* never more than announced: libcurl would send it as garbage */
+        int64_t left = req->body_size - k->streamed;
+        if ((int64_t)room > left)
+            room = (size_t)left;
+        if (room == 0)
+            return 0;
+    }
+    ssize_t n = req->body_fn(req->body_arg, buf, room);
+    if (n < 0) {
+        k->body_err = (int)n;
+        return CURL_READFUNC_ABORT;
+    }
+    if ((size_t)n > room)
+        n = (ssize_t)room;
+    k->streamed += n;
+    return (size_t)n;
+}
+
+/* Rewinding: an in-memory body can start again (a reused connection found
+ * closed, or an authentication round); a streamed one cannot. */
+static int on_body_seek(void *arg, curl_off_t offset, int origin) {
+    call *k = arg;
+    const ss_http_request *req = k->req;
+    if (!(req->body || !req->body_fn) || origin != SEEK_SET || offset < 0 ||
+        (uint64_t)offset > req->body_len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    k->body_off = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+static size_t on_response_body(char *data, size_t size, size_t nmemb, void *arg) {
+    call *k = arg;
+    size_t n = size * nmemb;
+    ss_buf *b = &k->resp->body;
+    if (b->len < k->req->max_response) {
+        size_t keep = k->req->max_response - b->len;
+        if (keep > n)
+            keep = n;
+        ss_buf_append(b, data, keep); /* on failure b->failed says so */
+    }
+    return n; /* the rest is read and discarded, so the connection stays usable */
+}
+
+/* Retry-After: delta seconds, or an HTTP date (RFC 9110 §10.2.3). */
+static int64_t parse_retry_after(const char *v, size_t len) {
+    char s[128];
+    while (len && (*v == ' ' || *v == '\t'))
+        v++, len--;
+    while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    if (len == 0 || len >= sizeof s)
+        return -1;
+    memcpy(s, v, len);
+    s[len] = '\0';
+    if (strspn(s, "0123456789") == len) {
+        if (len > 9)
+            return (int64_t)999999999 * 1000; /* ~31 years: "never" for any caller */
+        return (int64_t)strtoll(s, NULL, 10) * 1000;
+    }
+    time_t when = curl_getdate(s, NULL);
+    if (when == (time_t)-1)
+        return -1;
+    int64_t ms = ((int64_t)when - (int64_t)time(NULL)) * 1000;
+    return ms < 0 ? 0 : ms;
+}
+
+static size_t on_header(char *data, size_t size, size_t nitems, void *arg) {
+    call *k = arg;
+    size_t n = size * nitems;
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        k->resp->retry_after_ms = -1; /* a new response (after a 1xx) */
+    } else if (n > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        k->resp->retry_after_ms = parse_retry_after(data + 12, n - 12);
+    }
+    return n;
+}
+
+/* ---- one call ------------------------------------------------------------- */
+
+/* The caller's headers, plus "Expect:" (no 100-continue round trip: it
+ * costs a second against a server that ignores it) and, for a streamed
+ * body of unknown length sent by POST, the chunked transfer coding. */
+static struct curl_slist *build_headers(const ss_http_request *req, bool chunked, int *err) {
+    struct curl_slist *list = NULL, *next;
+    bool has_expect = false;
+    for (const char *const *h = req->headers; h && *h; h++) {
+        if (strncasecmp(*h, "Expect:", 7) == 0)
+            has_expect = true;
+        if (!(next = curl_slist_append(list, *h)))
+            goto oom;
+        list = next;
+    }
+    if (!has_expect) {
+        if (!(next = curl_slist_append(list, "Expect:")))
+            goto oom;
+        list = next;
+    }
+    if (chunked) {
+        if (!(next = curl_slist_append(list, "Transfer-Encoding: chunked")))
+            goto oom;
+        list = next;
+    }
+    return list;
+oom:
+    curl_slist_free_all(list);
+    *err = -ENOMEM;
+    return NULL;
+}
+
+static void set_tls(ss_http_client *c) {
+    CURL *e = c->easy;
+    curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->insecure ? 0L : 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->insecure ? 0L : 2L);
+    if (c->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert_file) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
+        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (c->key_file) {
+        curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+}
+
+/* Set the easy handle up for req. 0 or -errno. */
+static int setup(ss_http_client *c, const ss_http_request *req, call *k,
+                 struct curl_slist **headers) {
+    CURL *e = c->easy;
+    curl_easy_reset(e); /* options only: the connection cache is the multi's */
+    c->errbuf[0] = '\0';
+    bool streamed = !req->body && req->body_fn;
+    int64_t size = streamed ? req->body_size : (int64_t)req->body_len;
+    bool chunked = streamed && req->body_size < 0;
+    bool is_get = strcmp(req->method, "GET") == 0;
+    bool is_post = strcmp(req->method, "POST") == 0;
+    int err = 0;
+    *headers = build_headers(req, chunked && is_post, &err);
+    if (err)
+        return err;
+
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, req->url);
+    if (rc != CURLE_OK)
+        return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM, no process-wide SIGPIPE change */
+#if LIBCURL_VERSION_NUM >= 0x075700
+    curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L); /* a cut call never joins a resolver thread */
+#endif
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* no proxy from the environment */
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, SS_NAME "/" SS_VERSION);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_MS));
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, *headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, k);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_response_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, k);
+    set_tls(c);
+
+    if (is_get) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+        return 0;
+    }
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, on_body_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, k);
+    curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_body_seek);
+    curl_easy_setopt(e, CURLOPT_SEEKDATA, k);
+    if (is_post) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(chunked ? -1 : size));
+    } else {
+        /* PUT and anything else with a body: an upload, chunked on HTTP/1.1
+         * when the size is unknown */
+        curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)(chunked ? -1 : size));
+        if (strcmp(req->method, "PUT") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
+    }
+    return 0;
+}
+
+/* libcurl's result as the errno the API promises. */
+static int map_error(ss_http_client *c, CURLcode rc, const call *k) {
+    switch (rc) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return -EHOSTUNREACH;
+    case CURLE_COULDNT_CONNECT: {
+        long os = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &os);
+        return os > 0 ? -(int)os : -ECONNREFUSED;
+    }
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_USE_SSL_FAILED:
+        return -EPROTO;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SEND_FAIL_REWIND:
+        return -ECONNRESET;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return -EBADMSG;
+    case CURLE_ABORTED_BY_CALLBACK:
+    case CURLE_READ_ERROR:
+        return k->body_err ? k->body_err : -EIO;
+    case CURLE_UNSUPPORTED_PROTOCOL: {
+        /* also what an answer that is not HTTP at all gives ("HTTP/0.9") */
+        char *ip = NULL;
+        curl_easy_getinfo(c->easy, CURLINFO_PRIMARY_IP, &ip);
+        return ip && *ip ? -EBADMSG : -EINVAL;
+    }
+    case CURLE_URL_MALFORMAT:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+        return -EINVAL;
+    default:
+        return -EIO;
+    }
+}
+
+/* Scrubbed before it is cut to size: a secret cut in half would not be
+ * found any more. */
+static void set_error(ss_http_response *resp, const ss_http_request *req, const char *fmt,
+                      const char *what) {
+    char full[CURL_ERROR_SIZE + 256];
+    snprintf(full, sizeof full, fmt, what);
+    full[strcspn(full, "\r\n")] = '\0';
+    ss_http_scrub(full, sizeof full, req->url, req->headers);
+    size_t n = strlen(full);
+    if (n >= sizeof resp->error)
+        n = sizeof resp->error - 1;
+    memcpy(resp->error, full, n);
+    resp->error[n] = '\0';
+}
+
+/* The phrase for a failed call: libcurl's detailed message when it has
+ * one (it names the host, the TLS problem, the system error), else its
+ * generic words for the code. */
+static void describe(ss_http_client *c, CURLcode rc, int err, const call *k,
+                     ss_http_response *resp) {
+    if (k->body_err) {
+        set_error(resp, k->req, "the body could not be read: %s", strerror(-k->body_err));
+        return;
+    }
+    if (rc == CURLE_READ_ERROR && err == -EIO) {
+        set_error(resp, k->req, "%s", "the streamed body ended before its announced size");
+        return;
+    }
+    set_error(resp, k->req, "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+}
+
+/* Drive the transfer until it is done, the deadline or a cancel. Returns
+ * 0 with *done set to libcurl's result, or -ETIMEDOUT / -ECANCELED /
+ * -ENOMEM (the multi handle failed). */
+static int drive(ss_http_client *c, uint64_t deadline_ns, CURLcode *done) {
+    for (;;) {
+        if (atomic_load(&c->cancelled))
+            return -ECANCELED;
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(c->multi, &running);
+        if (mc != CURLM_OK)
+            return mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+        int left;
+        CURLMsg *msg;
+        while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == c->easy) {
+                *done = msg->data.result;
+                return 0;
+            }
+        }
+        int timeout_ms = POLL_SLICE_MS;
+        if (deadline_ns) {
+            uint64_t now = ss_mono_ns();
+            if (now >= deadline_ns)
+                return -ETIMEDOUT;
+            uint64_t left_ms = (deadline_ns - now + 999999) / 1000000;
+            if (left_ms < (uint64_t)timeout_ms)
+                timeout_ms = (int)left_ms;
+        }
+        /* returns early on socket activity, libcurl's own timers and
+         * curl_multi_wakeup (a cancel) */
+        mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
+        if (mc != CURLM_OK)
+            return mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+    }
+}
+
+int ss_http_perform(ss_http_client *c, const ss_http_request *req, ss_http_response *resp) {
+    memset(resp, 0, sizeof *resp);
+    resp->retry_after_ms = -1;
+    ss_buf_init(&resp->body);
+    if (!req->method || !req->url) {
+        snprintf(resp->error, sizeof resp->error, "no method or URL");
+        return -EINVAL;
+    }
+    if (atomic_load(&c->cancelled)) {
+        snprintf(resp->error, sizeof resp->error, "cancelled");
+        return -ECANCELED;
+    }
+    if (req->deadline_ns && ss_mono_ns() >= req->deadline_ns) {
+        snprintf(resp->error, sizeof resp->error, "deadline passed before the call");
+        return -ETIMEDOUT;
+    }
+    call k = {.req = req, .resp = resp};
+    struct curl_slist *headers = NULL;
+    int err = setup(c, req, &k, &headers);
+    if (err) {
+        curl_slist_free_all(headers);
+        set_error(resp, req, "%s", err == -ENOMEM ? "out of memory" : "malformed URL");
+        return err;
+    }
+    CURLMcode mc = curl_multi_add_handle(c->multi, c->easy);
+    if (mc != CURLM_OK) {
+        curl_slist_free_all(headers);
+        snprintf(resp->error, sizeof resp->error, "%s", curl_multi_strerror(mc));
+        return mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+    }
+    CURLcode rc = CURLE_OK;
+    err = drive(c, req->deadline_ns, &rc);
+    if (err == 0 && rc == CURLE_OK) {
+        long status = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        resp->status = (int)status;
+    } else if (err == 0) {
+        err = map_error(c, rc, &k);
+        describe(c, rc, err, &k, resp);
+    } else if (err == -ETIMEDOUT) {
+        snprintf(resp->error, sizeof resp->error, "no answer before the deadline");
+    } else if (err == -ECANCELED) {
+        snprintf(resp->error, sizeof resp->error, "cancelled");
+    } else {
+        snprintf(resp->error, sizeof resp->error, "libcurl's multi interface failed");
+    }
+    /* mid-transfer (cut, cancelled) this closes the connection */
+    curl_multi_remove_handle(c->multi, c->easy);
+    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(headers);
+    if (resp->body.failed && err == 0) {
+        snprintf(resp->error, sizeof resp->error, "out of memory for the answer's body");
+        err = -ENOMEM;
+    }
+    if (err != 0)
+        resp->status = 0;
+    return err;
+}
