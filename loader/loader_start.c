@@ -68,7 +68,9 @@ typedef enum start_state {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond; /* CLOCK_MONOTONIC */
-static start_state state;
+/* Written under `lock`; read without it where a stale value is harmless
+ * (the span API's hot path, a vfork child's check). */
+static _Atomic start_state state;
 static bool thread_alive; /* a start thread exists (joinable) */
 static bool cancel;       /* asks the start thread to leave */
 static pthread_t start_thread;
@@ -322,9 +324,11 @@ void ss_start_arm(int argc, char **argv) {
 }
 
 int ss_start_quiesce(void) {
-    if (current_pid() != armed_pid && state != START_DONE)
-        return SS_QUIESCE_NONE; /* a vfork child: the thread is the parent's */
     pthread_mutex_lock(&lock);
+    if (current_pid() != armed_pid && state != START_DONE) {
+        pthread_mutex_unlock(&lock);
+        return SS_QUIESCE_NONE; /* a vfork child: the thread is the parent's */
+    }
     start_state was = stop_thread_locked();
     pthread_mutex_unlock(&lock);
     if (was == START_ARMED)
@@ -365,10 +369,8 @@ void ss_start_child_of_clone(void) {
 }
 
 bool ss_start_armed(void) {
-    pthread_mutex_lock(&lock);
-    bool armed = state == START_ARMED || state == START_RUNNING;
-    pthread_mutex_unlock(&lock);
-    return armed;
+    start_state now = atomic_load(&state);
+    return now == START_ARMED || now == START_RUNNING;
 }
 
 void ss_start_disarm(void) {

@@ -154,7 +154,7 @@ def case_unshare():
 
 def case_ns():
     out = fresh("ns")
-    r = subprocess.run([os.path.join(bindir, "ss_ns_host"), "600", "800"],
+    r = subprocess.run([os.path.join(bindir, "ss_ns_host"), "800", "1200"],
                        env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="50",
                                      STACKSHOT_LOG_LEVEL="debug"),
                        capture_output=True, text=True, timeout=60)
@@ -169,9 +169,10 @@ def case_ns():
         with open(os.path.join(out, names[0])) as f:
             text = f.read()
         starts = re.findall(r"^Full thread dump stackshot round (\d+) ", text, re.M)
-        check(len(starts) >= 10, f"rounds before and after ({len(starts)})")
-        # the agent restarted (round numbers begin again after each step aside)
-        check(starts.count("1") >= 2, "sampled again after stepping aside")
+        check(len(starts) >= 8, f"rounds before and after ({len(starts)})")
+        # the agent restarted after each step aside (unshare; setns and
+        # clone), its round numbers beginning again at 1
+        check(starts.count("1") >= 3, f"sampled again after stepping aside ({starts})")
     check("stackshot: started in pid" in r.stderr, "started")
 
 
