@@ -234,7 +234,13 @@ static void spawn_locked(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* inherited by the thread */
     cancel = false;
-    int rc = pthread_create(&start_thread, NULL, start_main, NULL);
+    /* a small stack: the thread sleeps, then opens the core (dlopen runs
+     * the libraries' constructors on it, and under ASan frames are larger) */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1024 * 1024);
+    int rc = pthread_create(&start_thread, &attr, start_main, NULL);
+    pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     thread_alive = rc == 0;
     armed_pid = current_pid();
