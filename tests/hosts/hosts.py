@@ -112,8 +112,9 @@ def case_wrappers():
     out = fresh("wrappers")
     # sh forks the program and waits (a launcher); timeout waits in sigsuspend
     prog = os.path.join(bindir, "ss_hosts_busy")
-    argv = ["timeout", "20", "sh", "-c", f"{prog} 1500; exit $?"]
-    r = subprocess.run(argv, env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="200"),
+    # 500 ms: sh has forked the program long before its first round is due
+    argv = ["timeout", "20", "sh", "-c", f"{prog} 2500; exit $?"]
+    r = subprocess.run(argv, env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="500"),
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, f"the chain exits 0 ({r.returncode})")
     m = re.search(r"ss_hosts_busy: pid (\d+)", r.stdout)
