@@ -64,7 +64,10 @@ static void exporter_names(char *out, size_t n, uint32_t bits) {
         snprintf(out, n, "none");
 }
 
-static int start_locked(void) {
+/* again: a restart in the same process after stepping aside for an exec
+ * that failed or a namespace call (said at debug: the host's log heard
+ * the first start already) */
+static int start_locked(bool again) {
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
     ss_exporters_start(&config);
@@ -80,8 +83,9 @@ static int start_locked(void) {
     atomic_store(&running, true);
     char names[128];
     exporter_names(names, sizeof names, config.exporters);
-    ss_info("started in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
-            (int)ss_process()->pid, source->name, config.interval_ms, names,
+    ss_log(again ? SS_LOG_DEBUG : SS_LOG_INFO,
+           "%s in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
+           again ? "started again" : "started", (int)ss_process()->pid, source->name, config.interval_ms, names,
             config.output_dir);
     return 0;
 }
@@ -95,7 +99,7 @@ static void *restart_main(void *arg) {
     pthread_mutex_lock(&lifecycle_lock);
     /* pending until started: a fork during start_locked must restart too */
     if (atomic_load(&restart_pending) && !atomic_load(&running))
-        start_locked();
+        start_locked(false);
     atomic_store(&restart_pending, false);
     pthread_mutex_unlock(&lifecycle_lock);
     return NULL;
@@ -155,7 +159,7 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
     else
         ss_config_load(&config);
     source = src;
-    int rc = start_locked();
+    int rc = start_locked(false);
     if (rc == 0 && !atfork_installed && !loader_forks) {
         pthread_atfork(NULL, NULL, child_after_fork);
         atfork_installed = true;
@@ -197,7 +201,7 @@ bool ss_agent_exec_begin(void) {
 void ss_agent_exec_failed(void) {
     pthread_mutex_lock(&lifecycle_lock);
     if (!atomic_load(&running) && source)
-        start_locked();
+        start_locked(true);
     pthread_mutex_unlock(&lifecycle_lock);
 }
 
