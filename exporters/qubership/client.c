@@ -7,6 +7,7 @@
  * never reaches the sampler. One difference from the Java agent: an EOF
  * from the collector is a failure at once (the agent polls for 30 s). */
 #include "qb.h"
+#include "dumps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,12 +133,20 @@ static void put_string(ss_buf *b, const char *s) {
     ss_qb_put_field(b, s, (uint32_t)n);
 }
 
-/* Parse the acks read so far; answer diagnostic commands with "failed"
- * (this agent runs no diagtools). */
+static void report(qb_client *c, const uint8_t id[16], bool ok) {
+    ss_qb_put_u8(&c->out, QB_CMD_REPORT_COMMAND_RESULT);
+    ss_buf_append(&c->out, id, 16);
+    ss_qb_put_u8(&c->out, ok ? 0x4B : 0xFF); /* 'K' success, 0xFF failure */
+}
+
+/* Parse the acks read so far. Diagnostic commands go to the dumps
+ * exporter (commands.c); one it cannot run fails at once, as the Java
+ * agent answers a command it cannot start. Results of commands run since
+ * are sent with them (spec §3.4.5: between any two commands). */
 static int process_acks(qb_client *c, uint64_t deadline_ns) {
-    uint8_t ids[8][16];
+    qb_reply_cmd cmds[8];
     size_t used, n_cmds;
-    int acks = qb_reply_acks(c->in, c->in_len, &used, ids, 8, &n_cmds);
+    int acks = qb_reply_acks(c->in, c->in_len, &used, cmds, 8, &n_cmds);
     if (acks < 0)
         return -EPROTO;
     consume(c, used);
@@ -145,10 +154,14 @@ static int process_acks(qb_client *c, uint64_t deadline_ns) {
         return -EPROTO; /* more acks than commands: out of step */
     c->pending_acks -= (uint32_t)acks;
     for (size_t i = 0; i < n_cmds && i < 8; i++) {
-        ss_qb_put_u8(&c->out, QB_CMD_REPORT_COMMAND_RESULT);
-        ss_buf_append(&c->out, ids[i], 16);
-        ss_qb_put_u8(&c->out, 0xFF);
+        c->commands++;
+        if (!qb_commands_post(cmds[i].id, cmds[i].what, c->conn))
+            report(c, cmds[i].id, false);
     }
+    qb_command done[16];
+    size_t n = qb_commands_results(c->conn, done, 16);
+    for (size_t i = 0; i < n; i++)
+        report(c, done[i].id, done[i].ok);
     return c->out.len ? write_out(c, deadline_ns) : 0;
 }
 
@@ -216,6 +229,7 @@ int qb_client_connect(qb_client *c, const char *host, int port, const char *pod,
     uint64_t d = op_deadline(c, deadline_ns);
     c->in_len = 0;
     c->pending_acks = 0;
+    c->conn++;
     ss_buf_reset(&c->out);
     int rc = resolve_and_connect(c, host, port, d);
     /* The agent retries once with esc-static-service replaced by

@@ -157,17 +157,26 @@ int qb_reply_handshake(const uint8_t *p, size_t len, int64_t *version);
 /* INIT reply: bytes needed so far (16, then 36) is returned through
  * *need; 0 parsed, -EAGAIN need more, -EPROTO null handle. */
 int qb_reply_init(const uint8_t *p, size_t len, qb_init_reply *r, size_t *need);
+/* A diagnostic command in an ack: its id and its string ("td", "top",
+ * "heap"; a longer one is cut, and is no known command either). */
+typedef struct qb_reply_cmd {
+    uint8_t id[16];
+    char what[16];
+} qb_reply_cmd;
+
 /* Parse ack bytes: each ack is one byte, with n commands (UUID + [S])
  * after a byte 1..127. Consumes whole acks only. Returns the number of
  * acks parsed (>= 0), or -EPROTO (0xFF, invalid byte, bad command).
- * Command ids go to cmd_ids (up to max_cmds; *n_cmds counts all). */
-int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, uint8_t (*cmd_ids)[16],
+ * Commands go to cmds (up to max_cmds; *n_cmds counts all). */
+int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, qb_reply_cmd *cmds,
                   size_t max_cmds, size_t *n_cmds);
 
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct qb_client {
     int fd;
+    uint64_t conn;           /* counts connections: commands belong to one */
+    uint64_t commands;       /* diagnostic commands received */
     ss_buf out;              /* bytes to write */
     uint8_t in[4096];
     size_t in_len;
@@ -218,6 +227,10 @@ void qb_pod_get(qb_pod *out);
 bool qb_pod_dir_valid(const char *name);
 /* CLOUD_NAMESPACE, NAMESPACE, the service account's namespace, "unknown". */
 void qb_namespace(char *out, size_t n);
+
+/* Read a small file into buf (terminated; trailing white space removed):
+ * its length, or -errno. */
+ssize_t qb_read_small(const char *path, char *buf, size_t n);
 
 /* ---- suspend ---------------------------------------------------------- */
 
