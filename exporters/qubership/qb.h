@@ -171,10 +171,33 @@ typedef struct qb_reply_cmd {
 int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, qb_reply_cmd *cmds,
                   size_t max_cmds, size_t *n_cmds);
 
+/* ---- tls.c: TLS to the collector (OpenSSL) ---------------------------- */
+
+typedef struct qb_tls_ctx qb_tls_ctx;
+typedef struct qb_tls qb_tls;
+
+/* Settings from TLS_CERT_DIR, the Java agent's keystore or the system's
+ * roots, and STACKSHOT_QUBERSHIP_TLS_VERIFY. NULL (why filled) when they
+ * cannot be used. */
+qb_tls_ctx *qb_tls_ctx_new(char *why, size_t n);
+void qb_tls_ctx_free(qb_tls_ctx *t);
+/* A connection on the connected, non-blocking fd to `host`. */
+qb_tls *qb_tls_new(qb_tls_ctx *ctx, int fd, const char *host);
+/* 0 done, -EAGAIN (poll for qb_tls_want), or a failure (why filled). */
+int qb_tls_handshake(qb_tls *t, char *why, size_t n);
+/* Bytes moved, -EAGAIN (poll for qb_tls_want), -EPIPE at the peer's close,
+ * or -errno / -EPROTO. */
+ssize_t qb_tls_send(qb_tls *t, const void *p, size_t n);
+ssize_t qb_tls_recv(qb_tls *t, void *p, size_t n);
+short qb_tls_want(const qb_tls *t);
+void qb_tls_free(qb_tls *t, bool graceful);
+
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct qb_client {
     int fd;
+    qb_tls_ctx *tls_ctx;     /* TLS to the collector, or NULL (plain) */
+    qb_tls *tls;             /* the connection's, when TLS */
     uint64_t conn;           /* counts connections: commands belong to one */
     uint64_t commands;       /* diagnostic commands received */
     ss_buf out;              /* bytes to write */

@@ -18,6 +18,9 @@ that the agent's reconnect can be observed):
   --fault garbage               answer the handshake with 8 bytes of garbage
   --fault blacklist             answer every handshake with 88888888 (all connections)
 
+TLS (REMOTE_DUMP_PORT_SSL): --tls-cert FILE --tls-key FILE serves TLS with
+that certificate; a failed handshake is logged ("c1 tls error <why>").
+
 Diagnostic commands (spec §3.4.4): --commands td,top,heap --commands-after N
 puts those commands into the ack of the N-th RCV_DATA or REQUEST_ACK_FLUSH
 of the first connection; every command sent and every REPORT_COMMAND_RESULT
@@ -27,6 +30,7 @@ received is logged ("c1 command sent <hex id> <what>", "c1 command result
 import argparse
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -93,6 +97,17 @@ class Conn:
         return self.faulty and self.server.args.fault == name
 
     def run(self):
+        ctx = self.server.tls
+        if ctx:
+            try:
+                self.sock.settimeout(10)
+                self.sock = ctx.wrap_socket(self.sock, server_side=True)
+                self.sock.settimeout(None)
+                self.log("tls %s" % self.sock.version())
+            except (ssl.SSLError, OSError) as e:
+                self.log("tls error %s" % e)
+                self.sock.close()
+                return
         try:
             while True:
                 self.command()
@@ -195,6 +210,10 @@ class Server:
         self.conns = 0
         os.makedirs(args.out, exist_ok=True)
         self.events = open(os.path.join(args.out, "events.log"), "a")
+        self.tls = None
+        if args.tls_cert:
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(args.tls_cert, args.tls_key)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", args.port))
@@ -239,6 +258,8 @@ def parse(argv=None):
     p.add_argument("--period", type=int, default=300000)
     p.add_argument("--size", type=int, default=2097152)
     p.add_argument("--commands", default="")
+    p.add_argument("--tls-cert", default="")
+    p.add_argument("--tls-key", default="")
     p.add_argument("--commands-after", type=int, default=10)
     return p.parse_args(argv)
 

@@ -87,13 +87,18 @@ class Upload:
 
 
 class Nginx:
-    def __init__(self, workdir, mode="ok"):
+    """mode: "ok", "403" (no storage configured), "413" (bodies over 100
+    bytes refused); tls=(cert, key) serves https, as the collector's
+    nginx-https.conf (no client certificate asked)."""
+
+    def __init__(self, workdir, mode="ok", tls=None):
         self.dir = os.path.join(workdir, "nginx")
         self.pv = os.path.join(self.dir, "pv")
         self.mode = mode
+        self.tls = tls
         self.proc = None
         self.port = free_port()
-        self.base = "http://127.0.0.1:%d" % self.port
+        self.base = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
 
     def config(self):
         d = self.dir
@@ -119,11 +124,13 @@ http {
   uwsgi_temp_path %s/uwsgi;
   scgi_temp_path %s/scgi;
   server {
-    listen 127.0.0.1:%d;
+    listen 127.0.0.1:%d%s;
+    %s
     location /diagnostic { %s }
   }
 }
-""" % (user, d, d, d, d, d, d, d, d, self.port, loc)
+""" % (user, d, d, d, d, d, d, d, d, self.port, " ssl" if self.tls else "",
+       "ssl_certificate %s; ssl_certificate_key %s;" % self.tls if self.tls else "", loc)
 
     def start(self):
         os.makedirs(self.pv, exist_ok=True)

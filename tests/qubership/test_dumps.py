@@ -509,7 +509,35 @@ def sc_fault(args, work, mode):
     check(len(lines) <= 2, "%s: not one line per failure: %d lines" % (mode, len(lines)))
 
 
+def sc_tls(args, work):
+    """TLS_ENABLED=true: uploads over https, the server verified against
+    TLS_CERT_DIR/ca.crt; one signed by another CA gets nothing."""
+    from certs import make_certs
+    certs = os.path.join(work, "certs")
+    make_certs(certs)
+    n = dc.Nginx(work, tls=(os.path.join(certs, "srv.crt"), os.path.join(certs, "srv.key"))).start()
+    try:
+        base = n.base  # an address: a name without a dot would get ".<namespace>"
+        env = {"TLS_ENABLED": "true", "TLS_CERT_DIR": os.path.join(certs, "ca")}
+        rc, err, took, _ = run_native(args, agent_env(base, env), 2.5)
+        time.sleep(0.3)
+        ups = n.uploads()
+        check(rc == 0 and len(ups) >= 2, "tls: host exits 0, uploads over https: %s" % ups)
+        check_rules(ups, "tls")
+        env["TLS_CERT_DIR"] = os.path.join(certs, "rogue")
+        rc, err, took, _ = run_native(args, agent_env(base, env), 2.5)
+        time.sleep(0.3)
+        check(rc == 0 and len(n.uploads()) == len(ups), "tls: nothing to a server not trusted")
+        check(re.search(r"not uploaded to https://127.0.0.1:\d+ \(.*(certificate|SSL)", err),
+              "tls: the refusal told in a line")
+        acc = accounting(err)
+        check(balanced(acc) and acc["td"][2] >= 1, "tls: the refused dumps counted as failed: %s" % acc)
+    finally:
+        n.stop()
+
+
 SCENARIOS = {
+    "tls": sc_tls,
     "native": sc_native,
     "jvm": sc_jvm,
     "oom": sc_oom,
