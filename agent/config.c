@@ -31,6 +31,7 @@ static const char *const core_keys[] = {
     "STACKSHOT_SIGNAL",
     "STACKSHOT_SIGNAL_TIMEOUT",
     "STACKSHOT_UNWIND",
+    "STACKSHOT_STACK_COPY",
     "STACKSHOT_SHUTDOWN_TIMEOUT",
     "STACKSHOT_CORE", /* read by the loader (loader/loader.c) */
     "STACKSHOT_SYMBOLS_DEBUGINFO",

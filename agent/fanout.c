@@ -81,7 +81,8 @@ static void *exporter_main(void *arg) {
     const ss_config *cfg = ss_config_current();
     int rc = ops->open(&s->state, cfg, &s->stats);
     if (rc != 0) {
-        ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
+        if (rc != -ENOPKG) /* a module it needs is missing: that was said */
+            ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
         pthread_mutex_lock(&s->mu);
         atomic_store(&s->accepting, false);
         while (s->count)

@@ -75,7 +75,7 @@ static bool same(const entry *e, int type, const void *key) {
         const ss_funcinfo *a = &e->u.fn, *b = key;
         return a->kind == b->kind && str_eq(a->ns, b->ns) &&
                str_eq(a->name, b->name) && str_eq(a->file, b->file) &&
-               str_eq(a->module, b->module);
+               str_eq(a->module, b->module) && str_eq(a->signature, b->signature);
     }
     const ss_mapping *a = &e->u.map, *b = key;
     return a->start == b->start && a->limit == b->limit &&
@@ -140,15 +140,24 @@ const char *ss_intern(const char *s) {
 const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
                                       const char *file, const char *module,
                                       ss_frame_kind kind) {
+    return ss_funcinfo_intern_sig(ns, name, file, module, kind, NULL);
+}
+
+const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
+                                          const char *file, const char *module,
+                                          ss_frame_kind kind, const char *signature) {
     ss_funcinfo key = {ns ? ns : "unknown", name ? name : "unknown",
-                       file ? file : "unknown", module, (uint8_t)kind};
+                       file ? file : "unknown", module, (uint8_t)kind, signature};
     uint64_t h = 14695981039346656037ull ^ (uint64_t)kind;
     h = mix_str(mix_str(mix_str(mix_str(h, key.ns), key.name), key.file), module);
+    if (signature) /* unchanged hashes for functions without one */
+        h = mix_str(h, signature);
     pthread_mutex_lock(&lock);
     entry *e = find(h, 1, &key);
     if (!e) {
         e = insert(h, 1,
-                   len0(key.ns) + len0(key.name) + len0(key.file) + len0(module));
+                   len0(key.ns) + len0(key.name) + len0(key.file) + len0(module) +
+                       len0(signature));
         if (e) {
             char *tail = (char *)(e + 1);
             e->u.fn.ns = stash(&tail, key.ns);
@@ -156,6 +165,7 @@ const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
             e->u.fn.file = stash(&tail, key.file);
             e->u.fn.module = stash(&tail, module);
             e->u.fn.kind = key.kind;
+            e->u.fn.signature = stash(&tail, signature);
         }
     }
     pthread_mutex_unlock(&lock);

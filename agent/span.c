@@ -18,10 +18,16 @@ typedef struct span_slot {
     bool valid;
 } span_slot;
 
-static __thread struct {
+typedef struct span_tls_t {
     _Atomic unsigned char index;
     span_slot slot[2];
-} span_tls __attribute__((tls_model("initial-exec")));
+} span_tls_t;
+
+static __thread span_tls_t span_tls __attribute__((tls_model("initial-exec")));
+
+/* Set once any thread set a context: until then no thread has one and the
+ * sampler need not read any. */
+static atomic_bool ever_set;
 
 static bool all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -45,6 +51,8 @@ static void publish(const uint8_t *trace_id, const uint8_t *span_id, bool valid)
 
 void stackshot_set_span_context(const uint8_t trace_id[16], const uint8_t span_id[8]) {
     bool valid = trace_id && span_id && !all_zero(trace_id, 16) && !all_zero(span_id, 8);
+    if (valid && !atomic_load_explicit(&ever_set, memory_order_relaxed))
+        atomic_store(&ever_set, true);
     publish(trace_id, span_id, valid);
 }
 
@@ -58,5 +66,27 @@ bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]) {
         return false;
     memcpy(trace_id, s->trace_id, 16);
     memcpy(span_id, s->span_id, 8);
+    return true;
+}
+
+/* Initial-exec TLS sits at the same offset from every thread's thread
+ * pointer (pthread_self() on x86-64 glibc), so the sampler can read the
+ * context of a thread asleep in a system call from its memory. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size) {
+    if (!atomic_load_explicit(&ever_set, memory_order_relaxed))
+        return false;
+    *offset = (const char *)&span_tls - (const char *)(uintptr_t)pthread_self();
+    *size = sizeof span_tls;
+    return true;
+}
+
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]) {
+    span_tls_t t;
+    memcpy(&t, bytes, sizeof t);
+    unsigned char i = atomic_load_explicit(&t.index, memory_order_relaxed);
+    if (i > 1 || !t.slot[i].valid)
+        return false;
+    memcpy(trace_id, t.slot[i].trace_id, 16);
+    memcpy(span_id, t.slot[i].span_id, 8);
     return true;
 }

@@ -30,6 +30,12 @@
 #define SS_VERSION "0.1.0"
 #define SS_NAME "stackshot"
 
+/* What this header declares is also the core's API for its modules
+ * (libstackshot-<name>.so, exporters/common/module_dl.c): default
+ * visibility here, exported by loader/core.map to the modules only (the
+ * core is opened RTLD_LOCAL, the host never sees it). */
+#pragma GCC visibility push(default)
+
 /* ------------------------------------------------------------------ */
 /* Time                                                                 */
 /* ------------------------------------------------------------------ */
@@ -177,6 +183,7 @@ typedef struct ss_funcinfo {
     const char *file;    /* "Demo.java", "demo.c", "libc.so.6", "Native Method", "unknown" */
     const char *module;  /* Java module with version ("java.base@17.0.15"), or NULL */
     uint8_t kind;        /* ss_frame_kind */
+    const char *signature; /* Java method descriptor ("(J)V"), or NULL */
 } ss_funcinfo;
 
 typedef struct ss_frame {
@@ -192,6 +199,10 @@ typedef struct ss_frame {
 const ss_funcinfo *ss_funcinfo_intern(const char *ns, const char *name,
                                       const char *file, const char *module,
                                       ss_frame_kind kind);
+/* The same with a Java method descriptor: overloads are distinct functions. */
+const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
+                                          const char *file, const char *module,
+                                          ss_frame_kind kind, const char *signature);
 const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t start, uint64_t limit,
                                     uint64_t file_offset);
@@ -367,6 +378,11 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
+/* Where another thread's context lies: *offset bytes from its thread
+ * pointer, *size bytes; false while no thread ever set one. Decode what
+ * was read there with ss_span_decode. */
+bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
+bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */
@@ -392,7 +408,8 @@ typedef struct ss_exporter_ops {
     const char *role;   /* thread name suffix, at most 5 characters */
     uint32_t tick_ms;   /* call tick at least this often (0: never) */
     /* On the exporter thread, before the first round. 0 or -errno; on
-     * failure the exporter is disabled (one line says why). */
+     * failure the exporter is disabled (one line says why; -ENOPKG: a
+     * module it needs cannot be opened, and ss_module_api said so). */
     int (*open)(void **state, const ss_config *cfg, ss_exporter_stats *stats);
     /* One round. The exporter borrows it; ss_round_ref to keep it. */
     void (*consume)(void *state, ss_round *round);
@@ -462,5 +479,7 @@ void ss_agent_exec_failed(void);
 /* Is this process a JVM that loads the agent through JVMTI (so the
  * preload constructor must stay out of its way)? */
 bool ss_process_is_jvm(void);
+
+#pragma GCC visibility pop
 
 #endif /* SS_AGENT_H */

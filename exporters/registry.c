@@ -22,6 +22,7 @@ extern const ss_exporter_ops ss_qubership_exporter;
 extern const ss_exporter_ops ss_qubership_dumps_exporter;
 extern const ss_exporter_ops ss_pprof_exporter;
 extern const ss_exporter_ops ss_flamegraph_exporter;
+extern const ss_exporter_ops ss_zorka_exporter;
 #endif
 
 /* A NULL-terminated list of configuration keys (static storage). */
@@ -69,6 +70,12 @@ const ss_exporter_def ss_exporter_table[] = {
     {.name = "flamegraph",
      .ops = OPS(ss_flamegraph_exporter),
      .keys = KEYS("STACKSHOT_OUTPUT_DIR", PERIOD_KEYS, "STACKSHOT_FLAMEGRAPH_VIEW")},
+    {.name = "zorka",
+     .ops = OPS(ss_zorka_exporter),
+     .keys = KEYS("STACKSHOT_ZORKA_URL", "STACKSHOT_ZORKA_PERIOD", "STACKSHOT_ZORKA_TIMEOUT",
+                  "STACKSHOT_ZORKA_RETRIES", "STACKSHOT_ZORKA_CERTIFICATE",
+                  "STACKSHOT_ZORKA_CLIENT_CERTIFICATE", "STACKSHOT_ZORKA_CLIENT_KEY",
+                  "STACKSHOT_ZORKA_INSECURE", "OTEL_SERVICE_NAME")},
     /* runs along with "qubership" (diagtools' part of a Qubership agent) */
     {.name = "qubership_dumps",
      .ops = OPS(ss_qubership_dumps_exporter),

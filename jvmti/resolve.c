@@ -247,14 +247,14 @@ static void load_lines(ss_jresolver *r, method_entry *e, jmethodID m) {
 static int resolve_method(ss_jresolver *r, JNIEnv *env, jmethodID m, method_entry *e) {
     jvmtiEnv *j = ss_jvmti;
     jclass cls = NULL;
-    char *mname = NULL, *sig = NULL, *src = NULL;
+    char *mname = NULL, *msig = NULL, *sig = NULL, *src = NULL;
     jvmtiError err = (*j)->GetMethodDeclaringClass(j, m, &cls);
     if (err != JVMTI_ERROR_NONE) {
         e->fn = unknown_fn();
         return -1;
     }
-    if ((*j)->GetMethodName(j, m, &mname, NULL, NULL) != JVMTI_ERROR_NONE)
-        mname = NULL;
+    if ((*j)->GetMethodName(j, m, &mname, &msig, NULL) != JVMTI_ERROR_NONE)
+        mname = msig = NULL;
     if ((*j)->GetClassSignature(j, cls, &sig, NULL) != JVMTI_ERROR_NONE)
         sig = NULL;
     jboolean native = JNI_FALSE;
@@ -265,7 +265,7 @@ static int resolve_method(ss_jresolver *r, JNIEnv *env, jmethodID m, method_entr
     if (!native)
         load_lines(r, e, m);
 
-    char cname[1024], name[512], file[512], module[256];
+    char cname[1024], name[512], file[512], module[256], desc[1024];
     ss_jclass_name(sig, cname, sizeof cname);
     ss_mutf8_to_utf8(mname ? mname : "unknown", name, sizeof name);
     /* jstack: "Native Method", the source file, or "Unknown Source" */
@@ -274,10 +274,15 @@ static int resolve_method(ss_jresolver *r, JNIEnv *env, jmethodID m, method_entr
     else
         ss_mutf8_to_utf8(src ? src : "Unknown Source", file, sizeof file);
     bool named = module_of(r, env, cls, module, sizeof module);
-    e->fn = ss_funcinfo_intern(cname, name, file, named ? module : NULL, SS_FRAME_JAVA);
+    /* the descriptor ("(J)V") tells overloads apart (the Zorka exporter sends it) */
+    if (msig)
+        ss_mutf8_to_utf8(msig, desc, sizeof desc);
+    e->fn = ss_funcinfo_intern_sig(cname, name, file, named ? module : NULL, SS_FRAME_JAVA,
+                                   msig ? desc : NULL);
     if (!e->fn)
         e->fn = unknown_fn();
     (*j)->Deallocate(j, (unsigned char *)mname);
+    (*j)->Deallocate(j, (unsigned char *)msig);
     (*j)->Deallocate(j, (unsigned char *)sig);
     (*j)->Deallocate(j, (unsigned char *)src);
     (*env)->DeleteLocalRef(env, cls);

@@ -34,6 +34,8 @@ static void tell_once(void) {
                  why_not_deepbind);
 }
 
+bool ss_core_deepbind(void) { return deepbind; }
+
 static void autostart(void) {
     ss_preload_autostart();
     if (ss_agent_running())

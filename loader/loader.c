@@ -3,9 +3,9 @@
  * It depends on libc only and exports exactly the entry points of
  * stackshot.map: the public API (include/stackshot.h), the JVMTI entry
  * points and the exec family (loader_exec.c). The agent itself, with
- * gRPC, abseil, libstdc++, libunwind, libdw, protobuf-c and zlib, is
- * libstackshot-core.so in the same directory, opened only when the agent
- * is wanted:
+ * libunwind, libdw and zlib, is libstackshot-core.so in the same
+ * directory (and gRPC is its module libstackshot-grpc.so, which the core
+ * opens only for OTLP export), opened only when the agent is wanted:
  *
  *   - preloaded: by the constructor, unless SPLUNK_PROFILER_ENABLED is
  *     unset, blank or false (the core then applies the full rule: true,

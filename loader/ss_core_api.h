@@ -65,6 +65,9 @@ void ss_preload_autostart(void);
 int ss_core_alloc_install(const ss_core_alloc *a);
 /* Bytes the dependencies' constructors took from the bootstrap arena. */
 size_t ss_core_alloc_arena_used(void);
+/* Core side (loader/core_entry.c): was the core opened RTLD_DEEPBIND? Its
+ * modules are opened the same way (exporters/common/module_dl.c). */
+bool ss_core_deepbind(void);
 
 #define SS_CORE_ENTRY_NAME "ss_core_entry_v1"
 #define SS_CORE_FILE_NAME "libstackshot-core.so"

@@ -4,24 +4,33 @@
  * the monotonic clock, so rounds do not drift), lists /proc/self/task in
  * tid order, and for each thread of the host:
  *
- *   - reads its facts (name, /proc state, nice, start time, CPU clock, I/O);
- *   - leaves it out when it is one of ours, or counts it as `blocked` when
- *     it blocks the sampling signal (SigBlk, read when first seen and then
- *     every BLOCK_RECHECK rounds);
- *   - reuses its previous stack when it has used no CPU since the previous
- *     round and sleeps in the same system call (an idle thread's stack has
- *     not changed, and signalling it would wake it for nothing);
- *   - otherwise assigns it a slot to be signalled (signal_sampler.c).
+ *   - leaves it out when it is one of ours;
+ *   - reuses its previous stack when it has not run since (its CPU clock
+ *     has not moved and its stack was taken while it slept): nothing is
+ *     read, nothing is sent;
+ *   - reads where it is (/proc/self/task/<tid>/syscall). A thread asleep
+ *     in a system call is read without a signal (STACKSHOT_UNWIND=copy):
+ *     its stack is walked from the SP and PC the kernel gives, over the
+ *     process's own memory (stack_walk.c), and the result is used only if
+ *     the thread did not run meanwhile (its CPU clock and its syscall line
+ *     are the same after the walk) and the walk reached the thread's
+ *     entry. Threads that block the sampling signal are read the same way;
+ *   - otherwise (running, or the walk failed) assigns it a slot to be
+ *     signalled (signal_sampler.c); its handler copies its registers and
+ *     stack, and the copy is unwound here. A thread that blocks the signal
+ *     and is running is counted as `blocked`.
  *
- * Then all the chosen threads are signalled in parallel, the answers are
- * resolved to frames (symbols are cached by address), each thread's state
- * is decided from /proc and its leaf frames, and the round goes to the
- * exporters.
+ * With STACKSHOT_UNWIND=step, fast or gcc every thread that ran is
+ * signalled and its handler unwinds in place, as before the copy mode
+ * existed (kept to compare).
  *
- * Everything here runs on the sampler thread (or on the caller of
- * ss_native_sample_once), never in a host thread. */
+ * The frames are resolved to symbols (cached by address), each thread's
+ * state is decided from /proc and its leaf frames, and the round goes to
+ * the exporters. Everything here runs on the sampler thread (or on the
+ * caller of ss_native_sample_once), never in a host thread. */
 #include "proc_threads.h"
 #include "signal_sampler.h"
+#include "stack_walk.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -36,19 +45,22 @@ typedef struct known {
     pid_t tid;
     int64_t number;          /* order first seen: main thread #1 */
     uint64_t last_cpu;       /* CPU clock after the previous round */
-    bool settled;            /* it went straight back to its wait after our handler */
+    bool settled;            /* its stack may be reused while its CPU clock stands */
     uint64_t refreshed;      /* round of the last full /proc read */
     bool seen;               /* facts below were read at least once */
     bool blocks;             /* blocks the sampling signal */
     bool have_stack;         /* frames below hold the previous stack */
     bool truncated;
     bool has_span;
+    bool pthread_looked;     /* its pthread_t was looked for in its memory */
+    bool read_asleep;        /* its last stack was read without a signal */
     ss_proc_stat st;         /* name, state, nice, start: last read */
     ss_task_files files;     /* its /proc files kept open */
     uint32_t idle_rounds;    /* rounds in a row its stack was reused */
     long syscall_nr;         /* at the previous stack */
     uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
+    uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
     ss_frame *frames;
@@ -58,16 +70,20 @@ typedef struct known {
 /* One thread's work in the current round. */
 typedef struct pending {
     known *k;
-    ss_sig_slot *slot;       /* NULL: reuse the previous stack */
+    ss_sig_slot *slot;       /* NULL: no signal (reused, or read asleep) */
     uint64_t cpu;            /* CPU clock before signalling */
     uint64_t prev_cpu;       /* SS_UNKNOWN_U64 the first time */
-    uint64_t handler_cpu;    /* its CPU clock as our handler ended (0: unknown) */
+    uint64_t handler_cpu;    /* in-handler modes: its CPU clock as our handler ended */
     bool same_stack;         /* the stack taken equals the one before */
+    bool asleep;             /* its stack was just read without a signal */
 } pending;
 
 typedef struct sampler {
     ss_config cfg;
+    int mode;                /* SS_UNWIND_* */
+    uint32_t copy_bytes;     /* STACKSHOT_STACK_COPY */
     ss_symbols *symbols;
+    ss_walker *walker;
     ss_round_builder *builder;
     pid_t *tids;
     size_t cap_tids;
@@ -81,7 +97,12 @@ typedef struct sampler {
     uint32_t cap_scratch;
     int64_t next_number;
     uint64_t rounds;
-    uint64_t reused, signalled, skipped_total;
+    uint64_t reused, signalled, asleep, skipped_total;
+    uint64_t fallbacks;      /* asleep but read with a signal: the walk failed */
+    uint32_t fallbacks_round;
+    uint64_t fell_by[SS_UW_BAD_FRAME + 2]; /* ... by how the walk ended; last: ran meanwhile */
+    uint64_t cut_copy;       /* stacks cut at STACKSHOT_STACK_COPY */
+    uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -95,6 +116,8 @@ static sampler *active;
 static sampler *forgotten;
 /* The sampler thread is taking a round: its state may be half-updated. */
 static _Atomic bool in_round;
+
+static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
 
 /* ---- known threads ------------------------------------------------ */
 
@@ -159,7 +182,7 @@ static int keep_stack(known *k, const ss_frame *f, uint32_t n) {
     return 0;
 }
 
-/* ---- one round ---------------------------------------------------- */
+/* ---- thread facts ------------------------------------------------- */
 
 /* Agent threads register their tids; the name prefix catches the others
  * (started before registration, or by code that cannot register). The
@@ -177,13 +200,15 @@ static bool idle_since_last(const known *k, uint64_t cpu) {
            (k->st.state == 'S' || k->st.state == 'D');
 }
 
-/* The CPU clock an idle thread is compared with next round is read at the
- * end of the round, so that returning from our handler does not make it
- * look busy. But a thread may have been caught in a short wait (a page
- * fault, a lock) and been woken during the round to sleep somewhere else,
- * all within that CPU: its stack would then be stale forever. So a thread
- * is "settled" (its stack may be reused) only when two stacks in a row
- * were the same and it used almost no CPU after our handler. */
+/* In-handler modes: the CPU clock an idle thread is compared with next
+ * round is read at the end of the round, so that returning from our
+ * handler does not make it look busy. But a thread may have been caught
+ * in a short wait (a page fault, a lock) and been woken during the round
+ * to sleep somewhere else, all within that CPU: its stack would then be
+ * stale forever. So such a thread is "settled" (its stack may be reused)
+ * only when two stacks in a row were the same and it used almost no CPU
+ * after our handler. (A stack read asleep is settled at once: the thread
+ * was not disturbed, and its clock was read after the walk.) */
 #define SS_AFTER_HANDLER_SLACK_NS 50000ull
 
 static bool same_frames(const known *k, const ss_frame *f, uint32_t n) {
@@ -215,26 +240,28 @@ static int read_stat(known *k) {
         k->have_stack = false;
         k->blocks = false;
         k->last_cpu = SS_UNKNOWN_U64;
+        k->pthread = 0;
+        k->pthread_looked = false;
+        k->stack_lo = k->stack_hi = 0;
     }
     return 0;
 }
 
 /* Read what changes while a thread runs: where it is (the syscall file:
- * "running", or the system call it sleeps in) and its I/O. The /proc state
- * letter is read only when the thread is not running (S, D, T... matter
- * then) or was just read by a full refresh. */
-static int read_running_facts(known *k, bool stat_fresh) {
-    ss_proc_syscall sc;
-    int rc = ss_task_read_syscall(k->tid, &k->files, &sc);
+ * "running", or the system call it sleeps in, with SP and PC) and its
+ * I/O. The /proc state letter is read only when the thread is not
+ * running (S, D, T... matter then) or was just read by a full refresh. */
+static int read_running_facts(known *k, bool stat_fresh, ss_proc_syscall *sc) {
+    int rc = ss_task_read_syscall(k->tid, &k->files, sc);
     if (rc != 0)
         return rc;
-    if (sc.running) {
+    if (sc->running) {
         k->st.state = 'R';
         k->syscall_nr = -1;
     } else {
         if (!stat_fresh && (rc = read_stat(k)) != 0)
             return rc;
-        k->syscall_nr = sc.nr;
+        k->syscall_nr = sc->nr;
     }
     if (ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
         k->io_read = k->io_write = SS_UNKNOWN_U64;
@@ -245,25 +272,148 @@ static int read_running_facts(known *k, bool stat_fresh) {
  * other, busier threads may need). */
 #define IDLE_ROUNDS_KEEP_FILES 16u
 
+/* ---- frames ------------------------------------------------------- */
+
+static int grow_scratch(sampler *s, uint32_t need) {
+    if (need <= s->cap_scratch)
+        return 0;
+    ss_frame *f = realloc(s->scratch, (size_t)need * sizeof *f);
+    if (!f)
+        return -ENOMEM;
+    s->scratch = f;
+    s->cap_scratch = need;
+    return 0;
+}
+
+/* Resolve ips (leaf first; SS_IP_EXACT marks an interrupted instruction)
+ * into s->scratch, at most max_depth frames (the root side is cut).
+ * `cut_copy`: the stack went on past the copy: a marker frame ends it.
+ * Returns the frame count. */
+static uint32_t resolve(sampler *s, const uint64_t *ips, uint32_t depth, bool cut_copy,
+                        bool *truncated) {
+    uint32_t max = s->cfg.max_depth;
+    uint32_t n_ips = depth;
+    *truncated = n_ips > max;
+    if (n_ips > max)
+        n_ips = max;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_ips && n < max; i++) {
+        if (grow_scratch(s, n + RESOLVE_MAX + 1) != 0)
+            break;
+        uint64_t ip = ips[i] & ~SS_IP_EXACT;
+        bool ret_addr = !(ips[i] & SS_IP_EXACT);
+        uint32_t room = max - n < RESOLVE_MAX ? max - n : RESOLVE_MAX;
+        int got = ss_symbols_resolve(s->symbols, ip, ret_addr, s->scratch + n, (int)room);
+        if (got <= 0)
+            continue;
+        n += (uint32_t)got;
+        /* an inline chain that filled the depth hides the rest */
+        if (n == max && i + 1 < depth)
+            *truncated = true;
+    }
+    if (cut_copy && !*truncated && copy_cut_fn && grow_scratch(s, n + 1) == 0) {
+        /* "at stackshot.truncated(STACKSHOT_STACK_COPY:<bytes>)" */
+        memset(&s->scratch[n], 0, sizeof s->scratch[n]);
+        s->scratch[n].fn = copy_cut_fn;
+        s->scratch[n].line = (int32_t)s->copy_bytes;
+        n++;
+    }
+    return n;
+}
+
+/* ---- stacks without a signal -------------------------------------- */
+
+/* The stack mapping of a thread whose SP is sp (kept while sp is in it). */
+static uint64_t stack_top(sampler *s, known *k, uint64_t sp) {
+    if (sp >= k->stack_lo && sp < k->stack_hi)
+        return k->stack_hi;
+    if (!ss_walker_bounds(s->walker, sp, &k->stack_lo, &k->stack_hi)) {
+        k->stack_lo = k->stack_hi = 0;
+        return 0;
+    }
+    return k->stack_hi;
+}
+
+static void find_pthread(sampler *s, known *k) {
+    if (k->pthread || k->pthread_looked || !k->stack_hi)
+        return;
+    k->pthread = ss_walker_pthread(s->walker, k->tid, k->stack_hi);
+    k->pthread_looked = k->tid != getpid(); /* the main one may be noted later */
+}
+
+/* Index of a walk's ending in fell_by (the last one: the thread ran). */
+#define FELL_RAN (SS_UW_BAD_FRAME + 1)
+
+/* A thread asleep (in a system call, or stopped: the syscall file gives SP
+ * and PC), read without a signal. true: its stack is in k. false: it must
+ * be signalled (counted as a fallback). */
+static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
+    known *k = p->k;
+    uint64_t hi = stack_top(s, k, sc->sp);
+    const uint64_t *ips;
+    ss_uw_result res;
+    ss_uw_end end = ss_walker_asleep(s->walker, sc->sp, sc->pc, sc->nr >= 0, hi, &ips, &res);
+    bool whole = end == SS_UW_COMPLETE || end == SS_UW_CUT_COPY || end == SS_UW_CUT_DEPTH;
+    /* it did not run meanwhile: same CPU clock, same syscall line */
+    ss_proc_syscall after;
+    uint64_t cpu = ss_thread_cpu_ns(k->tid);
+    bool still = cpu == p->cpu && ss_task_read_syscall(k->tid, &k->files, &after) == 0 &&
+                 after.len == sc->len && memcmp(after.line, sc->line, sc->len) == 0;
+    if (!whole || !still) {
+        s->fell_by[still ? end : FELL_RAN]++;
+        return false;
+    }
+    bool truncated;
+    uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, &truncated);
+    p->same_stack = same_frames(k, s->scratch, n);
+    keep_stack(k, s->scratch, n);
+    k->truncated = truncated;
+    k->settled = true;
+    k->last_cpu = cpu;
+    s->cut_copy += end == SS_UW_CUT_COPY;
+    s->fp_guessed += res.fp_guessed;
+    find_pthread(s, k);
+    k->has_span = ss_walker_span(s->walker, k->pthread, k->trace_id, k->span_id);
+    p->asleep = true;
+    k->read_asleep = true;
+    return true;
+}
+
+/* The sampler-side half of copy mode: unwind what a handler copied. */
+static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
+    sampler *s = arg;
+    known *k = c->user;
+    uint64_t hi = k ? stack_top(s, k, c->sp) : 0;
+    ss_uw_result res;
+    ss_uw_end end = ss_walker_copy(s->walker, c, hi, c->ips, c->cap, &res);
+    *cut = end == SS_UW_CUT_COPY;
+    s->cut_copy += *cut;
+    /* a stack that ended early for another reason is what it is: the
+     * frames found so far are kept, as an in-handler unwinder does */
+    return res.n;
+}
+
+/* ---- one round ---------------------------------------------------- */
+
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
- * /proc reads are the bulk of a round's cost (tens of microseconds each
- * on some kernels), so a thread is read in full when first seen, every
- * BLOCK_RECHECK rounds (name, SigBlk), and when it has run; an idle thread
- * costs one clock_gettime. */
+ * /proc reads are the bulk of a round's cost, so a thread is read in full
+ * (stat, SigBlk) when first seen, every BLOCK_RECHECK rounds and while it
+ * blocks the signal; where it is (syscall) and its I/O when it has run;
+ * an idle thread costs one clock_gettime. */
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
+    bool copy = s->mode == SS_UNWIND_COPY;
     uint32_t n = 0;
+    bool publish = false;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
         if (k->tid == me || ss_internal_thread_is(k->tid))
             continue;
         pending *p = &s->work[n];
+        memset(p, 0, sizeof *p);
         p->k = k;
-        p->slot = NULL;
-        p->handler_cpu = 0;
-        p->same_stack = false;
         p->prev_cpu = k->seen ? k->last_cpu : SS_UNKNOWN_U64;
         p->cpu = ss_thread_cpu_ns(k->tid);
         if (p->cpu == SS_UNKNOWN_U64) {
@@ -285,66 +435,50 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         }
         if (is_ours(k->tid, k->st.name, me))
             continue;
-        if (k->blocks) {
-            (*blocked)++;
-            continue;
-        }
         if (idle_since_last(k, p->cpu)) {
             if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
                 ss_task_files_close(&k->files);
         } else {
             k->idle_rounds = 0;
-            if (read_running_facts(k, full) != 0) {
+            ss_proc_syscall sc;
+            if (read_running_facts(k, full, &sc) != 0) {
                 (*skipped)++;
                 continue;
             }
-            p->slot = ss_sig_assign(k->tid);
-            if (!p->slot) {
-                (*skipped)++; /* out of slots (memory) */
-                continue;
+            bool asleep = copy && !sc.running && k->st.state != 'Z' && k->st.state != 'X';
+            if (!(asleep && read_asleep(s, p, &sc))) {
+                if (asleep && !k->blocks) {
+                    s->fallbacks++;
+                    s->fallbacks_round++;
+                }
+                /* read asleep until now, it may have started blocking the
+                 * signal meanwhile (nothing told): look before signalling
+                 * it in vain and waiting for an answer that cannot come */
+                if (k->read_asleep && !full && !k->blocks) {
+                    k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
+                    k->refreshed = s->rounds;
+                }
+                k->read_asleep = false;
+                if (k->blocks) {
+                    (*blocked)++; /* running (or unreadable), and deaf to the signal */
+                    k->have_stack = false;
+                    continue;
+                }
+                if (copy && !k->stack_hi)
+                    publish = true; /* its handler looks its stack up */
+                p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
+                if (!p->slot) {
+                    (*skipped)++; /* out of slots (memory) */
+                    continue;
+                }
             }
         }
         if (k->number == 0)
             k->number = s->next_number++;
         n++;
     }
-    return n;
-}
-
-static int grow_scratch(sampler *s, uint32_t need) {
-    if (need <= s->cap_scratch)
-        return 0;
-    ss_frame *f = realloc(s->scratch, (size_t)need * sizeof *f);
-    if (!f)
-        return -ENOMEM;
-    s->scratch = f;
-    s->cap_scratch = need;
-    return 0;
-}
-
-/* Resolve an answer's ips into s->scratch, leaf first, at most max_depth
- * frames (the root side is cut). Returns the frame count. */
-static uint32_t resolve(sampler *s, const ss_sig_answer *a, bool *truncated) {
-    uint32_t max = s->cfg.max_depth;
-    uint32_t n_ips = a->depth;
-    *truncated = n_ips > max;
-    if (n_ips > max)
-        n_ips = max;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < n_ips && n < max; i++) {
-        if (grow_scratch(s, n + RESOLVE_MAX) != 0)
-            break;
-        uint64_t ip = a->ips[i] & ~SS_IP_EXACT;
-        bool ret_addr = !(a->ips[i] & SS_IP_EXACT);
-        uint32_t room = max - n < RESOLVE_MAX ? max - n : RESOLVE_MAX;
-        int got = ss_symbols_resolve(s->symbols, ip, ret_addr, s->scratch + n, (int)room);
-        if (got <= 0)
-            continue;
-        n += (uint32_t)got;
-        /* an inline chain that filled the depth hides the rest */
-        if (n == max && i + 1 < a->depth)
-            *truncated = true;
-    }
+    if (publish)
+        ss_walker_publish_maps(s->walker);
     return n;
 }
 
@@ -370,35 +504,48 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     memcpy(t->span_id, k->span_id, 8);
 }
 
+/* A signalled thread's answer into k. false: it did not answer. */
+static bool take_answer(sampler *s, pending *p) {
+    known *k = p->k;
+    ss_sig_answer a;
+    if (!ss_sig_result(p->slot, &a)) {
+        k->have_stack = false; /* the old one is stale now */
+        /* No answer: it may have started blocking the signal since its
+         * SigBlk was last read (up to BLOCK_RECHECK rounds ago). Look
+         * now: from the next round it is counted as blocked instead of
+         * being signalled again (RT signals queue up while blocked) and
+         * waited for until the answer timeout, round after round. */
+        if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
+            k->blocks = true;
+            k->refreshed = s->rounds;
+        }
+        return false;
+    }
+    bool truncated;
+    uint32_t n = resolve(s, a.ips, a.depth, a.cut_copy, &truncated);
+    if (a.pthread)
+        k->pthread = a.pthread;
+    if (k->tid == getpid() && a.pthread)
+        ss_walker_note_main(a.pthread);
+    p->handler_cpu = a.cpu_ns;
+    k->has_span = a.has_span;
+    memcpy(k->trace_id, a.trace_id, 16);
+    memcpy(k->span_id, a.span_id, 8);
+    k->truncated = truncated;
+    p->same_stack = same_frames(k, s->scratch, n);
+    keep_stack(k, s->scratch, n);
+    s->signalled++;
+    return true;
+}
+
 /* Put one planned thread into the round. false: it gets no entry. */
 static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     known *k = p->k;
     if (p->slot) {
-        ss_sig_answer a;
-        if (!ss_sig_result(p->slot, &a)) {
-            k->have_stack = false; /* the old one is stale now */
-            /* No answer: it may have started blocking the signal since its
-             * SigBlk was last read (up to BLOCK_RECHECK rounds ago). Look
-             * now: from the next round it is counted as blocked instead of
-             * being signalled again (RT signals queue up while blocked) and
-             * waited for until the answer timeout, round after round. */
-            if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
-                k->blocks = true;
-                k->refreshed = s->rounds;
-            }
+        if (!take_answer(s, p))
             return false;
-        }
-        bool truncated;
-        uint32_t n = resolve(s, &a, &truncated);
-        k->pthread = a.pthread;
-        p->handler_cpu = a.cpu_ns;
-        k->has_span = a.has_span;
-        memcpy(k->trace_id, a.trace_id, 16);
-        memcpy(k->span_id, a.span_id, 8);
-        k->truncated = truncated;
-        p->same_stack = same_frames(k, s->scratch, n);
-        keep_stack(k, s->scratch, n);
-        s->signalled++;
+    } else if (p->asleep) {
+        s->asleep++;
     } else {
         s->reused++;
     }
@@ -432,8 +579,10 @@ static ss_round *take_round(sampler *s) {
     }
     if (ss_sig_begin(s->n_threads) != 0)
         return NULL;
+    ss_walker_round(s->walker);
+    s->fallbacks_round = 0;
     uint32_t planned = plan(s, &skipped, &blocked);
-    ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull);
+    ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
     if (ss_sig_lost())
         return NULL; /* the host took the signal over: said once, no round */
 
@@ -447,14 +596,18 @@ static ss_round *take_round(sampler *s) {
     /* Our own signal costs a thread some CPU: compare the next round with
      * the clock as it is after the handler (read last, once the threads
      * had time to go back to sleep), or an idle thread would look busy
-     * forever. */
+     * forever. A stack read asleep keeps the clock read after its walk. */
     for (uint32_t i = 0; i < planned; i++) {
         pending *p = &s->work[i];
         if (p->slot)
             note_cpu_after_handler(p);
-        else
+        else if (!p->asleep)
             p->k->last_cpu = p->cpu;
     }
+    if (s->fallbacks_round)
+        ss_debug("native round %llu: %u threads asleep were signalled (their stack could not "
+                 "be read without)",
+                 (unsigned long long)s->rounds + 1, s->fallbacks_round);
     s->rounds++;
     s->skipped_total += skipped;
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
@@ -477,18 +630,25 @@ static void sampler_free(sampler *s) {
     free(s->scratch);
     ss_round_builder_destroy(s->builder);
     ss_symbols_destroy(s->symbols);
+    ss_walker_destroy(s->walker);
     free(s);
 }
 
-static sampler *sampler_new(const ss_config *cfg) {
+static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes) {
     sampler *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->cfg = *cfg;
+    s->mode = mode;
+    s->copy_bytes = copy_bytes;
     s->next_number = 2; /* #1 is the main thread */
     s->symbols = ss_symbols_create();
     s->builder = ss_round_builder_create();
-    if (!s->symbols || !s->builder) {
+    s->walker = ss_walker_create(copy_bytes, cfg->max_depth + 1);
+    if (!copy_cut_fn)
+        copy_cut_fn = ss_funcinfo_intern("stackshot", "truncated", "STACKSHOT_STACK_COPY", NULL,
+                                         SS_FRAME_NATIVE);
+    if (!s->symbols || !s->builder || !s->walker) {
         sampler_free(s);
         return NULL;
     }
@@ -539,16 +699,21 @@ static void init_cond(void) {
 
 static atomic_bool core_dlopened;
 
-void ss_native_note_dlopened(void) { atomic_store(&core_dlopened, true); }
+void ss_native_note_dlopened(void) {
+    atomic_store(&core_dlopened, true);
+    if (ss_gettid() == getpid()) /* the loader runs on the main thread */
+        ss_walker_note_main((uint64_t)pthread_self());
+}
 
-/* STACKSHOT_UNWIND: "step" (default), "fast" or "gcc"; see docs/native.md.
- * "fast" keeps unw_backtrace's frame cache in libunwind's thread-local
- * storage; in a core opened by dlopen (the library as shipped) glibc
- * allocates that storage with malloc on the thread's first access, which
- * would be inside our handler, possibly interrupting the thread's own
- * malloc: "gcc", as fast and touching no thread-local storage, is used. */
+/* STACKSHOT_UNWIND: "copy" (default), "step", "fast" or "gcc"; see
+ * docs/native.md. "fast" keeps unw_backtrace's frame cache in libunwind's
+ * thread-local storage; in a core opened by dlopen (the library as
+ * shipped) glibc allocates that storage with malloc on the thread's first
+ * access, which would be inside our handler, possibly interrupting the
+ * thread's own malloc: "gcc", as fast and touching no thread-local
+ * storage, is used. */
 static int unwind_wanted(void) {
-    const char *v = ss_config_str("STACKSHOT_UNWIND", "step");
+    const char *v = ss_config_str("STACKSHOT_UNWIND", "copy");
     static bool reported; /* once, not at every ss_native_sample_once */
     if (strcmp(v, "fast") == 0 && atomic_load(&core_dlopened)) {
         if (!reported) {
@@ -560,23 +725,43 @@ static int unwind_wanted(void) {
         }
         return SS_UNWIND_GCC;
     }
+    if (strcmp(v, "copy") == 0)
+        return SS_UNWIND_COPY;
     if (strcmp(v, "fast") == 0)
         return SS_UNWIND_FAST;
     if (strcmp(v, "gcc") == 0)
         return SS_UNWIND_GCC;
-    if (strcmp(v, "step") != 0 && !reported) {
+    if (strcmp(v, "step") == 0)
+        return SS_UNWIND_STEP;
+    if (!reported) {
         reported = true;
-        ss_config_bad("STACKSHOT_UNWIND", v, "not \"step\", \"fast\" or \"gcc\"", "using step");
+        ss_config_bad("STACKSHOT_UNWIND", v, "not \"copy\", \"step\", \"fast\" or \"gcc\"",
+                      "using copy");
     }
-    return SS_UNWIND_STEP;
+    return SS_UNWIND_COPY;
+}
+
+/* STACKSHOT_STACK_COPY: bytes of stack a handler copies (copy mode). */
+static uint32_t copy_wanted(void) {
+    return (uint32_t)ss_config_size("STACKSHOT_STACK_COPY", 64u * 1024u, 4u * 1024u,
+                                    1024u * 1024u);
 }
 
 static int prepare(const ss_config *cfg) {
-    int rc = ss_sig_start(cfg->signal, cfg->max_depth, unwind_wanted());
+    if (ss_gettid() == getpid())
+        ss_walker_note_main((uint64_t)pthread_self());
+    int mode = unwind_wanted();
+    uint32_t copy_bytes = copy_wanted();
+    int rc = ss_sig_start(cfg->signal, cfg->max_depth, mode, copy_bytes);
     if (rc != 0)
         return rc;
+    mode = ss_sig_mode(); /* gcc may have fallen back to step */
+    if (active && (active->mode != mode || active->copy_bytes != copy_bytes)) {
+        sampler_free(active);
+        active = NULL;
+    }
     if (!active) {
-        active = sampler_new(cfg);
+        active = sampler_new(cfg, mode, copy_bytes);
         if (!active) {
             ss_sig_stop();
             return -ENOMEM;
@@ -603,6 +788,28 @@ static int native_start(const ss_config *cfg) {
     return 0;
 }
 
+static void log_counters(const sampler *s) {
+    uint64_t compiled, cached;
+    ss_walker_stats(s->walker, &compiled, &cached);
+    ss_debug("native sampler: %llu rounds, %llu stacks taken by signal, %llu read asleep "
+             "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
+             "alternate-stack room); %llu asleep fell back to a signal (walk ended: no CFI "
+             "%llu, register unknown %llu, memory %llu, bad frame %llu; ran meanwhile %llu); "
+             "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
+             "stack; unwind rules %llu compiled, %llu cached",
+             (unsigned long long)s->rounds, (unsigned long long)s->signalled,
+             (unsigned long long)s->asleep, (unsigned long long)s->reused,
+             (unsigned long long)s->skipped_total,
+             (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->fallbacks,
+             (unsigned long long)s->fell_by[SS_UW_NO_CFI],
+             (unsigned long long)s->fell_by[SS_UW_NO_REGISTER],
+             (unsigned long long)s->fell_by[SS_UW_BAD_MEMORY],
+             (unsigned long long)s->fell_by[SS_UW_BAD_FRAME],
+             (unsigned long long)s->fell_by[FELL_RAN], (unsigned long long)s->cut_copy,
+             (unsigned long long)s->fp_guessed, (unsigned long long)compiled,
+             (unsigned long long)cached);
+}
+
 static void native_stop(uint64_t deadline_ns) {
     if (!thread_running)
         return;
@@ -620,12 +827,7 @@ static void native_stop(uint64_t deadline_ns) {
         active = NULL;
         return;
     }
-    ss_debug("native sampler: %llu rounds, %llu stacks taken, %llu reused (idle), "
-             "%llu threads skipped (%llu for lack of alternate-stack room)",
-             (unsigned long long)active->rounds, (unsigned long long)active->signalled,
-             (unsigned long long)active->reused,
-             (unsigned long long)active->skipped_total,
-             (unsigned long long)ss_sig_no_room_total());
+    log_counters(active);
     sampler_free(active);
     active = NULL;
 }
@@ -675,6 +877,30 @@ void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reu
     *rounds = active ? active->rounds : 0;
     *signalled = active ? active->signalled : 0;
     *reused = active ? active->reused : 0;
+}
+
+void ss_native_sample_counts(ss_native_counts *c) {
+    memset(c, 0, sizeof *c);
+    if (!active)
+        return;
+    c->rounds = active->rounds;
+    c->signalled = active->signalled;
+    c->asleep = active->asleep;
+    c->reused = active->reused;
+    c->fallbacks = active->fallbacks;
+    c->cut_copy = active->cut_copy;
+    c->fp_guessed = active->fp_guessed;
+}
+
+uint32_t ss_native_handler_ns(double *out, uint32_t max) {
+    uint32_t cyc[4096];
+    double per_ns = ss_sig_cycles_per_ns();
+    if (per_ns <= 0)
+        return 0;
+    uint32_t n = ss_sig_handler_cycles(cyc, max < 4096 ? max : 4096);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = cyc[i] / per_ns;
+    return n;
 }
 
 void ss_native_release(void) {

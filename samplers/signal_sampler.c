@@ -31,6 +31,7 @@
  * costs about 2.7 us. SS_UNWIND_GCC avoids it: libgcc's unwinder finds a
  * module with glibc's lock-free _dl_find_object and makes no syscall. */
 #include "signal_sampler.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -52,6 +53,8 @@ enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_BUSY, SLOT_DONE };
 struct ss_sig_slot {
     _Atomic int state;
     _Atomic pid_t tid;
+    _Atomic uint32_t gen; /* copy mode: the round whose signal may claim it */
+    uint32_t index;    /* its number (the signal carries it) */
     uint32_t cap;      /* ips capacity: max_depth + 1 when allocated */
     uint32_t depth;
     uint64_t pthread;
@@ -59,9 +62,19 @@ struct ss_sig_slot {
     bool has_span;
     bool no_room;      /* answered without a stack: too little stack left */
     bool quarantined;  /* sampler-private: BUSY past a deadline */
+    bool cut_copy;     /* copy mode: the stack went on past the copy */
     uint8_t trace_id[16];
     uint8_t span_id[8];
     uint64_t *ips;
+    /* copy mode: set by the sampler before signalling */
+    uint64_t stack_lo, stack_hi; /* the thread's stack as known; 0: unknown */
+    uint8_t *copy;               /* a buffer of copy_cap bytes from the pool */
+    void *user;                  /* the sampler's, passed back with the copy */
+    /* copy mode: written by the handler */
+    uint64_t copy_sp, copy_hi;
+    uint32_t copy_len;
+    uint32_t cycles;             /* time in the handler (TSC) */
+    uint64_t gregs[NGREG];
 };
 
 #define CHUNK_SLOTS 64u
@@ -89,6 +102,8 @@ static _Atomic uint32_t answers; /* futex word: bumped by every answer */
 static _Atomic uint64_t no_room_total; /* answers refused for stack room */
 static uint64_t restorer;        /* the signal trampoline's address */
 static int unwind_mode;          /* SS_UNWIND_* */
+static uint32_t copy_cap;        /* copy mode: bytes of stack a handler copies at most */
+static const ss_maps *_Atomic maps_pub; /* copy mode: for slots without bounds */
 /* libgcc's unwinder, bound by handle: libunwind (linked into the agent)
  * exports _Unwind_Backtrace and _Unwind_GetIPInfo too, and the global
  * names may resolve to libunwind's (which steps with unw_step). */
@@ -105,6 +120,15 @@ static ss_sig_slot **round_slots;
 static uint32_t n_round, cap_round;
 static uint32_t next_slot; /* allocation cursor within a round */
 static uint32_t n_quarantined;
+static uint32_t round_gen;  /* copy mode: carried by the signal (si_value) */
+/* copy mode: stack buffers, BATCH at a time in use (plus the quarantined) */
+static uint8_t **pool_free;
+static uint32_t n_pool_free, cap_pool_free;
+/* copy mode: recent handler times, and the TSC rate */
+#define CYCLE_RING 4096u
+static uint32_t cycle_ring[CYCLE_RING];
+static uint32_t cycle_next, cycle_count;
+static uint64_t tsc0, mono0;
 
 static inline uint32_t hash_tid(pid_t tid) {
     return (uint32_t)tid * 2654435761u;
@@ -273,7 +297,7 @@ static int bind_libgcc(void) {
  * interrupted context, so no syscall here. Its ss_flags does not say
  * SS_ONSTACK (kernels since 4.7 store the flags the thread set), so "on
  * it" is decided from where our own frame is. */
-static bool stack_room(const ucontext_t *uc) {
+static bool stack_room(const ucontext_t *uc, uint32_t need) {
     if (uc->uc_stack.ss_flags & SS_DISABLE)
         return true;
     uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp;
@@ -281,21 +305,104 @@ static bool stack_room(const ucontext_t *uc) {
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     if (here < lo || here >= hi)
         return true; /* on the thread's ordinary stack */
-    return here - lo >= SS_SIG_STACK_NEED;
+    return here - lo >= need;
+}
+
+static inline uint64_t tsc(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t)hi << 32 | lo;
+}
+
+/* memcpy without a library call: under ASan, memcpy is the runtime's and
+ * checks the shadow of what it reads, and the stack above SP holds the
+ * instrumented frames' redzones. The kernel clears the direction flag
+ * before running a handler. */
+static void copy_bytes(void *dst, const void *src, size_t n) {
+    __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+/* Copy mode, in the handler: the registers, and the stack from SP up to
+ * the end of its mapping, at most copy_cap bytes. The bounds are the
+ * thread's stack as the sampler knows it when SP is in it, else the
+ * mapping the published table holds SP in, else the rest of SP's page
+ * (always mapped: the thread is using it). */
+static void copy_context(ss_sig_slot *s, const ucontext_t *uc) {
+    const greg_t *g = uc->uc_mcontext.gregs;
+    for (int i = 0; i < NGREG; i++)
+        s->gregs[i] = (uint64_t)g[i];
+    uint64_t sp = (uint64_t)g[REG_RSP];
+    uint64_t hi;
+    if (sp >= s->stack_lo && sp < s->stack_hi) {
+        hi = s->stack_hi;
+    } else {
+        const ss_map_range *m =
+            ss_maps_find(atomic_load_explicit(&maps_pub, memory_order_acquire), sp);
+        hi = m && (m->prot & SS_MAP_W) ? m->hi : (sp | 4095) + 1;
+    }
+    uint64_t n = hi - sp;
+    if (n > copy_cap)
+        n = copy_cap;
+    copy_bytes(s->copy, (const void *)(uintptr_t)sp, (size_t)n);
+    s->copy_sp = sp;
+    s->copy_len = (uint32_t)n;
+    s->copy_hi = hi;
+}
+
+/* Copy mode: the signal names its slot (si_value: generation << 32 |
+ * index), so the handler needs no gettid; a signal of an earlier round
+ * finds another generation and does nothing. */
+static void handler_copy(siginfo_t *si, void *uc) {
+    uint64_t t0 = tsc();
+    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    ss_sig_slot *s = slot_at((uint32_t)v);
+    if (!s || atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(v >> 32))
+        return;
+    bool room = stack_room(uc, SS_SIG_COPY_STACK_NEED);
+    int saved_errno = errno;
+    int expected = SLOT_REQUESTED;
+    if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_BUSY)) {
+        errno = saved_errno;
+        return;
+    }
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(v >> 32)) {
+        atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
+        errno = saved_errno;
+        return;
+    }
+    s->no_room = !room;
+    if (room) {
+        copy_context(s, uc);
+        s->has_span = ss_span_current(s->trace_id, s->span_id);
+        s->pthread = (uint64_t)pthread_self();
+    } else {
+        atomic_fetch_add_explicit(&no_room_total, 1, memory_order_relaxed);
+    }
+    s->cycles = (uint32_t)(tsc() - t0);
+    atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
+    atomic_fetch_add_explicit(&answers, 1, memory_order_release);
+    futex_wake(&answers);
+    errno = saved_errno;
 }
 
 static void handler(int sig, siginfo_t *si, void *uc) {
     (void)sig;
     if (!atomic_load_explicit(&active, memory_order_acquire))
         return;
-    /* only our own tgkill: never a kill(2) from elsewhere */
-    if (si->si_code != SI_TKILL ||
-        si->si_pid != atomic_load_explicit(&own_pid, memory_order_relaxed))
+    /* only our own signals: never a kill(2) from elsewhere */
+    if (si->si_pid != atomic_load_explicit(&own_pid, memory_order_relaxed))
+        return;
+    if (si->si_code == SI_QUEUE) {
+        if (unwind_mode == SS_UNWIND_COPY)
+            handler_copy(si, uc);
+        return;
+    }
+    if (si->si_code != SI_TKILL)
         return;
     /* decided before any call: on a small alternate stack even a lazily
      * bound call (the dynamic linker saves every vector register) may not
      * fit; with too little room only tiny calls follow (gettid, futex) */
-    bool room = stack_room(uc);
+    bool room = stack_room(uc, SS_SIG_STACK_NEED);
     int saved_errno = errno;
     pid_t me = ss_gettid();
     ss_sig_slot *s = find_slot(me);
@@ -352,7 +459,7 @@ static int install_handler(int sig) {
     return 0;
 }
 
-int ss_sig_start(int sig, uint32_t max_depth, int unwind) {
+int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_max) {
     if (lost)
         return -EBUSY; /* said once when it happened */
     if (installed && sig != the_signal) {
@@ -368,6 +475,9 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind) {
         /* once, before any handler runs: per-thread caches need no lock */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         slot_cap = max_depth + 1 + HANDLER_FRAMES;
+        copy_cap = (copy_bytes_max + 7) & ~7u;
+        tsc0 = tsc();
+        mono0 = ss_mono_ns();
     }
     if (!installed) {
         struct sigaction cur;
@@ -393,6 +503,12 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind) {
 
 void ss_sig_stop(void) { atomic_store_explicit(&active, false, memory_order_release); }
 
+int ss_sig_mode(void) { return unwind_mode; }
+
+void ss_sig_publish_maps(const ss_maps *m) {
+    atomic_store_explicit(&maps_pub, m, memory_order_release);
+}
+
 static int add_chunk(void) {
     if (n_chunks == MAX_CHUNKS)
         return -ENOMEM;
@@ -408,6 +524,7 @@ static int add_chunk(void) {
     for (uint32_t i = 0; i < CHUNK_SLOTS; i++) {
         c[i].cap = slot_cap;
         c[i].ips = ips + (size_t)i * slot_cap;
+        c[i].index = n_chunks * CHUNK_SLOTS + i;
     }
     atomic_store_explicit(&chunks[n_chunks++], c, memory_order_release);
     return 0;
@@ -433,6 +550,42 @@ static int prepare_table(uint32_t n) {
     return 0;
 }
 
+/* ---- copy buffers ---------------------------------------------------- */
+
+/* Buffers are allocated BATCH at a time with mmap and never freed: a late
+ * handler may still write one (its slot is then quarantined and keeps
+ * it). Resident memory is what handlers touched: the stacks' depth. */
+static int pool_grow(void) {
+    if (n_pool_free + BATCH > cap_pool_free) {
+        uint32_t cap = cap_pool_free ? cap_pool_free * 2 : 2 * BATCH;
+        uint8_t **p = realloc(pool_free, cap * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        pool_free = p;
+        cap_pool_free = cap;
+    }
+    uint8_t *m = mmap(NULL, (size_t)BATCH * copy_cap, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < BATCH; i++)
+        pool_free[n_pool_free++] = m + (size_t)i * copy_cap;
+    return 0;
+}
+
+static bool pool_get(ss_sig_slot *s) {
+    if (!n_pool_free && pool_grow() != 0)
+        return false;
+    s->copy = pool_free[--n_pool_free];
+    return true;
+}
+
+static void pool_put(ss_sig_slot *s) {
+    if (s->copy && n_pool_free < cap_pool_free)
+        pool_free[n_pool_free++] = s->copy;
+    s->copy = NULL;
+}
+
 static void release_quarantine(void) {
     if (!n_quarantined)
         return;
@@ -445,6 +598,7 @@ static void release_quarantine(void) {
             atomic_store(&s->state, SLOT_FREE);
             s->quarantined = false;
             n_quarantined--;
+            pool_put(s);
         }
     }
 }
@@ -453,6 +607,8 @@ int ss_sig_begin(uint32_t n) {
     for (uint32_t i = 0; i < n_round; i++)
         if (!round_slots[i]->quarantined)
             atomic_store(&round_slots[i]->state, SLOT_FREE);
+    if (++round_gen == 0)
+        round_gen = 1; /* 0: a slot never assigned */
     n_round = 0;
     next_slot = 0;
     release_quarantine();
@@ -469,7 +625,7 @@ int ss_sig_begin(uint32_t n) {
     return prepare_table(n);
 }
 
-ss_sig_slot *ss_sig_assign(pid_t tid) {
+ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void *user) {
     if (n_round == cap_round)
         return NULL;
     ss_sig_slot *s = NULL;
@@ -485,6 +641,11 @@ ss_sig_slot *ss_sig_assign(pid_t tid) {
     atomic_store_explicit(&s->tid, tid, memory_order_release);
     s->depth = 0;
     s->no_room = false;
+    s->cut_copy = false;
+    s->stack_lo = stack_lo;
+    s->stack_hi = stack_hi;
+    s->user = user;
+    atomic_store_explicit(&s->gen, round_gen, memory_order_release);
     uint32_t idx = next_slot - 1;
     sig_table *t = atomic_load(&table);
     uint32_t h = hash_tid(tid) & t->mask;
@@ -550,8 +711,51 @@ uint64_t ss_sig_no_room_total(void) {
     return atomic_load_explicit(&no_room_total, memory_order_relaxed);
 }
 
-uint32_t ss_sig_collect(uint64_t deadline_ns) {
+static void note_cycles(uint32_t c) {
+    cycle_ring[cycle_next] = c;
+    cycle_next = (cycle_next + 1) % CYCLE_RING;
+    if (cycle_count < CYCLE_RING)
+        cycle_count++;
+}
+
+/* Copy mode: send the signal that names the slot (rt_tgsigqueueinfo with
+ * SI_QUEUE: the value travels with it; a process may queue these to its
+ * own threads). */
+static int send_copy(pid_t pid, ss_sig_slot *s) {
+    if (!pool_get(s))
+        return -ENOMEM;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = the_signal;
+    si.si_code = SI_QUEUE;
+    si.si_pid = pid;
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = (void *)(uintptr_t)((uint64_t)round_gen << 32 | s->index);
+    return (int)syscall(SYS_rt_tgsigqueueinfo, pid, atomic_load(&s->tid), the_signal, &si);
+}
+
+/* Copy mode: unwind the batch's answers now, and give their buffers back
+ * for the next batch. */
+static void unwind_batch(uint32_t from, uint32_t to, ss_sig_unwind_fn fn, void *arg) {
+    for (uint32_t i = from; i < to; i++) {
+        ss_sig_slot *s = round_slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_DONE)
+            continue; /* not answered (yet): see the end of the round */
+        note_cycles(s->cycles);
+        if (!s->no_room && fn) {
+            ss_sig_copy c = {s->gregs, s->copy, s->copy_len, s->copy_sp, s->copy_hi,
+                             s->ips, s->cap - HANDLER_FRAMES, s->user};
+            bool cut = false;
+            s->depth = fn(arg, &c, &cut);
+            s->cut_copy = cut;
+        }
+        pool_put(s);
+    }
+}
+
+uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg) {
     pid_t pid = atomic_load(&own_pid);
+    bool copy = unwind_mode == SS_UNWIND_COPY;
     for (uint32_t b = 0; b < n_round; b += BATCH) {
         uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
         if (!still_ours()) {
@@ -563,24 +767,34 @@ uint32_t ss_sig_collect(uint64_t deadline_ns) {
         for (uint32_t i = b; i < e; i++) {
             ss_sig_slot *s = round_slots[i];
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
-            if (syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal) != 0) {
+            int rc = copy ? send_copy(pid, s)
+                          : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
+            if (rc != 0) {
                 int expected = SLOT_REQUESTED; /* exited: nobody will answer */
                 atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
             }
         }
         wait_batch(b, e, deadline_ns);
+        if (copy)
+            unwind_batch(b, e, unwind, arg);
     }
     uint32_t done = 0;
     for (uint32_t i = 0; i < n_round; i++) {
         ss_sig_slot *s = round_slots[i];
         int st = SLOT_REQUESTED;
-        if (atomic_compare_exchange_strong(&s->state, &st, SLOT_FREE))
+        if (atomic_compare_exchange_strong(&s->state, &st, SLOT_FREE)) {
+            pool_put(s);
             continue; /* never answered; a late signal finds it FREE */
+        }
         if (st == SLOT_BUSY) {
-            s->quarantined = true;
+            s->quarantined = true; /* keeps its buffer: the handler writes it */
             n_quarantined++;
         } else if (st == SLOT_DONE) {
+            if (copy && s->copy) /* answered after its batch was unwound */
+                unwind_batch(i, i + 1, unwind, arg);
             done++;
+        } else {
+            pool_put(s);
         }
     }
     return done;
@@ -594,6 +808,7 @@ bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
     out->cpu_ns = s->cpu_ns;
     out->depth = s->depth;
     out->ips = s->ips;
+    out->cut_copy = s->cut_copy;
     out->has_span = s->has_span;
     memcpy(out->trace_id, s->trace_id, 16);
     memcpy(out->span_id, s->span_id, 8);
@@ -619,6 +834,7 @@ void ss_sig_after_fork(void) {
         atomic_store(&s->state, SLOT_FREE);
         atomic_store(&s->tid, 0);
         s->quarantined = false;
+        s->copy = NULL; /* a buffer in use at the fork stays unused (mmap'd) */
     }
     sig_table *t = atomic_load(&table);
     if (t)
@@ -627,3 +843,17 @@ void ss_sig_after_fork(void) {
 }
 
 uint32_t ss_sig_quarantined(void) { return n_quarantined; }
+
+uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max) {
+    uint32_t n = cycle_count < max ? cycle_count : max;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = cycle_ring[(cycle_next + CYCLE_RING - 1 - i) % CYCLE_RING];
+    return n;
+}
+
+double ss_sig_cycles_per_ns(void) {
+    uint64_t dt = ss_mono_ns() - mono0;
+    if (!mono0 || dt < 1000000)
+        return 0;
+    return (double)(tsc() - tsc0) / (double)dt;
+}

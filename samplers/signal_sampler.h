@@ -31,26 +31,54 @@ typedef struct ss_sig_slot ss_sig_slot;
 /* What a handler stored, copied out by ss_sig_result. */
 typedef struct ss_sig_answer {
     uint64_t pthread;         /* pthread_self() of the thread */
-    uint64_t cpu_ns;          /* the thread's CPU clock as the handler ended */
+    uint64_t cpu_ns;          /* in-handler modes: its CPU clock as the handler ended; 0 copy mode */
     uint32_t depth;           /* ips written; max_depth + 1 means cut */
     const uint64_t *ips;      /* leaf first; valid until the next round */
+    bool cut_copy;            /* copy mode: the stack went on past the copy */
     bool has_span;
     uint8_t trace_id[16];
     uint8_t span_id[8];
 } ss_sig_answer;
 
-/* How the handler unwinds (STACKSHOT_UNWIND). */
+/* Copy mode: what the handler saved, for the sampler to unwind (valid in
+ * the ss_sig_collect callback only). */
+typedef struct ss_sig_copy {
+    const uint64_t *gregs;    /* the interrupted context, indexed by REG_* of <sys/ucontext.h> */
+    const uint8_t *stack;     /* bytes from the stack pointer up */
+    uint32_t len;
+    uint64_t sp;              /* where the copy starts */
+    uint64_t map_hi;          /* end of the mapping the stack is in (0 unknown) */
+    uint64_t *ips;            /* where the frames go (cap ips) */
+    uint32_t cap;
+    void *user;               /* what ss_sig_assign was given */
+} ss_sig_copy;
+
+/* How the handler takes the stack (STACKSHOT_UNWIND). */
 enum {
     SS_UNWIND_STEP = 0, /* libunwind unw_step from the signal context */
     SS_UNWIND_FAST,     /* libunwind unw_backtrace: per-thread cache, ~256 KiB each */
     SS_UNWIND_GCC,      /* libgcc _Unwind_Backtrace (_dl_find_object, no syscalls) */
+    SS_UNWIND_COPY,     /* copy registers and stack; the sampler unwinds (unwind.c) */
 };
 
 /* Install the handler for `sig` (once per process; later calls with the
  * same signal only re-enable it). Refuses with -EBUSY when another
  * handler owns the signal. Frames buffers hold max_depth + 1 ips.
- * `unwind`: one of SS_UNWIND_*. */
-int ss_sig_start(int sig, uint32_t max_depth, int unwind);
+ * `unwind`: one of SS_UNWIND_*; `copy_bytes`: most stack a handler
+ * copies in copy mode (fixed at the first start). */
+int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes);
+
+/* The unwinding mode in force (SS_UNWIND_*). */
+int ss_sig_mode(void);
+
+/* Copy mode: the mappings handlers look a stack pointer up in when its
+ * slot has no bounds. The caller keeps the table until
+ * ss_sig_quarantined() is 0 after it published another one. */
+struct ss_maps;
+void ss_sig_publish_maps(const struct ss_maps *m);
+
+/* Stack room the handler insists on in copy mode (it only copies). */
+#define SS_SIG_COPY_STACK_NEED (2u * 1024u)
 
 /* Stack a thread must have left below our handler's frame, when it is
  * interrupted on its alternate signal stack, to be unwound (measured
@@ -73,12 +101,28 @@ void ss_sig_stop(void);
  * whose handler still runs) and makes room for n threads. 0 or -ENOMEM. */
 int ss_sig_begin(uint32_t n);
 
-/* Assign a slot to tid for this round; NULL when out of slots. */
-ss_sig_slot *ss_sig_assign(pid_t tid);
+/* Assign a slot to tid for this round; NULL when out of slots. In copy
+ * mode [stack_lo, stack_hi) is the thread's stack as known (0, 0: not
+ * known): the handler copies within it when the thread's stack pointer is
+ * there, else within the published mappings, else to the end of the page. */
+ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void *user);
+
+/* Copy mode: called on the sampler thread for each answer, right after its
+ * batch (so the copy buffers of a batch serve the next): unwind copy->stack
+ * into copy->ips and return the frame count; *cut: the stack went on past
+ * the copy. */
+typedef uint32_t (*ss_sig_unwind_fn)(void *arg, const ss_sig_copy *copy, bool *cut);
 
 /* Signal every assigned thread (in batches) and wait for the answers until
- * deadline_ns (monotonic). Returns how many answered. */
-uint32_t ss_sig_collect(uint64_t deadline_ns);
+ * deadline_ns (monotonic). Returns how many answered. `unwind` is used in
+ * copy mode (may be NULL otherwise). */
+uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg);
+
+/* Copy mode: the time handlers took (cycles of the time-stamp counter),
+ * the most recent first; returns how many were copied (at most max). And
+ * the counter's rate, measured since the first start (0 unknown). */
+uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max);
+double ss_sig_cycles_per_ns(void);
 
 /* The answer of a slot after ss_sig_collect: true when it answered. */
 bool ss_sig_result(ss_sig_slot *slot, ss_sig_answer *out);

@@ -25,6 +25,17 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out);
 /* Counters of the native sampler: rounds, stacks taken by signal, stacks
  * reused because the thread was idle. */
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);
+/* All the counters: stacks read asleep without a signal, asleep threads
+ * that had to be signalled after all (fallbacks), stacks cut at
+ * STACKSHOT_STACK_COPY, walks that found a frame pointer on the stack. */
+typedef struct ss_native_counts {
+    uint64_t rounds, signalled, asleep, reused;
+    uint64_t fallbacks, cut_copy, fp_guessed;
+} ss_native_counts;
+void ss_native_sample_counts(ss_native_counts *c);
+/* Copy mode: how long the most recent handlers took, ns, newest first;
+ * returns how many (at most max, at most 4096). */
+uint32_t ss_native_handler_ns(double *out, uint32_t max);
 /* Free what ss_native_sample_once set up (the handler stays, a no-op). */
 void ss_native_release(void);
 

@@ -74,7 +74,7 @@ struct ss_symbols {
 /* Used only when interning fails (out of memory): a frame always names
  * something. */
 static const ss_funcinfo unknown_fn = {"unknown", "unknown", "unknown", NULL,
-                                       SS_FRAME_NATIVE};
+                                       SS_FRAME_NATIVE, NULL};
 
 /* ---- loader counters -------------------------------------------------- */
 

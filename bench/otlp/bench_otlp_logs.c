@@ -270,9 +270,10 @@ int main(int argc, char **argv) {
     /* 3. memory the exporter adds (before the server exists) */
     size_t rss0 = rss_kib();
     ss_otlp_endpoint ep;
+    int create_err = 0;
     setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
     ss_otlp_endpoint_load(&ep, "LOGS");
-    ss_grpc_client *dead = ss_grpc_client_create(&ep);
+    ss_grpc_client *dead = ss_grpc_client_create(&ep, "bench_otlp_logs", &create_err);
     ss_grpc_result gr;
     ss_grpc_result_init(&gr);
     ss_grpc_unary(dead, SS_LOGS_METHOD, out.data, out.len, ss_mono_ns() + 1000000000ull, &gr);
@@ -293,7 +294,7 @@ int main(int argc, char **argv) {
         setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
         setenv("OTEL_EXPORTER_OTLP_COMPRESSION", gzip ? "gzip" : "none", 1);
         ss_otlp_endpoint_load(&ep, "LOGS");
-        ss_grpc_client *c = ss_grpc_client_create(&ep);
+        ss_grpc_client *c = ss_grpc_client_create(&ep, "bench_otlp_logs", &create_err);
         int ok = 0;
         t0 = ss_mono_ns();
         for (int k = 0; k < rounds; k++) {

@@ -4,7 +4,9 @@
  *   - the thread-dump text of one thread (the body format of the Splunk
  *     call-stack logs), written by the text exporter and by otlp_logs;
  *   - safe creation of local output files (text, pprof, flame graphs);
- *   - gzip (pprof files, pprof log bodies).
+ *   - gzip (pprof files, pprof log bodies);
+ *   - modules: the libraries only some exporters need (gRPC, libcurl...)
+ *     live in libstackshot-<name>.so next to the core, opened on first use.
  *
  * The other shared pieces have a header each: pb.h (protobuf writer),
  * aggregate.h (a period's samples in interned tables) and pprof.h (pprof
@@ -39,5 +41,19 @@ int ss_write_all(int fd, const void *buf, size_t len);
 /* Append the gzip (RFC 1952) compression of in[0..n) to out. 0 or -ENOMEM
  * / -EIO. */
 int ss_gzip(const void *in, size_t n, ss_buf *out);
+
+/* The API table of module <name> (libstackshot-<name>.so next to the core,
+ * whose ss_module_<name>_entry returns it), opening the module on first
+ * use; NULL when it cannot be opened: then one error line, once per module,
+ * names `user` (who is off without it: "otlp_logs") and the loader's
+ * reason. A program linked with the static core (tests, benchmarks) has
+ * every module linked in. Thread-safe; modules are never closed. The
+ * caller checks the table's version (its first field is its size). */
+const void *ss_module_api(const char *name, const char *user);
+
+/* ss_module_api's two backends, one per build of the core:
+ * module_dl.c (libstackshot-core.so: dlopen next to the core) and the
+ * generated modules_linked.c (the static core). NULL and *why on failure. */
+const void *ss_module_open(const char *name, char *why, size_t why_len);
 
 #endif /* SS_EXPORTERS_COMMON_H */

@@ -1,11 +1,14 @@
-/* grpc_client.c: unary gRPC calls on gRPC C core, for the OTLP exporters.
+/* grpc_client.c: unary gRPC calls on gRPC C core, for the OTLP exporters:
+ * the module libstackshot-grpc.so (the only file that includes gRPC). Its
+ * one exported symbol, ss_module_grpc_entry, returns the table of
+ * grpc_module.h; the core's grpc.c is the ss_grpc_* API over it.
  *
  * One channel and one completion queue per client; the exporter thread that
  * created the client is the only one that uses it, so nothing here locks.
  * A call is one batch (send metadata, message, close; receive metadata,
  * message, status) and waits on the queue: gRPC's own threads do the I/O,
- * the caller waits as long as it likes (ss_grpc_call_poll) or until the
- * call's deadline ends it (ss_grpc_unary).
+ * the caller waits as long as it likes (call_poll) or until the call's
+ * deadline ends it.
  *
  * gRPC is initialised on first use, on the calling (exporter) thread, and
  * never shut down: its threads may be shared with a host that uses gRPC
@@ -13,7 +16,7 @@
  * gRPC starts have names of their own ("grpc_global_tim", "event_engine")
  * but inherit the exporter thread's all-blocked signal mask, which is how
  * they are found and registered as internal (register_grpc_threads). */
-#include "otlp.h"
+#include "grpc_module.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -152,28 +155,6 @@ static void grpc_init_once(void) {
     grpc_pid = getpid();
 }
 
-const char *ss_grpc_status_name(int code) {
-    static const char *const names[] = {
-        "OK",        "CANCELLED",         "UNKNOWN",       "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-        "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",   "DATA_LOSS",
-        "UNAUTHENTICATED",
-    };
-    if (code < 0 || code >= (int)(sizeof names / sizeof names[0]))
-        return "UNKNOWN_CODE";
-    return names[code];
-}
-
-void ss_grpc_result_init(ss_grpc_result *r) {
-    memset(r, 0, sizeof *r);
-    ss_buf_init(&r->response);
-}
-
-void ss_grpc_result_free(ss_grpc_result *r) {
-    ss_buf_free(&r->response);
-}
-
 /* ---- channel ------------------------------------------------------- */
 
 /* TLS that does not verify the server (https:// with INSECURE=true, the
@@ -236,7 +217,7 @@ static void set_args(ss_grpc_client *c, const ss_otlp_endpoint *ep) {
     /* We retry ourselves, by the OTLP rules, and count every attempt. */
     args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES,
                            .value.integer = 0};
-    /* Channels are replaced when they cannot connect (see ss_grpc_unary):
+    /* Channels are replaced when they cannot connect (see maybe_replace_channel):
      * a private subchannel pool makes the new channel really connect anew
      * instead of sharing the old one's backoff. */
     args[n++] = (grpc_arg){.type = GRPC_ARG_INTEGER,
@@ -274,7 +255,7 @@ static void maybe_replace_channel(ss_grpc_client *c) {
  * threads, executors): rescan whenever the number of threads of the
  * process changed (one stat: /proc/self/task's link count is the number of
  * threads + 2). */
-void ss_grpc_client_note_threads(ss_grpc_client *c) {
+static void client_note_threads(ss_grpc_client *c) {
     struct stat st;
     if (stat("/proc/self/task", &st) == 0 &&
         (st.st_nlink != c->scanned_nlink || c->unconfirmed)) {
@@ -283,7 +264,9 @@ void ss_grpc_client_note_threads(ss_grpc_client *c) {
     }
 }
 
-ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
+static void client_destroy(ss_grpc_client *c);
+
+static ss_grpc_client *client_create(const ss_otlp_endpoint *ep) {
     pthread_once(&grpc_once, grpc_init_once);
     if (grpc_pid != getpid()) {
         /* A forked child inherits gRPC's state but none of its threads;
@@ -302,7 +285,7 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
     snprintf(c->target, sizeof c->target, "%s", ep->target);
     if (make_metadata(c, ep) != 0) {
         ss_error("otlp: out of memory creating the gRPC client");
-        ss_grpc_client_destroy(c);
+        client_destroy(c);
         return NULL;
     }
     snprintf(c->user_agent, sizeof c->user_agent, "%s/%s", SS_NAME, SS_VERSION);
@@ -311,7 +294,7 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
     if (!c->creds) {
         ss_error("otlp: cannot create %s credentials for %s", ep->tls ? "TLS" : "plaintext",
                  c->target);
-        ss_grpc_client_destroy(c);
+        client_destroy(c);
         return NULL;
     }
     c->channel = grpc_channel_create(c->target, c->creds, &c->chargs);
@@ -319,13 +302,13 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep) {
     c->cq = grpc_completion_queue_create_for_next(NULL);
     if (!c->channel || !c->cq) {
         ss_error("otlp: cannot create a gRPC channel to %s", c->target);
-        ss_grpc_client_destroy(c);
+        client_destroy(c);
         return NULL;
     }
     return c;
 }
 
-void ss_grpc_client_destroy(ss_grpc_client *c) {
+static void client_destroy(ss_grpc_client *c) {
     if (!c)
         return;
     if (c->channel)
@@ -384,13 +367,13 @@ static void read_response(grpc_byte_buffer *bb, ss_buf *out) {
     grpc_byte_buffer_reader_destroy(&reader);
 }
 
-static void find_retry_info(const grpc_metadata_array *trailers, ss_grpc_result *r) {
+/* The grpc-status-details-bin trailer, raw: the core decodes it. */
+static void copy_details(const grpc_metadata_array *trailers, ss_grpc_result *r) {
     for (size_t i = 0; i < trailers->count; i++) {
         const grpc_metadata *m = &trailers->metadata[i];
-        if (!grpc_slice_str_cmp(m->key, "grpc-status-details-bin") &&
-            ss_grpc_decode_retry_info(GRPC_SLICE_START_PTR(m->value),
-                                      GRPC_SLICE_LENGTH(m->value), &r->retry_delay_ns)) {
-            r->has_retry_delay = true;
+        if (!grpc_slice_str_cmp(m->key, "grpc-status-details-bin")) {
+            ss_buf_append(&r->details, GRPC_SLICE_START_PTR(m->value),
+                          GRPC_SLICE_LENGTH(m->value));
             return;
         }
     }
@@ -417,9 +400,8 @@ static void call_free(ss_grpc_call *k) {
     free(k);
 }
 
-ss_grpc_call *ss_grpc_call_start(ss_grpc_client *c, const char *method_path,
-                                 const void *bytes, size_t len, uint64_t deadline_ns,
-                                 ss_grpc_result *result) {
+static ss_grpc_call *call_start(ss_grpc_client *c, const char *method_path, const void *bytes,
+                                size_t len, uint64_t deadline_ns, ss_grpc_result *result) {
     maybe_replace_channel(c);
     ss_grpc_call *k = calloc(1, sizeof *k);
     grpc_slice method = grpc_slice_from_static_string(method_path);
@@ -475,17 +457,17 @@ static void call_finish(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *resu
     copy_slice(result->message, sizeof result->message, k->details);
     if (k->status == GRPC_STATUS_OK && k->recv_bb)
         read_response(k->recv_bb, &result->response);
-    find_retry_info(&k->trailing, result);
-    result->has_retry_delay = result->has_retry_delay && result->status != SS_GRPC_OK;
+    if (k->status != GRPC_STATUS_OK)
+        copy_details(&k->trailing, result);
     if (k->status == GRPC_STATUS_UNAVAILABLE &&
         grpc_channel_check_connectivity_state(c->channel, 0) != GRPC_CHANNEL_READY)
         c->replace_channel = true;
     call_free(k);
-    ss_grpc_client_note_threads(c);
+    client_note_threads(c);
 }
 
-bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *k, uint64_t wait_ns,
-                       ss_grpc_result *result) {
+static bool call_poll(ss_grpc_client *c, ss_grpc_call *k, uint64_t wait_ns,
+                      ss_grpc_result *result) {
     gpr_timespec until = wait_ns == UINT64_MAX
                              ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
                              : gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -505,24 +487,28 @@ bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *k, uint64_t wait_ns,
     }
 }
 
-void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *result) {
+static void call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *result) {
     grpc_call_cancel(k->call, NULL);
     /* a cancelled call completes promptly (CANCELLED), unless gRPC's
      * threads are starved: then the call, and the queue it completes on,
      * are left to gRPC rather than hold the exit */
-    if (!ss_grpc_call_poll(c, k, EXIT_WAIT_NS, result)) {
+    if (!call_poll(c, k, EXIT_WAIT_NS, result)) {
         c->leaked_call = true;
         result->status = SS_GRPC_CANCELLED;
         snprintf(result->message, sizeof result->message, "cancelled");
     }
 }
 
-int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
-                  uint64_t deadline_ns, ss_grpc_result *result) {
-    ss_grpc_call *k = ss_grpc_call_start(c, method_path, bytes, len, deadline_ns, result);
-    if (!k)
-        return result->status;
-    /* the call's deadline ends it; the queue returns it then */
-    ss_grpc_call_poll(c, k, UINT64_MAX, result);
-    return result->status;
+static const ss_grpc_module module = {
+    .size = sizeof(ss_grpc_module),
+    .client_create = client_create,
+    .client_destroy = client_destroy,
+    .note_threads = client_note_threads,
+    .call_start = call_start,
+    .call_poll = call_poll,
+    .call_cancel = call_cancel,
+};
+
+__attribute__((visibility("default"))) const void *ss_module_grpc_entry(void) {
+    return &module;
 }

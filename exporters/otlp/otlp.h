@@ -9,30 +9,30 @@
  *     timeout;
  *   - a gRPC unary client on gRPC C core: one channel, one completion queue,
  *     owned by the exporter thread that created it (not thread-safe);
- *   - the resource (service.name, process.*, host.name, telemetry.*), as
- *     protobuf-c structs ready to put into a request, or as a plain list;
+ *   - the resource (service.name, process.*, host.name, telemetry.*), as a
+ *     plain list, and its writer;
  *   - the retry policy: which status codes are retryable, backoff with
  *     jitter, RetryInfo from grpc-status-details-bin.
  *
- * Generated protobuf-c code for the common and resource protos is compiled
- * once (exporters/otlp/CMakeLists.txt, stackshot_protoc_c) and included as
- * "opentelemetry/proto/common/v1/common.pb-c.h".
+ * Requests are written with the protobuf writer of exporters/common
+ * (pb.h); the OTLP messages every signal shares (Resource, KeyValue,
+ * InstrumentationScope) have their writers here (wire.c). The .proto files
+ * of exporters/otlp/proto describe the wire for the tests, which decode
+ * with code generated from them; the agent does not link protobuf-c.
  *
- * Nothing here may be called from a signal handler. gRPC is initialised
- * lazily by the first ss_grpc_client_create, on the calling (exporter)
- * thread.
+ * Nothing here may be called from a signal handler. gRPC lives in a module
+ * (libstackshot-grpc.so, grpc_client.c), opened and initialised lazily by
+ * the first ss_grpc_client_create, on the calling (exporter) thread.
  */
 #ifndef SS_OTLP_H
 #define SS_OTLP_H
 
 #include "../common/common.h"
+#include "../common/pb.h"
 
 /* The opentelemetry-proto tag whose wire the .proto files of
  * exporters/otlp/proto follow (each file says so too). */
 #define SS_OTLP_PROTO_TAG "v1.11.0"
-
-#include "opentelemetry/proto/common/v1/common.pb-c.h"
-#include "opentelemetry/proto/resource/v1/resource.pb-c.h"
 
 /* ------------------------------------------------------------------ */
 /* Endpoint configuration                                               */
@@ -133,15 +133,18 @@ typedef struct ss_grpc_result {
     int status;               /* SS_GRPC_*; local failures map to a code too */
     char message[256];        /* grpc-message, or why the call failed locally */
     ss_buf response;          /* response message bytes (only when status OK) */
+    ss_buf details;           /* the grpc-status-details-bin trailer, if any */
     bool has_retry_delay;     /* RetryInfo found in grpc-status-details-bin */
     uint64_t retry_delay_ns;
 } ss_grpc_result;
 
-/* Create a client for ep (initialising gRPC on first use): one channel to
- * ep->target with the TLS credentials, compression and user agent
- * ("stackshot/<version>") of ep, and the headers sent as metadata on every
- * call. ep is copied. NULL on failure (one line says why). */
-ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep);
+/* Create a client for ep (opening the gRPC module, libstackshot-grpc.so,
+ * and initialising gRPC on first use): one channel to ep->target with the
+ * TLS credentials, compression and user agent ("stackshot/<version>") of
+ * ep, and the headers sent as metadata on every call. ep is copied. NULL
+ * on failure (one line says why, naming `who`); *err is then -ENOPKG when
+ * the module could not be opened, else -EIO. */
+ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *who, int *err);
 
 /* One unary call of method_path ("/opentelemetry.proto.collector.logs.v1.
  * LogsService/Export") with the packed request bytes; waits for the answer
@@ -241,8 +244,7 @@ typedef enum ss_attr_type {
     SS_ATTR_INT = 1,
 } ss_attr_type;
 
-/* One attribute as a plain value (for encoders that do not use the
- * protobuf-c structs, e.g. pprof labels or the profiles dictionary). */
+/* One attribute as a plain value. */
 typedef struct ss_attr {
     char *key;
     ss_attr_type type;
@@ -253,11 +255,6 @@ typedef struct ss_attr {
 typedef struct ss_otlp_resource {
     ss_attr *attrs;        /* in order: OTEL_RESOURCE_ATTRIBUTES, then ours */
     size_t n_attrs;
-    /* The same attributes as protobuf-c structs, pointing into attrs. */
-    Opentelemetry__Proto__Resource__V1__Resource msg;
-    Opentelemetry__Proto__Common__V1__KeyValue *kvs;
-    Opentelemetry__Proto__Common__V1__KeyValue **kv_ptrs;
-    Opentelemetry__Proto__Common__V1__AnyValue *values;
 } ss_otlp_resource;
 
 /* Build the resource of this process: OTEL_RESOURCE_ATTRIBUTES (decoded;
@@ -280,6 +277,22 @@ const ss_attr *ss_otlp_resource_get(const ss_otlp_resource *r, const char *key);
  * -EINVAL is; -ENOMEM when out of memory. */
 int ss_otlp_parse_resource_attributes(const char *s, ss_attr **list, size_t *n);
 void ss_attrs_free(ss_attr *list, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* The common OTLP messages, with the protobuf writer (wire.c)          */
+/* ------------------------------------------------------------------ */
+
+/* KeyValue{key=1, value=2 AnyValue{string_value=1 | int_value=3}} as field
+ * `field` of the message being written. Strings are written as given (make
+ * them valid UTF-8 first). */
+void ss_otlp_put_kv_str(ss_buf *b, uint32_t field, const char *key, const char *s, size_t len);
+void ss_otlp_put_kv_int(ss_buf *b, uint32_t field, const char *key, int64_t v);
+/* AnyValue{string_value=1} as field `field`. */
+void ss_otlp_put_any_str(ss_buf *b, uint32_t field, const char *s, size_t len);
+/* Resource{attributes=1} with every attribute of r, as field `field`. */
+void ss_otlp_put_resource(ss_buf *b, uint32_t field, const ss_otlp_resource *r);
+/* InstrumentationScope{name=1, version=2} as field `field`. */
+void ss_otlp_put_scope(ss_buf *b, uint32_t field, const char *name, const char *version);
 
 /* ------------------------------------------------------------------ */
 /* UTF-8                                                                */

@@ -185,35 +185,6 @@ static int add_detected(ss_otlp_resource *r) {
     return rc ? -ENOMEM : 0;
 }
 
-/* The protobuf-c view: one KeyValue + AnyValue per attribute. */
-static int build_msg(ss_otlp_resource *r) {
-    size_t n = r->n_attrs;
-    r->kvs = calloc(n ? n : 1, sizeof *r->kvs);
-    r->kv_ptrs = calloc(n ? n : 1, sizeof *r->kv_ptrs);
-    r->values = calloc(n ? n : 1, sizeof *r->values);
-    if (!r->kvs || !r->kv_ptrs || !r->values)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        opentelemetry__proto__common__v1__key_value__init(&r->kvs[i]);
-        opentelemetry__proto__common__v1__any_value__init(&r->values[i]);
-        r->kvs[i].key = r->attrs[i].key;
-        r->kvs[i].value = &r->values[i];
-        if (r->attrs[i].type == SS_ATTR_INT) {
-            r->values[i].value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
-            r->values[i].int_value = r->attrs[i].i;
-        } else {
-            r->values[i].value_case =
-                OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
-            r->values[i].string_value = r->attrs[i].str;
-        }
-        r->kv_ptrs[i] = &r->kvs[i];
-    }
-    opentelemetry__proto__resource__v1__resource__init(&r->msg);
-    r->msg.n_attributes = n;
-    r->msg.attributes = r->kv_ptrs;
-    return 0;
-}
-
 int ss_otlp_resource_build(ss_otlp_resource *r) {
     memset(r, 0, sizeof *r);
     const char *env = ss_config_str("OTEL_RESOURCE_ATTRIBUTES", NULL);
@@ -227,8 +198,6 @@ int ss_otlp_resource_build(ss_otlp_resource *r) {
                           "ignoring the whole variable");
     }
     int rc = add_detected(r);
-    if (rc == 0)
-        rc = build_msg(r);
     if (rc != 0)
         ss_otlp_resource_free(r);
     return rc;
@@ -236,8 +205,5 @@ int ss_otlp_resource_build(ss_otlp_resource *r) {
 
 void ss_otlp_resource_free(ss_otlp_resource *r) {
     ss_attrs_free(r->attrs, r->n_attrs);
-    free(r->kvs);
-    free(r->kv_ptrs);
-    free(r->values);
     memset(r, 0, sizeof *r);
 }

@@ -16,13 +16,12 @@
 #define SS_LOGS_DEFAULT_BATCH 512
 #define SS_LOGS_MAX_REQUEST (4u << 20) /* uncompressed; gRPC servers' default cap */
 
-/* Reused scratch of the encoder (bodies, protobuf-c structs). */
+/* Reused scratch of the encoder: one body at a time, a thread name made
+ * valid UTF-8, the attributes every record of a round shares. */
 typedef struct ss_logs_encoder {
-    ss_buf bodies;
-    size_t *offsets;      /* of each body in bodies */
-    size_t *name_offsets; /* of a fixed thread name in bodies, or SIZE_MAX */
-    size_t cap; /* records the arrays below hold */
-    void *records, *record_ptrs, *kvs, *kv_ptrs, *values;
+    ss_buf text;
+    ss_buf name;
+    ss_buf shared;
 } ss_logs_encoder;
 
 void ss_logs_encoder_init(ss_logs_encoder *e);

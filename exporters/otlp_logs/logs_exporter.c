@@ -12,8 +12,6 @@
  * gate that later ticks respect. */
 #include "logs.h"
 
-#include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -339,8 +337,8 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
         ss_config_bad("STACKSHOT_LOGS_FORMAT", fmt, "unknown format (text or pprof)",
                       "using text");
     int rc = ss_otlp_endpoint_load(&s->ep, "LOGS");
-    if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
-        rc = -EIO;
+    if (rc == 0)
+        s->client = ss_grpc_client_create(&s->ep, "otlp_logs", &rc);
     if (rc != 0) {
         logs_free(s);
         return rc;

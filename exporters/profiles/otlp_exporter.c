@@ -344,8 +344,8 @@ static int prof_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     int rc = ss_period_init(&s->period, cfg, "otlp_profiles", stats, prof_flush, s);
     if (rc == 0)
         rc = ss_otlp_endpoint_load(&s->ep, "PROFILES");
-    if (rc == 0 && !(s->client = ss_grpc_client_create(&s->ep)))
-        rc = -EIO;
+    if (rc == 0)
+        s->client = ss_grpc_client_create(&s->ep, "otlp_profiles", &rc);
     if (rc != 0) {
         prof_free(s);
         return rc;

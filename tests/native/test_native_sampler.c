@@ -53,7 +53,22 @@ static void *blocker(void *arg) {
     atomic_store(&tid_blocker, ss_gettid());
     (void)arg;
     while (!atomic_load(&stop))
-        nap_ms(20);
+        nap_ms(200);
+    return NULL;
+}
+
+/* Blocks every signal and never sleeps: cannot be sampled at all. */
+static atomic_int tid_deaf;
+static void *deaf_spinner(void *arg) {
+    sigset_t s;
+    sigfillset(&s);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    pthread_setname_np(pthread_self(), "t-deaf");
+    atomic_store(&tid_deaf, ss_gettid());
+    (void)arg;
+    volatile unsigned long x = 0;
+    while (!atomic_load(&stop))
+        x++;
     return NULL;
 }
 
@@ -67,14 +82,16 @@ static void *spinner(void *arg) {
     return NULL;
 }
 
-static pthread_t th[3];
+static pthread_t th[4];
 
 static int setup(void **state) {
     (void)state;
     pthread_create(&th[0], NULL, sleeper, NULL);
     pthread_create(&th[1], NULL, blocker, NULL);
     pthread_create(&th[2], NULL, spinner, NULL);
-    while (!atomic_load(&tid_sleeper) || !atomic_load(&tid_blocker) || !atomic_load(&tid_spinner))
+    pthread_create(&th[3], NULL, deaf_spinner, NULL);
+    while (!atomic_load(&tid_sleeper) || !atomic_load(&tid_blocker) || !atomic_load(&tid_spinner) ||
+           !atomic_load(&tid_deaf))
         nap_ms(1);
     nap_ms(100);
     return 0;
@@ -83,7 +100,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     atomic_store(&stop, 1);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     ss_native_release();
     return 0;
@@ -246,11 +263,17 @@ static void test_rounds(void **state) {
     assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
     ss_native_sample_stats(&rounds, &sig1, &reu1);
 
-    /* the blocker is counted, not listed; the caller is left out. At least
-     * one: a sanitizer's runtime may own a thread that blocks every signal
-     * (TSan's background thread does), and that one is counted too. */
+    /* A thread that blocks the signal and sleeps in a system call is
+     * sampled without one; one that blocks it and runs is counted, not
+     * listed (at least one: a sanitizer's runtime may own a thread that
+     * blocks every signal, TSan's background thread does). The caller is
+     * left out. */
     assert_true(r2->threads_blocked >= 1);
-    assert_null(find(r2, "t-blocker"));
+    assert_null(find(r2, "t-deaf"));
+    const ss_thread_sample *bl = find(r2, "t-blocker");
+    assert_non_null(bl);
+    assert_true(has_fn(r2, bl, "blocker"));
+    assert_int_equal(bl->state, SS_STATE_TIMED_WAITING);
     for (uint32_t i = 0; i < r2->n_threads; i++)
         assert_int_not_equal(r2->threads[i].nid, ss_gettid());
 

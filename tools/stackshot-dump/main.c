@@ -18,6 +18,7 @@
  * 1 a file did not decode or a check failed, 2 usage.
  */
 #include "qbdump.h"
+#include "zkdump.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ static ss_qb_stream parse_type(const char *s) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "zorka")) /* Zorka/ZICO bodies: zorka_dump.c */
+        return ss_zorka_dump_main(argc - 1, argv + 1);
     bool summary = false, check = false, roundtrip = false;
     int framing = -1;
     ss_qb_stream forced = SS_QB_UNKNOWN;

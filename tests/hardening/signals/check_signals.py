@@ -104,38 +104,48 @@ if case == "late":
         check(not late, "%d rounds taken after the takeover" % len(late))
 
 elif case in ("blocked", "blocked_late"):
-    # 50 threads block the signal (from birth, or after 5 rounds): counted
-    # in every round, never signalled, never waited for (rounds every 20 ms
-    # keep coming)
+    # n threads block the signal (from birth, or after 5 rounds) and sleep
+    # in a loop, 2 more block it and spin. The sleepers are sampled without
+    # a signal (their stacks, read from /proc, show the host's blocker());
+    # the spinners cannot be sampled: counted as blocking in every round,
+    # never signalled, never waited for (rounds every 20 ms keep coming)
     n = 50
     p = run([case, str(n)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
     r = result(p, "blocked")
-    # a thread that starts blocking between two reads of its SigBlk costs
-    # one round its answer timeout (100 ms), then it is counted as blocked
     since = r.get("blocked_wall_ms", 0) + (300 if case == "blocked_late" else 0)
-    rs = [x for x in rounds() if x["time_ms"] >= since]
+    # (until the host's 1.5 s are over: then its threads exit)
+    rs = [x for x in rounds() if since <= x["time_ms"] <= r.get("blocked_wall_ms", 0) + 1400]
     check(r.get("pending", 1) == 0 if case == "blocked" else True,
           "signals left pending in blocking threads: %s" % r.get("pending"))
-    full = [x for x in rs if x["blocked"] >= n]
-    check(len(full) >= 5, "rounds showing %d threads blocking the signal: %d of %d" % (n, len(full), len(rs)))
-    check(all(x["blocked"] <= n + 1 for x in rs), "blocked counts: %s" % [x["blocked"] for x in rs])
-    check(not any(k.startswith("blocker-") for x in rs for k in x["threads"]), "a blocker was listed")
+    # the spinners are counted in every round (with the sleepers caught
+    # between two naps: the 50 wake together every 10 ms, so on 2 cores a
+    # round may truthfully find many of them running or runnable)
+    counts = [x["blocked"] for x in rs]
+    check(len(rs) >= 5 and all(2 <= c <= n + 2 for c in counts),
+          "rounds counting the 2 spinners as blocking: counts %s" % counts)
+    check(not any(k.startswith("blockspin-") for x in rs for k in x["threads"]), "a spinner was listed")
+    # the sleepers are sampled (they used to be counted and left out):
+    # listed with their own frame, most of the time
+    listed = [sum(1 for k, f in x["threads"].items() if k.startswith("blocker-") and "blocker" in f)
+              for x in rs]
+    share = sum(listed) / float(max(1, n * len(rs)))
+    print("rounds with the blockers: %d; sleepers listed in blocker() per round %s; share %.2f" %
+          (len(rs), listed[:20], share))
+    check(share >= 0.5, "the sleeping blockers were listed in blocker() %.0f%% of the time" %
+          (100 * share))
     check(any("host-napper" in x["threads"] for x in rs), "the other thread is sampled")
-    # not waited for: the default answer timeout is 100 ms; waiting for 50
+    # not waited for: the default answer timeout is 100 ms; waiting for
     # silent threads would space the rounds 100 ms or more apart. The median
     # gap between rounds (the first one reads symbols and may be late on a
     # loaded machine) must stay near the 20 ms interval.
     gaps = sorted(b["time_ms"] - a["time_ms"] for a, b in zip(rs, rs[1:]))
     median = gaps[len(gaps) // 2] if gaps else 1e9
-    print("rounds with the blockers: %d of %d, median gap %.0f ms" % (len(full), len(rs), median))
+    print("median gap %.0f ms" % median)
     check(median <= 90, "median gap between rounds %.0f ms (want <= 90)" % median)
-    # a thread that starts blocking is skipped (signalled, no answer) in the
-    # round that finds out, then counted as blocking; the 50 may straddle
-    # two rounds. Without the SigBlk read after a missing answer they were
-    # skipped, and waited for, in every round until the next periodic read
-    # (up to 16 rounds).
-    # (only rounds before the host's 1.5 s are over: exiting threads are
-    # skipped too)
+    # a thread that starts blocking while running is signalled in vain
+    # once (skipped), then counted as blocking; sleepers are never
+    # signalled. (only rounds before the host's 1.5 s are over: exiting
+    # threads are skipped too)
     t_block = r.get("blocked_wall_ms", 0)
     skipping = [x["skipped"] for x in rounds()
                 if t_block <= x["time_ms"] <= t_block + 1400 and x["skipped"]]

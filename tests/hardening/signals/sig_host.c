@@ -3,8 +3,9 @@
  *
  *   sig_host late [sig]     installs its own handler for the agent's signal
  *                           after 5 rounds and counts what reaches it
- *   sig_host blocked N [sig] N threads block the agent's signal from birth
- *   sig_host blocked_late N  the same N threads block it after 5 rounds
+ *   sig_host blocked N [sig] N threads block the agent's signal from birth and
+ *                           sleep in a loop, 2 more block it and spin
+ *   sig_host blocked_late N  the same threads block it after 5 rounds
  *   sig_host prof [wait]    profiles itself with setitimer(ITIMER_PROF) (wait:
  *                           for 3 agent rounds first)
  *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
@@ -151,6 +152,22 @@ __attribute__((noinline)) static void *blocker(void *arg) {
     return NULL;
 }
 
+/* Blocks the signal and never sleeps: no stack can be had. */
+__attribute__((noinline)) static void *blocking_spinner(void *arg) {
+    pid_t *tid = arg;
+    *tid = (pid_t)syscall(SYS_gettid);
+    while (!atomic_load(&go_block))
+        nap_ms(10);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, blocked_sig);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+    return NULL;
+}
+
 /* Is sig pending for the thread (SigPnd of its status)? */
 static int pending_in(pid_t tid, int sig) {
     char path[64], line[256];
@@ -168,11 +185,13 @@ static int pending_in(pid_t tid, int sig) {
 
 /* late == 0: the blockers block the signal from birth (created with it
  * blocked in main's mask, which they inherit). late == 1: they run with
- * it unblocked for 5 rounds, then block it. */
+ * it unblocked for 5 rounds, then block it. N of them sleep in a loop
+ * ("blocker-i"), 2 more spin ("blockspin-i"). */
+#define SPINNERS 2
 static int mode_blocked(int n, int sig, int late) {
     blocked_sig = sig;
-    pthread_t *th = calloc((size_t)n, sizeof *th);
-    pid_t *tids = calloc((size_t)n, sizeof *tids);
+    pthread_t *th = calloc((size_t)n + SPINNERS, sizeof *th);
+    pid_t *tids = calloc((size_t)n + SPINNERS, sizeof *tids);
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, sig);
@@ -180,10 +199,10 @@ static int mode_blocked(int n, int sig, int late) {
         atomic_store(&go_block, 1);
         pthread_sigmask(SIG_BLOCK, &set, &old);
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n + SPINNERS; i++) {
         char name[32];
-        pthread_create(&th[i], NULL, blocker, &tids[i]);
-        snprintf(name, sizeof name, "blocker-%d", i);
+        pthread_create(&th[i], NULL, i < n ? blocker : blocking_spinner, &tids[i]);
+        snprintf(name, sizeof name, i < n ? "blocker-%d" : "blockspin-%d", i < n ? i : i - n);
         pthread_setname_np(th[i], name);
     }
     if (!late)
@@ -201,10 +220,10 @@ static int mode_blocked(int n, int sig, int late) {
     uint64_t t0 = mono_ms();
     nap_ms(1500);
     int pending = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n + SPINNERS; i++)
         pending += pending_in(tids[i], sig);
     atomic_store(&done, 1);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n + SPINNERS; i++)
         pthread_join(th[i], NULL);
     pthread_join(w, NULL);
     printf("blocked: threads=%d pending=%d ran_ms=%llu blocked_wall_ms=%llu\n", n, pending,

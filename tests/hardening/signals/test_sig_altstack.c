@@ -13,7 +13,13 @@
  *              SS_SIG_STACK_NEED, the room the handler insists on.
  *   alt-small: 8 KiB alternate stack with a PROT_NONE guard page below
  *              it. Unwinding there would run into the guard page and kill
- *              the process; the handler must answer "not sampled". */
+ *              the process; the handler must answer "not sampled".
+ *
+ * With STACKSHOT_UNWIND=copy both are asleep in sem_wait: they are read
+ * from /proc without a signal, through the signal frame, the small one
+ * too. A third thread spins inside its handler on an 8 KiB alternate stack
+ * (alt-spin): it is signalled, and the copy handler (it only copies) fits
+ * there and samples it through the signal frame. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,10 +67,20 @@ __attribute__((noinline)) static void host_alt_handler(int sig) {
 
 typedef struct alt_thread {
     size_t size;
+    bool spins;
     char *stack; /* ss_sp */
     sem_t kick;
     atomic_int laps;
 } alt_thread;
+
+/* Spins on its alternate stack until the end: always running. */
+__attribute__((noinline)) static void host_spin_handler(int sig) {
+    (void)sig;
+    atomic_fetch_add(&in_handler, 1);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&stop))
+        x++;
+}
 
 __attribute__((noinline)) static void *alt_thread_main(void *arg) {
     alt_thread *t = arg;
@@ -75,7 +91,9 @@ __attribute__((noinline)) static void *alt_thread_main(void *arg) {
         perror("sigaltstack");
         return NULL;
     }
-    pthread_kill(pthread_self(), SIGUSR2); /* into host_alt_handler, on the alt stack */
+    /* into host_alt_handler (SIGUSR2) or host_spin_handler (SIGURG), on
+     * the alt stack */
+    pthread_kill(pthread_self(), t->spins ? SIGURG : SIGUSR2);
     return NULL;
 }
 
@@ -89,8 +107,10 @@ static char *guarded_stack(size_t size) {
     return m + page;
 }
 
-static alt_thread big = {.size = BIG}, small = {.size = SMALL};
-static pthread_t th_big, th_small;
+static alt_thread big = {.size = BIG}, small = {.size = SMALL}, spin = {.size = SMALL, .spins = true};
+static uintptr_t spin_host_low;
+static uintptr_t lowest_touched(const char *lo, uintptr_t hi);
+static pthread_t th_big, th_small, th_spin;
 
 static void start(alt_thread *t, pthread_t *th, const char *name) {
     t->stack = guarded_stack(t->size);
@@ -107,12 +127,17 @@ static int setup(void **state) {
     sa.sa_flags = SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR2, &sa, NULL);
+    sa.sa_handler = host_spin_handler;
+    sigaction(SIGURG, &sa, NULL);
     start(&big, &th_big, "alt-big");
     start(&small, &th_small, "alt-small");
-    while (atomic_load(&in_handler) < 2) {
+    start(&spin, &th_spin, "alt-spin");
+    while (atomic_load(&in_handler) < 3) {
         struct timespec ts = {0, 1000000L};
         nanosleep(&ts, NULL);
     }
+    /* what the spinner's own handler uses: it never goes deeper */
+    spin_host_low = lowest_touched(spin.stack, (uintptr_t)spin.stack + spin.size);
     return 0;
 }
 
@@ -123,6 +148,7 @@ static int teardown(void **state) {
     sem_post(&small.kick);
     pthread_join(th_big, NULL);
     pthread_join(th_small, NULL);
+    pthread_join(th_spin, NULL);
     ss_native_release();
     return 0;
 }
@@ -211,9 +237,42 @@ static void test_alt_stacks(void **state) {
     }
 }
 
+/* Copy mode: the sleepers are read without a signal, through their
+ * signal frames (even on 8 KiB); the spinner is signalled and copied. */
+static void test_alt_stacks_copy(void **state) {
+    (void)state;
+    ss_round_unref(sample("copy")); /* a sampler of this mode, counters from here */
+    kick(&big);
+    kick(&small);
+    uintptr_t spin_low = spin_host_low;
+    memset(spin.stack, PATTERN, spin_low - (uintptr_t)spin.stack);
+    uint64_t refused0 = ss_sig_no_room_total();
+    ss_native_counts c0, c1;
+    ss_native_sample_counts(&c0);
+    ss_round *r = sample("copy");
+    ss_native_sample_counts(&c1);
+    const char *names[] = {"alt-big", "alt-small", "alt-spin"};
+    for (int i = 0; i < 3; i++) {
+        const ss_thread_sample *t = find(r, names[i]);
+        assert_non_null(t);
+        assert_true(has_fn(r, t, i == 2 ? "host_spin_handler" : "host_alt_handler"));
+        assert_true(has_fn(r, t, "alt_thread_main")); /* through the signal frame */
+    }
+    assert_int_equal(ss_sig_no_room_total(), refused0);
+    assert_true(c1.asleep - c0.asleep >= 2); /* the two sleepers, no signal */
+    assert_true(c1.signalled - c0.signalled >= 1); /* the spinner */
+    ss_round_unref(r);
+    size_t used = (size_t)(spin_low - lowest_touched(spin.stack, spin_low));
+    printf("alt stack used below the spinning host handler, unwind=copy: %zu bytes (kernel "
+           "signal frame included; SS_SIG_COPY_STACK_NEED %u below our handler)\n",
+           used, SS_SIG_COPY_STACK_NEED);
+    assert_true(used > 0 && used < SMALL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alt_stacks),
+        cmocka_unit_test(test_alt_stacks_copy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

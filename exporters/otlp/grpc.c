@@ -1,0 +1,121 @@
+/* grpc.c: the ss_grpc_* API of otlp.h, in the core, over the gRPC module.
+ *
+ * gRPC, abseil, libstdc++ and OpenSSL are mapped only in a process that
+ * exports over OTLP/gRPC: the client itself is libstackshot-grpc.so
+ * (grpc_client.c), opened by the first ss_grpc_client_create. What needs
+ * no gRPC stays here: status names, results, and the decoding of the
+ * RetryInfo the module hands over raw (retry.c). */
+#include "grpc_module.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The handle callers hold: the module's client and the module's table. */
+struct ss_grpc_handle {
+    const ss_grpc_module *m;
+    ss_grpc_client *c;
+};
+
+static const ss_grpc_module *grpc_module(const char *who) {
+    const ss_grpc_module *m = ss_module_api("grpc", who);
+    if (m && m->size < sizeof(ss_grpc_module)) {
+        ss_error("%s: libstackshot-grpc.so is of another build; %s is off", who, who);
+        return NULL;
+    }
+    return m;
+}
+
+const char *ss_grpc_status_name(int code) {
+    static const char *const names[] = {
+        "OK",        "CANCELLED",         "UNKNOWN",       "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+        "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",   "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    if (code < 0 || code >= (int)(sizeof names / sizeof names[0]))
+        return "UNKNOWN_CODE";
+    return names[code];
+}
+
+void ss_grpc_result_init(ss_grpc_result *r) {
+    memset(r, 0, sizeof *r);
+    ss_buf_init(&r->response);
+    ss_buf_init(&r->details);
+}
+
+void ss_grpc_result_free(ss_grpc_result *r) {
+    ss_buf_free(&r->response);
+    ss_buf_free(&r->details);
+}
+
+/* A call ended: a RetryInfo in its details sets the server's delay. */
+static void decode_details(ss_grpc_result *r) {
+    r->has_retry_delay = r->status != SS_GRPC_OK && r->details.len &&
+                         ss_grpc_decode_retry_info((const uint8_t *)r->details.data,
+                                                   r->details.len, &r->retry_delay_ns);
+}
+
+ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *who, int *err) {
+    const ss_grpc_module *m = grpc_module(who);
+    if (!m) {
+        *err = -ENOPKG;
+        return NULL;
+    }
+    struct ss_grpc_handle *h = calloc(1, sizeof *h);
+    if (h)
+        h->c = m->client_create(ep);
+    if (!h || !h->c) {
+        free(h);
+        *err = -EIO;
+        return NULL;
+    }
+    h->m = m;
+    return (ss_grpc_client *)h;
+}
+
+static struct ss_grpc_handle *handle(ss_grpc_client *c) { return (struct ss_grpc_handle *)c; }
+
+void ss_grpc_client_destroy(ss_grpc_client *c) {
+    if (!c)
+        return;
+    handle(c)->m->client_destroy(handle(c)->c);
+    free(c);
+}
+
+void ss_grpc_client_note_threads(ss_grpc_client *c) {
+    handle(c)->m->note_threads(handle(c)->c);
+}
+
+ss_grpc_call *ss_grpc_call_start(ss_grpc_client *c, const char *method_path,
+                                 const void *bytes, size_t len, uint64_t deadline_ns,
+                                 ss_grpc_result *result) {
+    ss_grpc_call *k =
+        handle(c)->m->call_start(handle(c)->c, method_path, bytes, len, deadline_ns, result);
+    if (!k)
+        decode_details(result);
+    return k;
+}
+
+bool ss_grpc_call_poll(ss_grpc_client *c, ss_grpc_call *call, uint64_t wait_ns,
+                       ss_grpc_result *result) {
+    if (!handle(c)->m->call_poll(handle(c)->c, call, wait_ns, result))
+        return false;
+    decode_details(result);
+    return true;
+}
+
+void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *result) {
+    handle(c)->m->call_cancel(handle(c)->c, call, result);
+}
+
+int ss_grpc_unary(ss_grpc_client *c, const char *method_path, const void *bytes, size_t len,
+                  uint64_t deadline_ns, ss_grpc_result *result) {
+    ss_grpc_call *k = ss_grpc_call_start(c, method_path, bytes, len, deadline_ns, result);
+    if (!k)
+        return result->status;
+    /* the call's deadline ends it */
+    ss_grpc_call_poll(c, k, UINT64_MAX, result);
+    return result->status;
+}

@@ -1,0 +1,29 @@
+/*
+ * grpc_module.h: what libstackshot-grpc.so (grpc_client.c, with gRPC C
+ * core) hands the core: one table of functions, behind the ss_grpc_* API
+ * of otlp.h (grpc.c). Private to exporters/otlp.
+ *
+ * The module and the core are built together from one tree, so the table
+ * and the structs it passes (ss_otlp_endpoint, ss_grpc_result) have one
+ * layout; `size` guards against a module file of another build.
+ */
+#ifndef SS_OTLP_GRPC_MODULE_H
+#define SS_OTLP_GRPC_MODULE_H
+
+#include "otlp.h"
+
+typedef struct ss_grpc_module {
+    size_t size; /* sizeof(ss_grpc_module) of the module */
+    ss_grpc_client *(*client_create)(const ss_otlp_endpoint *ep);
+    void (*client_destroy)(ss_grpc_client *c);
+    void (*note_threads)(ss_grpc_client *c);
+    /* result->details gets the grpc-status-details-bin trailer's bytes;
+     * the core decodes them (the protobuf reader stays in the core). */
+    ss_grpc_call *(*call_start)(ss_grpc_client *c, const char *method_path, const void *bytes,
+                                size_t len, uint64_t deadline_ns, ss_grpc_result *result);
+    bool (*call_poll)(ss_grpc_client *c, ss_grpc_call *call, uint64_t wait_ns,
+                      ss_grpc_result *result);
+    void (*call_cancel)(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *result);
+} ss_grpc_module;
+
+#endif

@@ -1,0 +1,246 @@
+/* stack_walk.c: walks of stack copies and of sleeping threads for the
+ * native sampler (see stack_walk.h). */
+#include "stack_walk.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
+#include <unistd.h>
+
+#define PTHREAD_SCAN (16u * 1024u) /* top of a stack searched for its descriptor */
+#define SELF_OFF 16                /* tcbhead_t.self (x86-64 glibc) */
+
+struct ss_walker {
+    ss_unwinder *uw;
+    uint32_t copy_bytes, max_ips;
+    uint8_t *stack_buf;   /* live reads of a sleeping thread's stack */
+    uint64_t *ips;        /* its frames */
+    ss_maps *maps;        /* the table walks check addresses with */
+    bool maps_fresh;      /* read this round */
+    const ss_maps *published;
+    ss_maps **retired;    /* published once; freed when no handler can read them */
+    uint32_t n_retired, cap_retired;
+    int tid_off;          /* offset of the tid in glibc's thread descriptor; -1 unknown */
+    int64_t pd_below_top; /* the descriptor's distance from its stack's top; -1 unknown */
+};
+
+static _Atomic uint64_t main_pthread;
+
+void ss_walker_note_main(uint64_t pthread) { atomic_store(&main_pthread, pthread); }
+uint64_t ss_walker_main_pthread(void) { return atomic_load(&main_pthread); }
+
+/* Where glibc keeps the tid in a thread descriptor: found in the calling
+ * thread's own (its tid, after the self pointer). */
+static int learn_tid_offset(void) {
+    const char *pd = (const char *)(uintptr_t)pthread_self();
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    if (*(const uintptr_t *)(pd + SELF_OFF) != (uintptr_t)pd)
+        return -1;
+    for (int off = SELF_OFF + 8; off < 2048; off += 4)
+        if (*(const pid_t *)(pd + off) == tid)
+            return off;
+    return -1;
+}
+
+ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
+    ss_walker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->copy_bytes = copy_bytes;
+    w->max_ips = max_ips;
+    w->uw = ss_unwinder_create();
+    w->stack_buf = malloc(copy_bytes);
+    w->ips = malloc((size_t)max_ips * sizeof *w->ips);
+    w->tid_off = learn_tid_offset();
+    w->pd_below_top = -1;
+    if (!w->uw || !w->stack_buf || !w->ips) {
+        ss_walker_destroy(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void free_retired(ss_walker *w) {
+    for (uint32_t i = 0; i < w->n_retired; i++)
+        free(w->retired[i]);
+    w->n_retired = 0;
+}
+
+void ss_walker_destroy(ss_walker *w) {
+    if (!w)
+        return;
+    /* handlers may still hold the published table: it is left (with the
+     * retired ones) only if a late handler may run; the sampler stops the
+     * handler before this */
+    if (ss_sig_quarantined() == 0) {
+        if (w->published)
+            ss_sig_publish_maps(NULL);
+        free_retired(w);
+        free(w->maps); /* the published one, if any */
+    }
+    free(w->retired);
+    ss_unwinder_destroy(w->uw);
+    free(w->stack_buf);
+    free(w->ips);
+    free(w);
+}
+
+void ss_walker_round(ss_walker *w) {
+    ss_unwinder_round(w->uw);
+    w->maps_fresh = false;
+    if (ss_sig_quarantined() == 0)
+        free_retired(w);
+}
+
+/* Replace the table. One handlers were given is replaced for them too,
+ * and kept until no handler can still be reading it. */
+static void read_maps(ss_walker *w) {
+    ss_maps *m = ss_maps_read();
+    if (!m)
+        return;
+    ss_maps *old = w->maps;
+    w->maps = m;
+    w->maps_fresh = true;
+    ss_unwinder_set_maps(w->uw, m);
+    if (!old || old != w->published) {
+        free(old);
+        return;
+    }
+    w->published = m;
+    ss_sig_publish_maps(m);
+    if (w->n_retired == w->cap_retired) {
+        uint32_t cap = w->cap_retired ? w->cap_retired * 2 : 8;
+        ss_maps **r = realloc(w->retired, cap * sizeof *r);
+        if (!r)
+            return; /* out of memory: the old table is left, not freed */
+        w->retired = r;
+        w->cap_retired = cap;
+    }
+    w->retired[w->n_retired++] = old;
+}
+
+bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
+    const ss_map_range *r = ss_maps_find(w->maps, sp);
+    if (!r && !w->maps_fresh) {
+        read_maps(w);
+        r = ss_maps_find(w->maps, sp);
+    }
+    if (!r || !(r->prot & SS_MAP_W))
+        return false;
+    *lo = r->lo;
+    *hi = r->hi;
+    return true;
+}
+
+void ss_walker_publish_maps(ss_walker *w) {
+    if (!w->maps_fresh)
+        read_maps(w);
+    if (w->maps && w->published != w->maps) {
+        w->published = w->maps;
+        ss_sig_publish_maps(w->maps);
+    }
+}
+
+ss_uw_end ss_walker_asleep(ss_walker *w, uint64_t sp, uint64_t pc, bool in_syscall, uint64_t hi,
+                           const uint64_t **ips, ss_uw_result *res) {
+    uint64_t room = hi > sp ? hi - sp : w->copy_bytes;
+    ss_uw_stack st = {
+        .base = sp,
+        .data = w->stack_buf,
+        .len = 0,
+        .cap = room < w->copy_bytes ? (size_t)room : w->copy_bytes,
+        .map_hi = hi > sp ? hi : sp + w->copy_bytes,
+        .live = true,
+    };
+    ss_uw_regs regs = {.known = (1u << SS_UW_RIP) | (1u << SS_UW_RSP)};
+    regs.r[SS_UW_RIP] = pc;
+    regs.r[SS_UW_RSP] = sp;
+    *ips = w->ips;
+    return ss_unwind(w->uw, &regs, &st, in_syscall, w->ips, w->max_ips, res);
+}
+
+/* REG_* of <sys/ucontext.h> for each DWARF register number. */
+static const int greg_of[SS_UW_NREGS] = {
+    REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP,
+    REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP,
+};
+
+ss_uw_end ss_walker_copy(ss_walker *w, const ss_sig_copy *c, uint64_t hi, uint64_t *ips,
+                         uint32_t cap, ss_uw_result *res) {
+    ss_uw_regs regs = {.known = (1u << SS_UW_NREGS) - 1};
+    for (int i = 0; i < SS_UW_NREGS; i++)
+        regs.r[i] = c->gregs[greg_of[i]];
+    ss_uw_stack st = {
+        .base = c->sp,
+        .data = (uint8_t *)c->stack,
+        .len = c->len,
+        .cap = c->len,
+        /* the copy ends at the mapping's end or at the copy size: reads
+         * past it on the same stack mean the stack was cut */
+        .map_hi = hi > c->sp ? hi : c->map_hi ? c->map_hi : c->sp + c->len,
+        .live = false,
+    };
+    if (!w->maps)
+        read_maps(w); /* return addresses into JIT code are checked against it */
+    return ss_unwind(w->uw, &regs, &st, false, ips, cap, res);
+}
+
+/* Does [pd, pd + tid_off + 4) look like tid's descriptor? */
+static bool is_descriptor(const ss_walker *w, uint64_t pd, pid_t tid) {
+    uint8_t b[2048];
+    size_t n = (size_t)w->tid_off + 4;
+    if (n > sizeof b || ss_uw_read_memory(b, pd, n) != (long)n)
+        return false;
+    uint64_t self;
+    pid_t t;
+    memcpy(&self, b + SELF_OFF, 8);
+    memcpy(&t, b + w->tid_off, 4);
+    return self == pd && t == tid;
+}
+
+uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi) {
+    if (tid == getpid())
+        return ss_walker_main_pthread();
+    if (w->tid_off < 0 || stack_hi < PTHREAD_SCAN)
+        return 0;
+    if (w->pd_below_top >= 0) {
+        uint64_t pd = stack_hi - (uint64_t)w->pd_below_top;
+        if (is_descriptor(w, pd, tid))
+            return pd;
+    }
+    /* not where glibc puts it for the others: look through the top of
+     * the stack (8-byte aligned), once per thread */
+    static uint64_t top[PTHREAD_SCAN / 8];
+    uint64_t base = stack_hi - PTHREAD_SCAN;
+    if (ss_uw_read_memory(top, base, PTHREAD_SCAN) != (long)PTHREAD_SCAN)
+        return 0;
+    for (uint32_t i = PTHREAD_SCAN / 8; i-- > 0;) {
+        uint64_t pd = base + (uint64_t)i * 8 - SELF_OFF;
+        if (top[i] != pd || pd < base || pd + (uint64_t)w->tid_off + 4 > stack_hi)
+            continue;
+        pid_t t;
+        memcpy(&t, (const uint8_t *)top + (pd - base) + (uint64_t)w->tid_off, 4);
+        if (t == tid) {
+            w->pd_below_top = (int64_t)(stack_hi - pd);
+            return pd;
+        }
+    }
+    return 0;
+}
+
+bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8]) {
+    (void)w;
+    ptrdiff_t off;
+    size_t size;
+    uint8_t buf[128];
+    if (!pthread || !ss_span_tls_where(&off, &size) || size > sizeof buf)
+        return false;
+    if (ss_uw_read_memory(buf, pthread + (uint64_t)off, size) != (long)size)
+        return false;
+    return ss_span_decode(buf, trace_id, span_id);
+}
+
+void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached) {
+    ss_unwinder_stats(w->uw, compiled, cached);
+}

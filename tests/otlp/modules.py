@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""modules.py: heavy libraries are mapped only when an exporter needs them.
+
+    modules.py <libstackshot.so> <otlp_demo>
+
+Runs the native demo under LD_PRELOAD and reads its /proc/<pid>/maps while
+the agent runs:
+  text        only the text exporter: the core is mapped, and no gRPC,
+              abseil, libstdc++, protobuf-c, OpenSSL's libssl, nor the gRPC
+              module;
+  otlp_logs   the gRPC module (libstackshot-grpc.so) and gRPC are mapped;
+  missing     the loader and the core copied alone to a directory without
+              the module, exporters otlp_logs and text: exactly one line says
+              the module cannot be loaded and otlp_logs is off, nothing else
+              about otlp_logs, the text exporter writes its rounds, the host
+              exits 0.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HEAVY = re.compile(r"/(libgrpc|libgpr|libabsl|libstdc\+\+|libprotobuf-c|libssl|"
+                   r"libstackshot-grpc)[^/]*\.so")
+
+
+def run(lib, demo, exporters, out_dir, extra=None):
+    """Start the demo under the agent; return (maps text, stderr, exit code)."""
+    env = dict(os.environ)
+    env.update({
+        "SPLUNK_PROFILER_ENABLED": "true",
+        "STACKSHOT_EXPORTERS": exporters,
+        "STACKSHOT_OUTPUT_DIR": out_dir,
+        "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+        "STACKSHOT_SHUTDOWN_TIMEOUT": "500",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+        "LD_PRELOAD": lib,
+    })
+    env.update(extra or {})
+    p = subprocess.Popen([demo, "2000"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if "ready" not in line:
+        p.kill()
+        raise SystemExit(f"FAIL: the demo did not start: {line!r}")
+    time.sleep(0.8)  # several rounds: every exporter has opened
+    with open(f"/proc/{p.pid}/maps") as f:
+        maps = f.read()
+    out, err = p.communicate(timeout=30)
+    return maps, err, p.returncode
+
+
+def mapped(maps):
+    return sorted({l.split()[-1] for l in maps.splitlines() if ".so" in l})
+
+
+def main():
+    lib, demo = sys.argv[1], sys.argv[2]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        maps, err, rc = run(lib, demo, "text", tmp)
+        libs = mapped(maps)
+        heavy = [l for l in libs if HEAVY.search(l)]
+        print(f"text: {len(libs)} files mapped")
+        if not any("libstackshot-core.so" in l for l in libs):
+            failures.append("text: the core is not mapped (did the agent start?)")
+        if heavy:
+            failures.append(f"text: heavy libraries mapped: {heavy}")
+        if rc != 0:
+            failures.append(f"text: exit code {rc}")
+
+        maps, err, rc = run(lib, demo, "otlp_logs", tmp)
+        libs = mapped(maps)
+        print(f"otlp_logs: {len(libs)} files mapped")
+        for want in ("libstackshot-grpc.so", "libgrpc.so"):
+            if not any(want in l for l in libs):
+                failures.append(f"otlp_logs: {want} is not mapped")
+        if rc != 0:
+            failures.append(f"otlp_logs: exit code {rc}")
+
+        alone = os.path.join(tmp, "alone")
+        os.mkdir(alone)
+        build = os.path.dirname(os.path.realpath(lib))
+        shutil.copy(os.path.realpath(lib), os.path.join(alone, "libstackshot.so"))
+        shutil.copy(os.path.join(build, "libstackshot-core.so"), alone)
+        out_dir = os.path.join(tmp, "out")
+        maps, err, rc = run(os.path.join(alone, "libstackshot.so"), demo,
+                            "otlp_logs,text", out_dir)
+        lines = [l for l in err.splitlines() if "otlp_logs:" in l and "rounds" not in l
+                 and "accounting" not in l]
+        said = [l for l in lines if re.search(
+            r"otlp_logs: cannot load its module libstackshot-grpc\.so \(.*\); otlp_logs is off",
+            l)]
+        print("missing: " + " | ".join(lines))
+        if len(said) != 1 or len(lines) != 1:
+            failures.append(f"missing: expected one line about otlp_logs, got {lines}")
+        if any(HEAVY.search(l) for l in mapped(maps)):
+            failures.append("missing: heavy libraries mapped")
+        texts = [f for f in os.listdir(out_dir) if f.endswith(".txt")] \
+            if os.path.isdir(out_dir) else []
+        dumps = 0
+        for f in texts:
+            with open(os.path.join(out_dir, f), errors="replace") as fh:
+                dumps += fh.read().count("Full thread dump")
+        if dumps < 3:
+            failures.append(f"missing: the text exporter wrote {dumps} rounds")
+        if rc != 0:
+            failures.append(f"missing: exit code {rc}")
+    for f in failures:
+        print("FAIL: " + f)
+    print("OK" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
