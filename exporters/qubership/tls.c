@@ -18,10 +18,11 @@
  * (one warning line). TLS 1.2 at least.
  *
  * Every call is non-blocking: a call that needs the socket readable or
- * writable returns -EAGAIN and says which (qb_tls_want), and the client
- * polls for that, within its deadlines. This file is the only user of
- * OpenSSL in the exporter (it moves into a module with the others). */
-#include "qb.h"
+ * writable returns -EAGAIN and says which (qbm_tls_want), and the client
+ * polls for that, within its deadlines. This file is in the module
+ * libstackshot-qubership.so (qb_module.h): OpenSSL is mapped only by a
+ * process that uses TLS (or a zip, zip.c). */
+#include "qb_module.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -117,7 +118,7 @@ static int load_keystore(SSL_CTX *ctx, const char *path, const char *password, c
     return rc;
 }
 
-qb_tls_ctx *qb_tls_ctx_new(char *why, size_t n) {
+qb_tls_ctx *qbm_tls_ctx_new(char *why, size_t n) {
     qb_tls_ctx *t = calloc(1, sizeof *t);
     if (!t) {
         snprintf(why, n, "out of memory");
@@ -156,14 +157,14 @@ qb_tls_ctx *qb_tls_ctx_new(char *why, size_t n) {
     return t;
 }
 
-void qb_tls_ctx_free(qb_tls_ctx *t) {
+void qbm_tls_ctx_free(qb_tls_ctx *t) {
     if (!t)
         return;
     SSL_CTX_free(t->ctx);
     free(t);
 }
 
-qb_tls *qb_tls_new(qb_tls_ctx *ctx, int fd, const char *host) {
+qb_tls *qbm_tls_new(qb_tls_ctx *ctx, int fd, const char *host) {
     qb_tls *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
@@ -218,29 +219,29 @@ static int result(qb_tls *t, int r, char *why, size_t n) {
     }
 }
 
-int qb_tls_handshake(qb_tls *t, char *why, size_t n) {
+int qbm_tls_handshake(qb_tls *t, char *why, size_t n) {
     ERR_clear_error();
     int r = SSL_connect(t->ssl);
     return r == 1 ? 0 : result(t, r, why, n);
 }
 
-ssize_t qb_tls_send(qb_tls *t, const void *p, size_t n) {
+ssize_t qbm_tls_send(qb_tls *t, const void *p, size_t n) {
     ERR_clear_error();
     size_t done = 0;
     int r = SSL_write_ex(t->ssl, p, n, &done);
     return r == 1 ? (ssize_t)done : result(t, r, NULL, 0);
 }
 
-ssize_t qb_tls_recv(qb_tls *t, void *p, size_t n) {
+ssize_t qbm_tls_recv(qb_tls *t, void *p, size_t n) {
     ERR_clear_error();
     size_t got = 0;
     int r = SSL_read_ex(t->ssl, p, n, &got);
     return r == 1 ? (ssize_t)got : result(t, r, NULL, 0);
 }
 
-short qb_tls_want(const qb_tls *t) { return t->want; }
+short qbm_tls_want(const qb_tls *t) { return t->want; }
 
-void qb_tls_free(qb_tls *t, bool graceful) {
+void qbm_tls_free(qb_tls *t, bool graceful) {
     if (!t)
         return;
     if (graceful)

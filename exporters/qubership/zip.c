@@ -9,9 +9,10 @@
  * heap's size; the loop checks `stop` between pieces, so a shutdown never
  * waits for a large dump. The archive is written under a temporary name,
  * created 0600 without following symlinks, and renamed when complete: a
- * half-written zip never looks like one to upload. This file is the only
- * user of minizip (it moves into a module with the others). */
-#include "dumps.h"
+ * half-written zip never looks like one to upload. This file is in the
+ * module libstackshot-qubership.so (qb_module.h): minizip is mapped only
+ * when a heap dump is zipped (or TLS is used, tls.c). */
+#include "qb_module.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +54,7 @@ static void entry_time(const struct stat *st, zip_fileinfo *zi) {
     zi->external_fa = (uLong)(st->st_mode & 0777) << 16;
 }
 
-int qb_zip_file(const char *src, const char *entry, const char *dst, int level,
+int qbm_zip_file(const char *src, const char *entry, const char *dst, int level,
                 _Atomic bool *stop, uint64_t *in_bytes, uint64_t *out_bytes) {
     *in_bytes = *out_bytes = 0;
     int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -309,9 +309,20 @@ def sc_native(args, out):
     srv = run_collector(out)
     env = agent_env(srv.port, {"LD_PRELOAD": args.lib, "DEMO_SECONDS": "4"})
     t0 = time.time()
-    p = subprocess.run([args.demo] + args.demo_args, env=env, capture_output=True, text=True,
-                       timeout=120)
+    proc = subprocess.Popen([args.demo] + args.demo_args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    try:
+        with open("/proc/%d/maps" % proc.pid) as f:
+            maps = f.read()
+    except OSError:
+        maps = ""
+    stdout, stderr = proc.communicate(timeout=120)
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     sys.stdout.write(p.stderr)
+    # plain TCP, no heap dump to zip: the module with OpenSSL and minizip stays unloaded
+    check(maps and "libstackshot-core" in maps and "libstackshot-qubership" not in maps
+          and "libminizip" not in maps, "native: libstackshot-qubership.so (OpenSSL, minizip) not mapped")
     if "sampler did not start" in p.stderr or "native sampler" in p.stderr and "stays off" in p.stderr:
         print("native: the native sampler is not available in this build: skipped")
         sys.exit(77)
