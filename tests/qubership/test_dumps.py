@@ -252,6 +252,8 @@ def sc_native(args, work):
                   % (u.name, name, nid, tids.get(nid)))
         bw = threads.get("busy-worker", {"frames": []})
         check(any("compute_primes" in f for f in bw["frames"]), "native td %s: busy-worker in compute_primes" % u.name)
+    if tds and tops:
+        same_shape_as_vectors(args, tds[0].data().decode(), tops[0].data().decode())
     # top: every sampled thread, and the columns of a real top
     by_second = {u.name.split(".")[0]: u for u in tops}
     for u in tds:
@@ -276,6 +278,32 @@ def sc_native(args, work):
               "native top: busy-worker first, running, %%CPU %s" % (busy and busy["cpu"]))
         check(idle and idle[0] < 5, "native top: the idle main thread near 0 %%CPU: %s" % idle)
         check(set(tids) == set(r_rows), "native: top's threads are /proc's: %s" % sorted(tids))
+
+
+def same_shape_as_vectors(args, td, top):
+    """Our td and top against the real dumps of the collector's vectors
+    (20230804T164202.td.txt: jstack -l of a JDK 17; .top.txt: top -Hb of
+    its threads): the same grammar reads both."""
+    vtd = os.path.join(args.vectors or "", "20230804T164202.td.txt")
+    vtop = os.path.join(args.vectors or "", "20230804T164209.top.txt")
+    if not os.path.exists(vtd):
+        print("vectors not found: shapes not compared")
+        return
+    with open(vtd) as f:
+        date, banner, threads = parse_td(f.read())
+    check(TD_DATE.match(date) and banner.startswith("Full thread dump OpenJDK") and len(threads) > 40,
+          "vector td reads as a td: %r %r, %d threads" % (date, banner, len(threads)))
+    odate, obanner, othreads = parse_td(td)
+    check(TD_DATE.match(odate) and obanner.startswith("Full thread dump ") and obanner.endswith("):")
+          and othreads, "our td has the vector's shape: %r" % obanner)
+    with open(vtop) as f:
+        vsum, vhead, vrows = parse_top(f.read())
+    osum, ohead, orows = parse_top(top)
+    check(vhead.split() == ohead.split(), "top: the vector's columns: %s / %s" % (vhead.split(), ohead.split()))
+    check(len(vrows) > 100 and orows, "top: rows of both read by one grammar (%d, %d)" % (len(vrows), len(orows)))
+    for prefix in ("top - ", "Threads:", "%Cpu(s):"):
+        check(any(l.startswith(prefix) for l in vsum) and any(l.startswith(prefix) for l in osum),
+              "top: both have the %r line" % prefix)
 
 
 def compile_java(args, work, names):
@@ -444,6 +472,30 @@ def commands_common(args, work, host_cmd, env_extra, cmds):
     return p, ups, sent, results
 
 
+def sc_drive(args, work):
+    """The agent core with a synthetic source (qb_drive, also built with
+    the sanitizers): periodic dumps and the TCP collector's commands."""
+    if not args.drive:
+        print("no qb_drive given: skipped")
+        sys.exit(77)
+    p, ups, sent, results = commands_common(args, work, [args.drive, "3.5"],
+                                            {"DIAGNOSTIC_DUMP_INTERVAL": "1s"}, "td,top,heap")
+    check(p.returncode == 0, "drive: exits 0")
+    check(results == {"td": "K", "top": "K", "heap": "FF"}, "drive: command results %s" % results)
+    check_rules(ups, "drive")
+    tds = [u for u in ups if u.kind == "td"]
+    check(len(tds) >= 3, "drive: periodic and asked-for thread dumps (%d)" % len(tds))
+    for u in tds:
+        _, banner, threads = parse_td(u.data().decode())
+        check(set(threads) == {"main", "busy-worker", "changer"} and "(native process" in banner,
+              "drive td %s: the round's threads %s" % (u.name, sorted(threads)))
+    acc = accounting(p.stderr)
+    # (a periodic td and an asked-for one of the same second share a name:
+    # the second PUT overwrites the first, 204)
+    check(balanced(acc) and acc["td"][1] >= len(tds) and acc["td"][2] == 0,
+          "drive: accounting %s, %d td files" % (acc, len(tds)))
+
+
 def sc_commands_native(args, work):
     """td, top and heap from the TCP collector to a native process."""
     p, ups, sent, results = commands_common(
@@ -542,6 +594,7 @@ SCENARIOS = {
     "jvm": sc_jvm,
     "oom": sc_oom,
     "commands_native": sc_commands_native,
+    "drive": sc_drive,
     "commands_jvm": sc_commands_jvm,
     "down": lambda a, w: sc_fault(a, w, "down"),
     "silent": lambda a, w: sc_fault(a, w, "silent"),
@@ -555,6 +608,8 @@ def main():
     ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     ap.add_argument("--lib", required=True)
     ap.add_argument("--demo")
+    ap.add_argument("--drive")
+    ap.add_argument("--vectors")
     ap.add_argument("--java-home")
     ap.add_argument("--java-src")
     args = ap.parse_args()
