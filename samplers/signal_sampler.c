@@ -81,6 +81,9 @@ struct ss_sig_slot {
 #define MAX_CHUNKS 1024u /* 65,536 threads sampled at once */
 #define BATCH 128u       /* signals in flight at once */
 #define HANDLER_FRAMES 8u /* room for the handler's own frames (fast path) */
+/* The largest distance from a thread's SP up to its descriptor that is
+ * taken for the top of its stack (glibc threads: stacks of at most 1 GiB). */
+#define SS_SIG_SELF_ABOVE_SP_MAX (1ull << 30)
 
 typedef struct tab_entry {
     _Atomic pid_t tid;
@@ -342,6 +345,13 @@ static void copy_context(ss_sig_slot *s, const ucontext_t *uc) {
             ss_maps_find(atomic_load_explicit(&maps_pub, memory_order_acquire), sp);
         hi = m && (m->prot & SS_MAP_W) ? m->hi : (sp | 4095) + 1;
     }
+    /* Both bounds above come from snapshots of the mappings, which a stack
+     * mapped since (thread churn) can outdate: a thread of pthread_create
+     * has its descriptor at the top of its own stack block, above all its
+     * frames, so [sp, pthread_self()) is mapped for as long as it runs. */
+    uint64_t self = (uint64_t)pthread_self();
+    if (self > sp && self - sp <= SS_SIG_SELF_ABOVE_SP_MAX && self < hi)
+        hi = self;
     uint64_t n = hi - sp;
     if (n > copy_cap)
         n = copy_cap;
