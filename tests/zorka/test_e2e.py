@@ -65,7 +65,7 @@ def agent_env(url, extra=None):
         "STACKSHOT_ZORKA_TIMEOUT": "2000",
         "SPLUNK_PROFILER_CALL_STACK_INTERVAL": str(INTERVAL_MS),
         "STACKSHOT_SHUTDOWN_TIMEOUT": "2000",
-        "STACKSHOT_LOG_LEVEL": "info",
+        "STACKSHOT_LOG_LEVEL": "debug",  # the counters at exit are debug lines
         "OTEL_SERVICE_NAME": "zk-test",
     })
     env.update(extra or {})
@@ -97,10 +97,11 @@ def load(out, name):
 
 
 def counters(stderr):
-    m = re.search(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                  r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
+    # at debug each round repeats the counters: the exit's line is the last
+    m = re.findall(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
+                   r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
     keys = ("in", "rdropped", "exported", "dropped", "rejected", "retries", "failures")
-    return dict(zip(keys, map(int, m.groups()))) if m else None
+    return dict(zip(keys, map(int, m[-1]))) if m else None
 
 
 def accounting(stderr):
