@@ -4,7 +4,9 @@
  * the start-up line and the fan-out all iterate this table: adding an
  * exporter is its own folder and one row here. Row i is bit 1u << i of
  * ss_config.exporters; the order is the order exporters start and are
- * listed in.
+ * listed in. An exporter that is a module (its heavy library mapped only
+ * when it is configured: stackshot_module(... EXPORTER ...) in its
+ * CMakeLists.txt) names its module instead of its ops.
  *
  * Compiled with SS_EXPORTER_TABLE_ONLY (the configuration fuzzers), the
  * rows keep their names and keys but no ops, so nothing else of exporters/
@@ -21,7 +23,6 @@ extern const ss_exporter_ops ss_otlp_profiles_exporter;
 extern const ss_exporter_ops ss_qubership_exporter;
 extern const ss_exporter_ops ss_pprof_exporter;
 extern const ss_exporter_ops ss_flamegraph_exporter;
-extern const ss_exporter_ops ss_zorka_exporter;
 #endif
 
 /* A NULL-terminated list of configuration keys (static storage). */
@@ -67,7 +68,7 @@ const ss_exporter_def ss_exporter_table[] = {
      .ops = OPS(ss_flamegraph_exporter),
      .keys = KEYS("STACKSHOT_OUTPUT_DIR", PERIOD_KEYS, "STACKSHOT_FLAMEGRAPH_VIEW")},
     {.name = "zorka",
-     .ops = OPS(ss_zorka_exporter),
+     .module = "zorka", /* libstackshot-zorka.so (libcbor) */
      .keys = KEYS("STACKSHOT_ZORKA_URL", "STACKSHOT_ZORKA_PERIOD", "STACKSHOT_ZORKA_TIMEOUT",
                   "STACKSHOT_ZORKA_RETRIES", "STACKSHOT_ZORKA_CERTIFICATE",
                   "STACKSHOT_ZORKA_CLIENT_CERTIFICATE", "STACKSHOT_ZORKA_CLIENT_KEY",
