@@ -42,7 +42,7 @@ extern const ss_exporter_ops ss_flamegraph_exporter;
         "OTEL_EXPORTER_OTLP_" SIGNAL "_HEADERS", "OTEL_EXPORTER_OTLP_" SIGNAL "_COMPRESSION", \
         "OTEL_EXPORTER_OTLP_" SIGNAL "_TIMEOUT", "OTEL_EXPORTER_OTLP_" SIGNAL "_PROTOCOL",   \
         "STACKSHOT_OTLP_RETRY_INITIAL", "STACKSHOT_OTLP_RETRY_MAX",                          \
-        "STACKSHOT_OTLP_RETRY_ATTEMPTS"
+        "STACKSHOT_OTLP_RETRY_ATTEMPTS", "STACKSHOT_OTLP_FORK_ENDPOINT", "SPLUNK_ACCESS_TOKEN"
 
 /* The export period of exporters/profiles. */
 #define PERIOD_KEYS "STACKSHOT_PROFILES_PERIOD"
@@ -51,7 +51,8 @@ const ss_exporter_def ss_exporter_table[] = {
     {.name = "text", .ops = OPS(ss_text_exporter), .keys = KEYS("STACKSHOT_OUTPUT_DIR")},
     {.name = "otlp_logs",
      .ops = OPS(ss_otlp_logs_exporter),
-     .keys = KEYS(OTLP_KEYS("LOGS"), "SPLUNK_PROFILER_LOGS_ENDPOINT", "STACKSHOT_LOGS_FORMAT",
+     .keys = KEYS(OTLP_KEYS("LOGS"), "SPLUNK_PROFILER_LOGS_ENDPOINT", "SPLUNK_REALM",
+                  "STACKSHOT_LOGS_FORMAT",
                   "STACKSHOT_LOGS_BATCH_SIZE")},
     {.name = "otlp_profiles",
      .ops = OPS(ss_otlp_profiles_exporter),
