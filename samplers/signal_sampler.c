@@ -81,6 +81,9 @@ struct ss_sig_slot {
 #define MAX_CHUNKS 1024u /* 65,536 threads sampled at once */
 #define BATCH 128u       /* signals in flight at once */
 #define HANDLER_FRAMES 8u /* room for the handler's own frames (fast path) */
+/* The largest distance from a thread's SP up to its descriptor that is
+ * taken for the top of its stack (glibc threads: stacks of at most 1 GiB). */
+#define SS_SIG_SELF_ABOVE_SP_MAX (1ull << 30)
 
 typedef struct tab_entry {
     _Atomic pid_t tid;
@@ -119,7 +122,9 @@ static uint32_t slot_cap; /* ips per slot of newly allocated chunks */
 static ss_sig_slot **round_slots;
 static uint32_t n_round, cap_round;
 static uint32_t next_slot; /* allocation cursor within a round */
+static uint32_t n_sent;    /* round_slots[0, n_sent) were signalled */
 static uint32_t n_quarantined;
+static uint64_t sent_total; /* signals sent since the process started */
 static uint32_t round_gen;  /* copy mode: carried by the signal (si_value) */
 /* copy mode: stack buffers, BATCH at a time in use (plus the quarantined) */
 static uint8_t **pool_free;
@@ -340,6 +345,13 @@ static void copy_context(ss_sig_slot *s, const ucontext_t *uc) {
             ss_maps_find(atomic_load_explicit(&maps_pub, memory_order_acquire), sp);
         hi = m && (m->prot & SS_MAP_W) ? m->hi : (sp | 4095) + 1;
     }
+    /* Both bounds above come from snapshots of the mappings, which a stack
+     * mapped since (thread churn) can outdate: a thread of pthread_create
+     * has its descriptor at the top of its own stack block, above all its
+     * frames, so [sp, pthread_self()) is mapped for as long as it runs. */
+    uint64_t self = (uint64_t)pthread_self();
+    if (self > sp && self - sp <= SS_SIG_SELF_ABOVE_SP_MAX && self < hi)
+        hi = self;
     uint64_t n = hi - sp;
     if (n > copy_cap)
         n = copy_cap;
@@ -609,6 +621,7 @@ int ss_sig_begin(uint32_t n) {
             atomic_store(&round_slots[i]->state, SLOT_FREE);
     if (++round_gen == 0)
         round_gen = 1; /* 0: a slot never assigned */
+    n_sent = 0;
     n_round = 0;
     next_slot = 0;
     release_quarantine();
@@ -756,7 +769,9 @@ static void unwind_batch(uint32_t from, uint32_t to, ss_sig_unwind_fn fn, void *
 uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg) {
     pid_t pid = atomic_load(&own_pid);
     bool copy = unwind_mode == SS_UNWIND_COPY;
-    for (uint32_t b = 0; b < n_round; b += BATCH) {
+    uint32_t first = n_sent;
+    n_sent = n_round;
+    for (uint32_t b = first; b < n_round; b += BATCH) {
         uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
         if (!still_ours()) {
             /* nobody signalled from here on: their slots answer nothing */
@@ -769,6 +784,7 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
             int rc = copy ? send_copy(pid, s)
                           : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
+            sent_total += rc == 0;
             if (rc != 0) {
                 int expected = SLOT_REQUESTED; /* exited: nobody will answer */
                 atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
@@ -779,7 +795,7 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
             unwind_batch(b, e, unwind, arg);
     }
     uint32_t done = 0;
-    for (uint32_t i = 0; i < n_round; i++) {
+    for (uint32_t i = first; i < n_round; i++) {
         ss_sig_slot *s = round_slots[i];
         int st = SLOT_REQUESTED;
         if (atomic_compare_exchange_strong(&s->state, &st, SLOT_FREE)) {
@@ -843,6 +859,8 @@ void ss_sig_after_fork(void) {
 }
 
 uint32_t ss_sig_quarantined(void) { return n_quarantined; }
+
+uint64_t ss_sig_sent(void) { return sent_total; }
 
 uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max) {
     uint32_t n = cycle_count < max ? cycle_count : max;

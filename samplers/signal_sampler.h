@@ -113,9 +113,10 @@ ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void
  * the copy. */
 typedef uint32_t (*ss_sig_unwind_fn)(void *arg, const ss_sig_copy *copy, bool *cut);
 
-/* Signal every assigned thread (in batches) and wait for the answers until
- * deadline_ns (monotonic). Returns how many answered. `unwind` is used in
- * copy mode (may be NULL otherwise). */
+/* Signal every thread assigned since the last call of the round (in
+ * batches) and wait for the answers until deadline_ns (monotonic). Returns
+ * how many answered. `unwind` is used in copy mode (may be NULL otherwise).
+ * A round may assign and collect more than once. */
 uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg);
 
 /* Copy mode: the time handlers took (cycles of the time-stamp counter),
@@ -133,5 +134,7 @@ void ss_sig_after_fork(void);
 
 /* Counters since start: slots currently held by a late handler. */
 uint32_t ss_sig_quarantined(void);
+/* Signals sent since the process started. */
+uint64_t ss_sig_sent(void);
 
 #endif /* SS_SIGNAL_SAMPLER_H */

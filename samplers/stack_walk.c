@@ -23,7 +23,14 @@ struct ss_walker {
     uint32_t n_retired, cap_retired;
     int tid_off;          /* offset of the tid in glibc's thread descriptor; -1 unknown */
     int64_t pd_below_top; /* the descriptor's distance from its stack's top; -1 unknown */
+    uint64_t last_base;   /* what the last asleep walk read: [last_base, + last_len) */
+    size_t last_len;
 };
+
+/* A sleeping thread's stack is read from SP to its mapping's top in one
+ * go when that is at most this much (its thread descriptor, at the top,
+ * comes with it); deeper stacks are read as the walk goes. */
+#define WHOLE_STACK (32u * 1024u)
 
 static _Atomic uint64_t main_pthread;
 
@@ -153,11 +160,18 @@ ss_uw_end ss_walker_asleep(ss_walker *w, uint64_t sp, uint64_t pc, bool in_sysca
         .map_hi = hi > sp ? hi : sp + w->copy_bytes,
         .live = true,
     };
+    if (hi > sp && st.cap <= WHOLE_STACK) {
+        long got = ss_uw_read_memory(st.data, sp, st.cap);
+        st.len = got > 0 ? (size_t)got : 0;
+    }
     ss_uw_regs regs = {.known = (1u << SS_UW_RIP) | (1u << SS_UW_RSP)};
     regs.r[SS_UW_RIP] = pc;
     regs.r[SS_UW_RSP] = sp;
     *ips = w->ips;
-    return ss_unwind(w->uw, &regs, &st, in_syscall, w->ips, w->max_ips, res);
+    ss_uw_end end = ss_unwind(w->uw, &regs, &st, in_syscall, w->ips, w->max_ips, res);
+    w->last_base = sp;
+    w->last_len = st.len;
+    return end;
 }
 
 /* REG_* of <sys/ucontext.h> for each DWARF register number. */
@@ -186,11 +200,17 @@ ss_uw_end ss_walker_copy(ss_walker *w, const ss_sig_copy *c, uint64_t hi, uint64
     return ss_unwind(w->uw, &regs, &st, false, ips, cap, res);
 }
 
-/* Does [pd, pd + tid_off + 4) look like tid's descriptor? */
+/* Does [pd, pd + tid_off + 4) look like tid's descriptor? Read from the
+ * last asleep walk's bytes when they hold it. */
 static bool is_descriptor(const ss_walker *w, uint64_t pd, pid_t tid) {
-    uint8_t b[2048];
+    uint8_t buf[2048];
+    const uint8_t *b = buf;
     size_t n = (size_t)w->tid_off + 4;
-    if (n > sizeof b || ss_uw_read_memory(b, pd, n) != (long)n)
+    if (n > sizeof buf)
+        return false;
+    if (pd >= w->last_base && pd + n <= w->last_base + w->last_len)
+        b = w->stack_buf + (pd - w->last_base);
+    else if (ss_uw_read_memory(buf, pd, n) != (long)n)
         return false;
     uint64_t self;
     pid_t t;

@@ -27,6 +27,8 @@
 #include <string.h>
 
 #define LIVE_PAGES 16u      /* pages read outside the stack copy, per walk */
+#define CODE_PAGES 64u      /* pages of modules' code, kept across walks */
+#define PROLOGUES 256u      /* frame sizes of functions' prologues */
 #define PAGE 4096u
 #define CALL_SLOTS 1024u    /* return addresses known to follow calls */
 #define GUESS_SPAN (16u * 1024u) /* how far above SP a frame pointer is looked for */
@@ -43,11 +45,18 @@ typedef struct call_slot {
     bool is_call;
 } call_slot;
 
+typedef struct prologue_slot {
+    uint64_t fn; /* 0: empty */
+    int64_t size;
+} prologue_slot;
+
 struct ss_unwinder {
     ss_cfi *cfi;
     const ss_maps *maps;
     live_page *pages; /* LIVE_PAGES, emptied per walk */
+    live_page *code;  /* CODE_PAGES of module text (does not change while loaded) */
     call_slot *calls;
+    prologue_slot *prologues;
 };
 
 ss_unwinder *ss_unwinder_create(void) {
@@ -56,8 +65,10 @@ ss_unwinder *ss_unwinder_create(void) {
         return NULL;
     u->cfi = ss_cfi_create();
     u->pages = calloc(LIVE_PAGES, sizeof *u->pages);
+    u->code = calloc(CODE_PAGES, sizeof *u->code);
     u->calls = calloc(CALL_SLOTS, sizeof *u->calls);
-    if (!u->cfi || !u->pages || !u->calls) {
+    u->prologues = calloc(PROLOGUES, sizeof *u->prologues);
+    if (!u->cfi || !u->pages || !u->code || !u->calls || !u->prologues) {
         ss_unwinder_destroy(u);
         return NULL;
     }
@@ -69,14 +80,20 @@ void ss_unwinder_destroy(ss_unwinder *u) {
         return;
     ss_cfi_destroy(u->cfi);
     free(u->pages);
+    free(u->code);
     free(u->calls);
+    free(u->prologues);
     free(u);
 }
 
 void ss_unwinder_round(ss_unwinder *u) {
     /* code may have been unloaded and other code loaded at its address */
-    if (ss_cfi_refresh(u->cfi))
+    if (ss_cfi_refresh(u->cfi)) {
         memset(u->calls, 0, CALL_SLOTS * sizeof *u->calls);
+        memset(u->prologues, 0, PROLOGUES * sizeof *u->prologues);
+        for (uint32_t i = 0; i < CODE_PAGES; i++)
+            u->code[i].addr = 0;
+    }
 }
 
 void ss_unwinder_set_maps(ss_unwinder *u, const ss_maps *m) { u->maps = m; }
@@ -113,13 +130,13 @@ static mem_rc fill_stack(ss_uw_stack *s, size_t need) {
     return MEM_OK;
 }
 
-static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
+static mem_rc read_paged(live_page *pages, uint32_t n_pages, uint64_t addr, void *out, size_t n) {
     uint64_t page = addr & ~(uint64_t)(PAGE - 1);
     size_t at = (size_t)(addr - page);
     if (at + n > PAGE) { /* across two pages: rare, read directly */
         return ss_uw_read_memory(out, addr, n) == (long)n ? MEM_OK : MEM_BAD;
     }
-    live_page *p = &u->pages[(page / PAGE) % LIVE_PAGES];
+    live_page *p = &pages[(page / PAGE) % n_pages];
     if (p->addr != page + 1) {
         if (ss_uw_read_memory(p->data, page, PAGE) != (long)PAGE) {
             p->addr = 0;
@@ -129,6 +146,10 @@ static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
     }
     memcpy(out, p->data + at, n);
     return MEM_OK;
+}
+
+static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
+    return read_paged(u->pages, LIVE_PAGES, addr, out, n);
 }
 
 static mem_rc read_mem(ss_unwinder *u, ss_uw_stack *s, uint64_t addr, void *out, size_t n) {
@@ -355,7 +376,11 @@ static bool is_code(ss_unwinder *u, uint64_t addr) {
     return m && (m->prot & SS_MAP_X);
 }
 
+/* Code of a loaded module does not change: its pages are kept across
+ * walks (until a module is unloaded). Other code (JIT) is read anew. */
 static bool read_code(ss_unwinder *u, uint64_t addr, uint8_t *out, size_t n) {
+    if (ss_cfi_in_module(u->cfi, addr))
+        return read_paged(u->code, CODE_PAGES, addr, out, n) == MEM_OK;
     return read_live(u, addr, out, n) == MEM_OK;
 }
 
@@ -446,7 +471,7 @@ static bool calls_fn(ss_unwinder *u, uint64_t ra, uint64_t fn) {
 /* The size of a frame-pointer prologue's frame below rbp: push rbp;
  * mov rbp, rsp; then pushes and sub rsp, n. -1 when the code does not
  * start that way. */
-static int64_t prologue_frame(ss_unwinder *u, uint64_t fn) {
+static int64_t decode_prologue(ss_unwinder *u, uint64_t fn) {
     uint8_t b[32];
     if (!read_code(u, fn, b, sizeof b))
         return -1;
@@ -477,6 +502,15 @@ static int64_t prologue_frame(ss_unwinder *u, uint64_t fn) {
     else if (i + 7 <= sizeof b && b[i] == 0x48 && b[i + 1] == 0x81 && b[i + 2] == 0xec)
         size += le32(b + i + 3);
     return size;
+}
+
+static int64_t prologue_frame(ss_unwinder *u, uint64_t fn) {
+    prologue_slot *p = &u->prologues[(fn * 0x9e3779b97f4a7c15ull >> 56) % PROLOGUES];
+    if (p->fn != fn) {
+        p->fn = fn;
+        p->size = decode_prologue(u, fn);
+    }
+    return p->size;
 }
 
 /* rbp for frame F (SP sp, function fn) whose CFA is rbp + cfa_off and whose

@@ -197,6 +197,12 @@ bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns);
 int ss_otlp_decode_partial_success(const uint8_t *p, size_t n, int64_t *rejected, char *msg,
                                    size_t msg_len);
 
+/* Decode a google.rpc.Status (code=1 int32, message=2 string; what an
+ * OTLP/HTTP receiver puts in the body of a failure): *code (0 when absent)
+ * and the message, as above. 0, or -EINVAL for malformed bytes (then 0 and
+ * ""). Never reads past n nor writes past msg_len. */
+int ss_otlp_decode_status(const uint8_t *p, size_t n, int32_t *code, char *msg, size_t msg_len);
+
 /* ------------------------------------------------------------------ */
 /* Retry policy                                                         */
 /* ------------------------------------------------------------------ */

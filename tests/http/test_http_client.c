@@ -400,7 +400,7 @@ static void test_refused_and_secrets(void **state) {
     assert_string_equal(shown, want);
 }
 
-/* Not HTTP, and no answer at all. */
+/* Not HTTP, no answer at all, an answer cut in its headers. */
 static void test_garbage_and_close(void **state) {
     (void)state;
     ss_http_client *c = ss_http_client_new(NULL);
@@ -413,6 +413,12 @@ static void test_garbage_and_close(void **state) {
     ss_buf_free(&r.body);
     url(u, sizeof u, "http", port_plain, "/close");
     assert_int_equal(post(c, "POST", u, "x", 1, &r), -ECONNRESET);
+    ss_buf_free(&r.body);
+    /* libcurl alone would take this for a whole 202 */
+    url(u, sizeof u, "http", port_plain, "/halfheaders");
+    assert_int_equal(post(c, "POST", u, "x", 1, &r), -ECONNRESET);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.error, "headers"));
     ss_buf_free(&r.body);
     ss_http_client_free(c);
 }

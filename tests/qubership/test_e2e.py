@@ -51,7 +51,7 @@ def agent_env(port, extra=None):
         "STACKSHOT_QUBERSHIP_RECONNECT": "300",
         "STACKSHOT_QUBERSHIP_TIMEOUT": "1000",
         "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200",
-        "STACKSHOT_LOG_LEVEL": "info",
+        "STACKSHOT_LOG_LEVEL": "debug",  # the counters at exit are debug lines
         "POD_NAME": "demo-svc-5d8f7c9b4-x2x9k",
         "MICROSERVICE_NAME": "demo-svc",
         "CLOUD_NAMESPACE": "ns1",
@@ -136,9 +136,10 @@ def handshakes(ev):
 
 
 def stats_line(stderr):
-    m = re.search(r"qubership: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                  r"(\d+) dropped", stderr)
-    return tuple(int(x) for x in m.groups()) if m else None
+    # at debug each round repeats the counters: the exit's line is the last
+    m = re.findall(r"qubership: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
+                   r"(\d+) dropped", stderr)
+    return tuple(int(x) for x in m[-1]) if m else None
 
 
 def rounds_line(stderr, exporter="qubership"):

@@ -52,9 +52,8 @@ static void test_defaults(void **state) {
     assert_int_equal(c.signal, SIGRTMAX - 3);
     assert_int_equal(c.shutdown_ms, 2000);
     assert_int_equal(c.answer_ms, 100);
-    char expect[64];
-    snprintf(expect, sizeof expect, "/tmp/stackshot-%u", (unsigned)getuid());
-    assert_string_equal(c.output_dir, expect);
+    /* a template: the effective uid is filled in when a file is created */
+    assert_string_equal(c.output_dir, "/tmp/stackshot-%u");
 }
 
 static void test_valid_values(void **state) {
@@ -172,9 +171,7 @@ static void test_output_dir_follows_tmpdir(void **state) {
     ss_config c;
     capture cap;
     load(&c, &cap);
-    char expect[64];
-    snprintf(expect, sizeof expect, "/var/tmp/stackshot-%u", (unsigned)getuid());
-    assert_string_equal(c.output_dir, expect);
+    assert_string_equal(c.output_dir, "/var/tmp/stackshot-%u");
 }
 
 /* The JVMTI option string wins over the environment; commas inside a

@@ -44,7 +44,7 @@ async function main() {
         SPLUNK_PROFILER_CALL_STACK_INTERVAL: '100',
         STACKSHOT_EXPORTERS: 'text,otlp_logs,qubership',
         STACKSHOT_OUTPUT_DIR: out,
-        STACKSHOT_LOG_LEVEL: 'info',
+        STACKSHOT_LOG_LEVEL: 'debug', // the accounting lines at exit
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
         REMOTE_DUMP_HOST: '127.0.0.1',
         REMOTE_DUMP_PORT_PLAIN: String(qb.port),
