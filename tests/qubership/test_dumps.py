@@ -48,7 +48,7 @@ def agent_env(base, extra=None):
         "SPLUNK_PROFILER_ENABLED": "true",
         "STACKSHOT_EXPORTERS": "qubership_dumps",
         "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200",
-        "STACKSHOT_LOG_LEVEL": "info",
+        "STACKSHOT_LOG_LEVEL": "debug",  # the accounting lines at exit are debug when all went well
         "DIAGNOSTIC_DUMP_INTERVAL": "1s",
         "NC_DIAGNOSTIC_AGENT_SERVICE": base,
         "POD_NAME": POD,
