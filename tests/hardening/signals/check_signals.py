@@ -194,7 +194,10 @@ elif case == "prof_signal":
     # handler (installed after the agent's) is left alone, one line
     p = run(["prof"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10", "STACKSHOT_SIGNAL": "SIGPROF"})
     got = result(p, "prof")
-    check(len(lines_with(p.stderr, TAKEOVER)) == 1, "one line about SIGPROF expected: %r" % p.stderr)
+    # the agent starts when its first round is due: the host's handler may
+    # already be there (refused at start) or come after (a takeover)
+    said = lines_with(p.stderr, TAKEOVER) + lines_with(p.stderr, "already has a handler")
+    check(len(said) == 1, "one line about SIGPROF expected: %r" % p.stderr)
     check(len(agent_lines(p.stderr)) == 1, "no other agent line: %r" % p.stderr)
     check(got.get("agent_signals", 99) <= 3, "agent signals reached the host: %s" % got.get("agent_signals"))
     check(got.get("ticks_per_cpu_s", 0) >= 50, "the host's profiler still ticks: %s" % got.get("ticks_per_cpu_s"))

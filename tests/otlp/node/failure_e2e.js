@@ -112,7 +112,8 @@ const cases = {
     async invalid_argument() {
         const recv = new Receiver(() => ({code: 3, details: 'bad request'}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        // info: the drops put the counters at info; debug would repeat the status
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));
         await recv.close();
         assert.equal(res.code, 0);
         const k = lib.counters(res.stderr);
@@ -129,7 +130,7 @@ const cases = {
     async partial_success() {
         const recv = new Receiver(() => ({partial: {rejected: 1, message: 'one bad record'}}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));
         await recv.close();
         assert.equal(res.code, 0);
         const k = lib.counters(res.stderr);
@@ -256,7 +257,7 @@ cases.bad_config = async () => {
         OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://bad host name:1',
         OTEL_EXPORTER_OTLP_HEADERS: 'tokenwithoutequals,x-ok=1',
         OTEL_EXPORTER_OTLP_TIMEOUT: 'ten',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc/web',
         OTEL_RESOURCE_ATTRIBUTES: 'a=1,b=%zz',
         STACKSHOT_LOGS_BATCH_SIZE: 'many',
         STACKSHOT_SHUTDOWN_TIMEOUT: '1000',
@@ -272,7 +273,7 @@ cases.bad_config = async () => {
     one(/OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http:\/\/bad host name:1: not an endpoint.*; using http:\/\/localhost:4317/);
     one(/OTEL_EXPORTER_OTLP_HEADERS: header item 1 has no '='; skipping that header/);
     one(/OTEL_EXPORTER_OTLP_TIMEOUT=ten: not an integer number of milliseconds; using 10000/);
-    one(/OTEL_EXPORTER_OTLP_PROTOCOL=http\/protobuf: only grpc is supported/);
+    one(/OTEL_EXPORTER_OTLP_PROTOCOL=grpc\/web: not a protocol \(grpc or http\/protobuf\); using grpc/);
     one(/OTEL_RESOURCE_ATTRIBUTES=.*ignoring the whole variable/);
     one(/STACKSHOT_LOGS_BATCH_SIZE=many/);
     assert.ok(!/tokenwithoutequals/.test(res.stderr), 'a header item was printed');
@@ -353,9 +354,10 @@ cases.fork = async () => {
     assert.equal(lines.length, 1, res.stderr);
     assert.match(lines[0], /gRPC was started in pid \d+ and cannot be used in this forked child \(pid \d+\); OTLP export disabled here/);
     // the parent's counters: all of its 4 rounds exported
+    // (at debug each round repeats the counters: the last line is the exit's)
     const parent = res.stderr.split('\n').filter((l) => /otlp_logs: rounds 4 in/.test(l));
-    assert.equal(parent.length, 1, res.stderr);
-    assert.match(parent[0], /records 12 exported, 0 dropped/);
+    assert.ok(parent.length >= 1, res.stderr);
+    assert.match(parent[parent.length - 1], /records 12 exported, 0 dropped/);
     assert.ok(res.ms < 5000, `no hang (${res.ms} ms)`);
 };
 
