@@ -15,7 +15,9 @@
  * top is not retried (diagtools does not either); heap dumps stay on disk
  * until an upload succeeds (heap.c). At stop the call in flight is
  * cancelled and what still waits is counted as dropped, in one line. The
- * thread runs at nice +10: zipping a heap dump is background work. */
+ * thread starts with the first dump (a process that lives less than one
+ * interval has none) and runs at nice +10: zipping a heap dump is
+ * background work. */
 #include "dumps.h"
 
 #include "exporters/common/http_client.h"
