@@ -441,7 +441,8 @@ typedef struct ss_exporter_ops {
  * start-up line and the fan-out iterate it). */
 typedef struct ss_exporter_def {
     const char *name;          /* as written in STACKSHOT_EXPORTERS; NULL ends the table */
-    const ss_exporter_ops *ops;
+    const ss_exporter_ops *ops; /* NULL when it lives in a module */
+    const char *module;        /* ... this one (libstackshot-<module>.so), or NULL */
     const char *const *keys;   /* the configuration keys it reads, NULL-terminated */
     const char *with;          /* also runs whenever the exporter of this name is
                                   selected (NULL: only when named itself) */
@@ -453,6 +454,9 @@ extern const ss_exporter_def ss_exporter_table[];
 /* The row named name[0..n) (case-insensitive), or NULL; its bit. */
 const ss_exporter_def *ss_exporter_by_name(const char *name, size_t n);
 uint32_t ss_exporter_bit(const char *name); /* 0: no such exporter */
+/* The ops of a row: its own, or its module's (opened now, on the calling
+ * exporter thread); NULL after one line when the module cannot be opened. */
+const ss_exporter_ops *ss_exporter_ops_of(const ss_exporter_def *def);
 
 /* Start the exporters selected in cfg (one thread and one bounded queue
  * each). Returns the number started. */

@@ -450,6 +450,15 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
 #define DEFER_WAIT_NS 500000ull
 #define DEFER_NEAR_NS 2000000ull /* two looks further apart tell nothing */
 
+/* A slot for a thread to be signalled. Its handler bounds the stack it
+ * copies by its own glibc descriptor; the main thread's records no stack,
+ * so the main thread's slot carries its stack mapping (its top never
+ * moves, unlike a table's idea of other mappings). */
+static ss_sig_slot *assign_slot(known *k) {
+    bool main_thread = k->tid == getpid();
+    return ss_sig_assign(k->tid, main_thread ? k->stack_lo : 0, main_thread ? k->stack_hi : 0, k);
+}
+
 /* ---- one round ---------------------------------------------------- */
 
 /* Decide, for every listed thread, whether to signal it. Returns how many
@@ -463,7 +472,6 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
     bool copy = s->mode == SS_UNWIND_COPY;
     uint32_t n = 0;
-    bool publish = false;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
         if (k->tid == me || ss_internal_thread_is(k->tid))
@@ -538,9 +546,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             s->fallbacks_round++;
         }
         k->read_asleep = false;
-        if (copy && !k->stack_hi)
-            publish = true; /* its handler looks its stack up */
-        p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
+        p->slot = assign_slot(k);
         if (!p->slot) {
             (*skipped)++; /* out of slots (memory) */
             continue;
@@ -550,8 +556,6 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             k->number = s->next_number++;
         n++;
     }
-    if (publish)
-        ss_walker_publish_maps(s->walker);
     return n;
 }
 
@@ -629,7 +633,7 @@ static void take_deferred(sampler *s, uint32_t planned) {
                 s->fallbacks_round++;
             }
             k->read_asleep = false;
-            p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
+            p->slot = assign_slot(k);
             p->gone = !p->slot;
             any |= p->slot != NULL;
         }
@@ -930,6 +934,9 @@ static int prepare(const ss_config *cfg) {
             ss_sig_stop();
             return -ENOMEM;
         }
+        int tid_off, stack_off, stack_size_off;
+        ss_walker_descriptor_layout(active->walker, &tid_off, &stack_off, &stack_size_off);
+        ss_sig_descriptor_layout(tid_off, stack_off, stack_size_off);
     }
     active->cfg = *cfg;
     return 0;

@@ -13,6 +13,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +50,14 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_FAILED_INIT;
 
 static void global_init(void) {
+    /* OpenSSL cleans itself up in an atexit handler, and those run before
+     * the destructors of shared libraries: before the agent's own (the
+     * core's destructor flushes the exporters at exit), and while an
+     * exporter thread may still be inside a handshake. Asked first, it
+     * registers none (when the host initialised it before us, this is a
+     * no-op and its cleanup stays as it was). Memory it holds at exit is
+     * the process's to give back. */
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
     /* Not undone at exit: the host may use libcurl too, and cleanup would
      * pull OpenSSL from under it. A forked child inherits the result. */
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);

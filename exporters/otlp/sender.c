@@ -287,6 +287,22 @@ static void pump(ss_otlp_sender *s) {
 
 /* ---- the API ------------------------------------------------------- */
 
+/* A forked child inherits gRPC's state but none of its threads: gRPC
+ * cannot be used there (its own fork support would make the host's fork()
+ * wait for gRPC). With STACKSHOT_OTLP_FORK_ENDPOINT the child sends over
+ * OTLP/HTTP instead, on a transport of its own; said once per process.
+ * Without it the gRPC client says why the child's export is off. */
+static void use_http_in_forked_child(ss_otlp_sender *s) {
+    static _Atomic pid_t told_in;
+    pid_t parent = ss_grpc_started_in(s->sig.who), self = getpid();
+    if (!parent || parent == self || ss_otlp_endpoint_fork_http(&s->ep, s->sig.http_path) != 0)
+        return;
+    if (atomic_exchange(&told_in, self) != self)
+        ss_info("otlp: gRPC was started in pid %d and cannot be used in this forked child (pid "
+                "%d); sending over http/protobuf to %s (STACKSHOT_OTLP_FORK_ENDPOINT)",
+                (int)parent, (int)self, s->ep.url);
+}
+
 int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
                         ss_exporter_stats *stats) {
     ss_otlp_sender *s = calloc(1, sizeof *s);
@@ -296,8 +312,11 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
     s->stats = stats;
     s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
     s->policy = ss_retry_policy_load();
-    s->tr = &ss_otlp_transport_grpc;
-    int rc = ss_otlp_endpoint_load(&s->ep, sig->signal);
+    int rc = ss_otlp_endpoint_load_path(&s->ep, sig->signal, sig->http_path);
+    if (rc == 0 && s->ep.protocol == SS_OTLP_GRPC)
+        use_http_in_forked_child(s);
+    s->tr = s->ep.protocol == SS_OTLP_HTTP_PROTOBUF ? &ss_otlp_transport_http
+                                                     : &ss_otlp_transport_grpc;
     if (rc == 0)
         rc = s->tr->open(&s->t, &s->ep, &s->sig);
     if (rc != 0) {

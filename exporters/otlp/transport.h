@@ -45,5 +45,6 @@ typedef struct ss_otlp_transport {
 } ss_otlp_transport;
 
 extern const ss_otlp_transport ss_otlp_transport_grpc;
+extern const ss_otlp_transport ss_otlp_transport_http;
 
 #endif /* SS_OTLP_TRANSPORT_H */

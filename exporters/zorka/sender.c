@@ -364,17 +364,31 @@ void zk_sender_push(zk_sender *s, zk_trace *t) {
     }
 }
 
+/* The part of the shutdown time kept for the cancelled call to return:
+ * an eighth, at most 200 ms. A cancel reaches libcurl between its steps,
+ * and a TLS handshake loading a CA bundle is one long step; a thread left
+ * inside OpenSSL when the process exits crashes in its exit handlers. */
+static uint64_t sending_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    if (deadline_ns <= now)
+        return deadline_ns;
+    uint64_t keep = (deadline_ns - now) / 8;
+    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
+}
+
 void zk_sender_stop(zk_sender *s, uint64_t deadline_ns) {
+    uint64_t until = sending_until(deadline_ns);
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
-    s->stop_deadline = deadline_ns;
+    s->stop_deadline = until;
     pthread_cond_broadcast(&s->cv);
-    while (!s->finished && ss_mono_ns() < deadline_ns)
-        wait_until_locked(s, deadline_ns);
+    while (!s->finished && ss_mono_ns() < until)
+        wait_until_locked(s, until);
     bool finished = s->finished;
     pthread_mutex_unlock(&s->mu);
     if (!finished)
         ss_http_client_cancel(s->client); /* the call in flight returns now */
+    /* the fan-out waits for the exporter until the deadline + 100 ms */
     if (ss_thread_join(s->thread, deadline_ns + 50000000ull) != 0) {
         ss_warn("zorka: the sender did not stop in time; abandoning what it holds");
         return; /* still running: never free what it uses */

@@ -117,8 +117,12 @@ def main():
     window = rounds[-8:-2] if len(rounds) >= 10 else rounds[-3:-2]
     for name, (state, status, frames) in expect.items():
         seen = [t for t in ({x["name"]: x for x in rnd}.get(name) for rnd in window) if t]
-        if not check(seen and r.get(name) is not None,
-                     "thread %s missing (have %s)" % (name, sorted(r))):
+        # present in most of the window (a busy thread that got no CPU
+        # within the answer timeout on a loaded machine is left out of
+        # that round, counted as skipped)
+        if not check(2 * len(seen) >= len(window) and seen,
+                     "thread %s in %d of %d rounds (have %s)" % (name, len(seen), len(window),
+                                                                sorted(r))):
             continue
         good = [t for t in seen if t["state"] == state and t["status"] == status]
         t = good[-1] if good else seen[-1]
@@ -196,7 +200,7 @@ def p_pid(rounds, fname):
 
 
 def usual_stacks(env_extra):
-    """The demo run 2 s with env_extra: per thread, the function list seen
+    """The demo run 3 s with env_extra: per thread, the function list seen
     most often in its last rounds (a thread waking every 50 ms may
     truthfully be caught running in one of them)."""
     for f in os.listdir(tmp):
@@ -205,11 +209,11 @@ def usual_stacks(env_extra):
                SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
                STACKSHOT_EXPORTERS="text")
     env.update(env_extra)
-    subprocess.run([demo, "2"], env=env, capture_output=True, text=True, timeout=60)
+    subprocess.run([demo, "3"], env=env, capture_output=True, text=True, timeout=60)
     files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
     rounds = parse(os.path.join(tmp, files[0])) if files else []
     seen = {}
-    for rnd in rounds[-8:-1]:
+    for rnd in rounds[1:-1][-8:]:  # not the first (symbols), not the last (exit)
         for t in rnd:
             seen.setdefault(t["name"], []).append(tuple(stackdump.functions(t["frames"])))
     return {k: max(set(v), key=v.count) for k, v in seen.items()}
@@ -221,7 +225,8 @@ def compare_with_step():
     copy = usual_stacks({})
     step = usual_stacks({"STACKSHOT_UNWIND": "step"})
     for name in ("sleeper", "mutex-waiter", "cond-waiter", "recursive", "stackshot-demo"):
-        if not check(name in copy and name in step, "copy/step: %s missing" % name):
+        if not check(name in copy and name in step,
+                     "copy/step: %s missing (copy has %s, step %s)" % (name, sorted(copy), sorted(step))):
             continue
         check(copy[name] == step[name],
               "%s: copy %s != step %s" % (name, list(copy[name][:8]), list(step[name][:8])))

@@ -14,7 +14,7 @@
 //   main          asleep until the end
 //
 // usage: shapes ROUNDS: runs until the agent (text exporter) wrote ROUNDS
-// rounds. Prints "shapes: ready" once every thread is in place and
+// rounds after every thread was in place. Prints "shapes: ready" once every thread is in place and
 // "shapes: done" at the end. "marker: <name>" comments tag the
 // lines the test expects (keep them on those lines).
 #include <arpa/inet.h>
@@ -280,8 +280,9 @@ static int rounds_written() {
     return n;
 }
 
-/* Until the agent wrote `rounds` rounds, at most a minute. */
+/* Until the agent wrote `rounds` more rounds, at most a minute. */
 extern "C" NOINLINE void main_wait(int rounds) {
+    rounds += rounds_written();
     for (int i = 0; i < 600 && rounds_written() < rounds; i++) {
         struct timespec ts = {0, 100000000};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) /* marker: main */

@@ -11,10 +11,18 @@
 // "partial": the receiver answers a partial success rejecting one of the
 // request's two profiles; "unavailable": it answers the first call
 // UNAVAILABLE and takes the retry (both with the synthetic rounds).
+//
+// OTLP_CHECK_TRANSPORT=http (or http-gzip): the receiver is an OTLP/HTTP
+// one instead (node's http: POST /v1development/profiles or
+// /v1experimental/profiles, application/x-protobuf, gzip checked when
+// asked), the exporter set to http/protobuf with the general endpoint (it
+// appends the path of its version).
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const { spawn } = require('child_process');
+const http = require('http');
+const zlib = require('zlib');
 let grpc, protobuf;
 try {
   grpc = require('@grpc/grpc-js');
@@ -261,25 +269,57 @@ async function main() {
       },
     });
   }
-  const port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0',
-    grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  const transport = process.env.OTLP_CHECK_TRANSPORT || 'grpc';
+  let port, httpServer = null;
+  const extra = {};
+  if (transport === 'grpc') {
+    port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0',
+      grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    extra.OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT = 'http://127.0.0.1:' + port;
+    extra.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:1';
+  } else {
+    // OTLP/HTTP: the path names the version, as the Collector's receiver does
+    const paths = { '/v1development/profiles': DEV, '/v1experimental/profiles': EXP };
+    httpServer = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        let body = Buffer.concat(chunks);
+        const pkg = paths[req.url];
+        if (!pkg || !pkgs.includes(pkg)) { res.writeHead(404); return res.end(); }
+        check(req.headers['content-type'] === 'application/x-protobuf', 'content type');
+        if (transport === 'http-gzip') {
+          check(req.headers['content-encoding'] === 'gzip', 'not gzipped');
+          body = zlib.gunzipSync(body);
+        }
+        if (expect === 'unavailable' && calls++ === 0) { res.writeHead(503); return res.end(); }
+        got.push({ pkg, bytes: body });
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+        res.end(answer(pkg));
+      });
+    });
+    port = await new Promise((res) => httpServer.listen(0, '127.0.0.1', () => res(httpServer.address().port)));
+    extra.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
+    extra.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:' + port;
+    if (transport === 'http-gzip') extra.OTEL_EXPORTER_OTLP_COMPRESSION = 'gzip';
+  }
   const env = Object.assign({}, process.env, {
-    OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT: 'http://127.0.0.1:' + port,
-    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1',
     STACKSHOT_PROFILES_VERSION: version,
     STACKSHOT_OTLP_RETRY_INITIAL: '100',
-  });
+  }, extra);
   const child = spawn(cmd[0], cmd.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '', stderr = '';
   child.stdout.on('data', (b) => { stdout += b; });
   child.stderr.on('data', (b) => { stderr += b; process.stderr.write(b); });
   const code = await new Promise((res) => child.on('close', (c) => res(c)));
   server.forceShutdown();
+  if (httpServer) httpServer.close();
   if (expect === 'unimplemented') {
     // The driver exits 1 when records were dropped; it must say why, once.
     check(code === 1, `command exited ${code}, want 1 (records dropped)`);
     check(got.length === 0, 'a request reached the wrong service');
-    const lines = stderr.split('\n').filter((l) => l.includes('answers UNIMPLEMENTED'));
+    const lines = stderr.split('\n').filter((l) => l.includes(
+      transport === 'grpc' ? 'answers UNIMPLEMENTED' : 'answers HTTP 404'));
     check(lines.length === 1, `${lines.length} UNIMPLEMENTED lines, want 1`);
     check(/otlp_profiles: exported 0 dropped 90 /.test(stdout), 'counters: ' + stdout.trim());
     console.log('otlp_check: ok ' + version + ' unimplemented: ' + stdout.trim());
@@ -300,7 +340,7 @@ async function main() {
   if (expect === 'unavailable') {
     check(code === 0, `command exited ${code}`);
     check(calls === 2 && got.length === 1, `${calls} calls, ${got.length} delivered; want 2 and 1`);
-    check(/otlp_profiles: export to .* failed: UNAVAILABLE: warming up; retrying in \d+ ms/.test(stderr),
+    check(/otlp_profiles: export to .* failed: (UNAVAILABLE: warming up|HTTP 503); retrying in \d+ ms/.test(stderr),
           'no retry line');
     check(/otlp_profiles: delivering to .* again/.test(stderr), 'no recovery line');
     check(/otlp_profiles: exported 90 dropped 0 rejected 0/.test(stdout), 'counters: ' + stdout.trim());
@@ -356,7 +396,7 @@ async function main() {
     }
     summary = { requests: got.length, wall: r.wallTotal, cpu_ns: r.cpuTotal };
   }
-  console.log('otlp_check: ok ' + version + ' ' + expect + ' ' + JSON.stringify(summary));
+  console.log('otlp_check: ok ' + version + ' ' + expect + ' over ' + transport + ' ' + JSON.stringify(summary));
   process.exit(0);
 }
 
