@@ -228,8 +228,7 @@ static void report_slot(exporter_slot *s, ss_log_level level) {
            "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
            "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
            s->name, (unsigned long long)atomic_load(&st->rounds_in),
-           (unsigned long long)(atomic_load(&st->rounds_dropped) +
-                                atomic_load(&st->rounds_lost)),
+           (unsigned long long)atomic_load(&st->rounds_dropped),
            (unsigned long long)atomic_load(&st->records_exported),
            (unsigned long long)atomic_load(&st->records_dropped),
            (unsigned long long)atomic_load(&st->records_rejected),

@@ -15,7 +15,9 @@
  * top is not retried (diagtools does not either); heap dumps stay on disk
  * until an upload succeeds (heap.c). At stop the call in flight is
  * cancelled and what still waits is counted as dropped, in one line. The
- * thread runs at nice +10: zipping a heap dump is background work. */
+ * thread starts with the first dump (a process that lives less than one
+ * interval has none) and runs at nice +10: zipping a heap dump is
+ * background work. */
 #include "dumps.h"
 
 #include "exporters/common/http_client.h"
@@ -58,6 +60,7 @@ struct qb_uploader {
     uint64_t exhausted_seen;
     uint32_t text_fails;
     qb_heap *heap;
+    bool started; /* the thread runs (started with the first work) */
 };
 
 static const char *kind_suffix(int kind) { return kind == QB_CMD_TD ? ".td.txt" : ".top.txt"; }
@@ -295,8 +298,7 @@ qb_uploader *qb_uploader_start(const qb_diag_cfg *cfg, const char *pod) {
     u->heap = qb_heap_create();
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
-    if (!u->heap || ss_thread_start(&u->thread, "qbup", uploader_main, u) != 0) {
-        qb_heap_destroy(u->heap);
+    if (!u->heap) {
         pthread_mutex_destroy(&u->mu);
         pthread_cond_destroy(&u->cv);
         free(u);
@@ -305,11 +307,19 @@ qb_uploader *qb_uploader_start(const qb_diag_cfg *cfg, const char *pod) {
     return u;
 }
 
+/* The thread starts with the first work (a process that lives less than
+ * one dump interval never starts it). Exporter thread only. */
+static bool started(qb_uploader *u) {
+    if (!u->started && ss_thread_start(&u->thread, "qbup", uploader_main, u) == 0)
+        u->started = true;
+    return u->started;
+}
+
 void qb_uploader_text(qb_uploader *u, int kind, ss_buf *body, time_t made,
                       const uint8_t *cmd_id) {
     text_job *j = calloc(1, sizeof *j);
     count(u, kind, 0);
-    if (!j || body->failed) {
+    if (!j || body->failed || !started(u)) {
         count(u, kind, 3);
         if (cmd_id)
             qb_commands_done(cmd_id, false);
@@ -346,6 +356,8 @@ void qb_uploader_text(qb_uploader *u, int kind, ss_buf *body, time_t made,
 }
 
 void qb_uploader_scan(qb_uploader *u) {
+    if (!started(u))
+        return; /* the next scan tries again */
     pthread_mutex_lock(&u->mu);
     u->scan_wanted = true;
     pthread_cond_signal(&u->cv);
@@ -353,6 +365,10 @@ void qb_uploader_scan(qb_uploader *u) {
 }
 
 void qb_uploader_heap_dump(qb_uploader *u, const uint8_t cmd_id[16]) {
+    if (!started(u)) {
+        qb_commands_done(cmd_id, false);
+        return;
+    }
     pthread_mutex_lock(&u->mu);
     if (u->heap_wanted) /* one at a time: the earlier request fails */
         qb_commands_done(u->heap_cmd, false);
@@ -377,7 +393,7 @@ void qb_uploader_stop(qb_uploader *u, uint64_t deadline_ns, qb_upload_stats *las
         ss_http_client_cancel(u->client);
     pthread_cond_signal(&u->cv);
     pthread_mutex_unlock(&u->mu);
-    if (ss_thread_join(u->thread, deadline_ns) != 0) {
+    if (u->started && ss_thread_join(u->thread, deadline_ns) != 0) {
         copy_stats(u->ust, last);
         ss_warn("qubership_dumps: the uploader did not stop in time (a heap dump being "
                 "written?); left running detached");

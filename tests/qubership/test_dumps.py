@@ -340,6 +340,7 @@ def sc_jvm(args, work):
         return [u for u in n.uploads() if u.kind == "td" and
                 calendar.timegm(time.strptime(u.name[:15], "%Y%m%dT%H%M%S")) > t]
 
+    p = None
     try:
         p = subprocess.Popen(java(args, classes, None, ["Demo", "60"]), env=agent_env(n.base),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -359,6 +360,9 @@ def sc_jvm(args, work):
         ups = n.uploads()
         after = tds_after(js_done)
     finally:
+        if p and p.poll() is None:  # the test broke off: no JVM left behind
+            p.kill()
+            p.wait()
         n.stop()
     check(p.returncode == 143 and "qubership_dumps: accounting:" in err, "jvm: exits (SIGTERM) through VMDeath")
     check_rules(ups, "jvm")
