@@ -112,9 +112,10 @@ const cases = {
         const k = lib.counters(res.stderr);
         assert.equal(k.exported, 0);
         assert.equal(k.dropped, 9);
-        assert.equal(k.failures, 3);
+        // one failure per call; waiting batches may have been merged
+        assert.equal(k.failures, recv.calls.length);
         assert.equal(k.retries, 0);
-        assert.equal(recv.calls.length, 3);
+        lib.assertExactlyOnce(recv.calls.flatMap((c) => c.records), 3, THREADS);
         // logged once at warning level, not once per batch
         assert.equal(res.stderr.match(/INVALID_ARGUMENT/g).length, 1);
     },
@@ -127,11 +128,14 @@ const cases = {
         await recv.close();
         assert.equal(res.code, 0);
         const k = lib.counters(res.stderr);
-        assert.equal(k.rejected, 3);
-        assert.equal(k.exported, 6);
+        // one record rejected per call; waiting batches may have been merged
+        const n = recv.calls.length;
+        assert.ok(n >= 1 && n <= 3, `${n} calls`);
+        assert.equal(k.rejected, n);
+        assert.equal(k.exported, 9 - n);
         assert.equal(k.retries, 0);
-        assert.equal(recv.calls.length, 3);
-        assert.equal(res.stderr.match(/accepted a batch partially: 1 of 3 records rejected \(one bad record\); not retried/g).length, 1);
+        lib.assertExactlyOnce(recv.calls.flatMap((c) => c.records), 3, THREADS);
+        assert.equal(res.stderr.match(/accepted a batch partially: 1 of \d+ records rejected \(one bad record\); not retried/g).length, 1);
     },
 
     // A receiver that never answers the first call: the deadline ends it,

@@ -370,7 +370,7 @@ const cases = {
         const res = await driver(2, baseEnv(port));
         await recv.close();
         assert.equal(res.code, 0);
-        assert.equal(lines(res.stderr, /accepted a batch partially: 1 of 3 records rejected \(one bad record\); not retried/).length, 1);
+        assert.equal(lines(res.stderr, /accepted a batch partially: 1 of \d+ records rejected \(one bad record\); not retried/).length, 1);
         assertExactlyOnce(recv.delivered(), 2);
         const k = accounting(res.stderr, 2);
         assert.equal(k.rejected, 1);
