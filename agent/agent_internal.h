@@ -6,6 +6,7 @@
 
 void ss_exporters_forget(void);
 void ss_internal_threads_reset(void);
+void ss_log_after_fork(void); /* a forked child: the log file's lock */
 void ss_mem_reset(void);
 size_t ss_mem_peak(void);           /* the most held after a hand-over */
 size_t ss_mem_peak_transient(void); /* the most ever charged at once */

@@ -28,6 +28,7 @@ static const char *const core_keys[] = {
     "STACKSHOT_MAX_DEPTH",
     "STACKSHOT_MAX_MEMORY",
     "STACKSHOT_LOG_LEVEL",
+    "STACKSHOT_LOG_FILE",
     "STACKSHOT_SIGNAL",
     "STACKSHOT_SIGNAL_TIMEOUT",
     "STACKSHOT_UNWIND",
@@ -140,11 +141,28 @@ int ss_config_set_options(const char *s) {
     return problems;
 }
 
+/* The environment as it was at load, when the loader saved it (a server
+ * may clear or rewrite its environment before the agent starts: nginx's
+ * workers keep only TZ); else the process's environment now. */
+static char *const *env_at_load;
+
+void ss_env_set_snapshot(char *const *env) { env_at_load = env; }
+
+const char *ss_env(const char *key) {
+    if (!env_at_load)
+        return getenv(key);
+    size_t n = strlen(key);
+    for (char *const *e = env_at_load; *e; e++)
+        if (strncmp(*e, key, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
 const char *ss_config_raw(const char *key) {
     for (int i = options.n - 1; i >= 0; i--)
         if (strcasecmp(options.key[i], key) == 0)
             return options.value[i];
-    return getenv(key);
+    return ss_env(key);
 }
 
 /* ---- typed readers ----------------------------------------------- */
@@ -386,6 +404,9 @@ static uint32_t parse_exporters(const char *key) {
     }
     if (!bits && !none)
         return ss_exporter_bit(DEFAULT_EXPORTER);
+    for (const ss_exporter_def *e = ss_exporter_table; e->name; e++)
+        if (e->with && (bits & ss_exporter_bit(e->with)))
+            bits |= 1u << (e - ss_exporter_table);
     return bits;
 }
 
@@ -433,11 +454,20 @@ static int parse_signal_key(const char *key, int def) {
     return sig;
 }
 
+/* A template: %u is expanded with the effective uid when a file is
+ * created (exporters/output.c), so workers that dropped privileges write
+ * where they may. A '%' in TMPDIR is kept as one. */
 static void default_output_dir(char *out, size_t n) {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = ss_env("TMPDIR");
     if (!tmp || tmp[0] != '/')
         tmp = "/tmp";
-    snprintf(out, n, "%s/stackshot-%u", tmp, (unsigned)getuid());
+    size_t len = 0;
+    for (; *tmp && len + 2 < n - 16; tmp++) {
+        if (*tmp == '%')
+            out[len++] = '%';
+        out[len++] = *tmp;
+    }
+    snprintf(out + len, n - len, "/stackshot-%%u");
 }
 
 static void parse_output_dir(const char *key, char *out, size_t n) {
@@ -460,6 +490,7 @@ void ss_config_load(ss_config *c) {
     memset(c, 0, sizeof *c);
     c->log_level = parse_log_level("STACKSHOT_LOG_LEVEL", SS_LOG_INFO);
     ss_log_set_level(c->log_level);
+    ss_log_set_file(ss_config_raw("STACKSHOT_LOG_FILE"));
     c->enabled = ss_config_bool("SPLUNK_PROFILER_ENABLED", false);
     c->interval_ms = (uint32_t)ss_config_int("SPLUNK_PROFILER_CALL_STACK_INTERVAL",
                                              1000, 5, 3600000);

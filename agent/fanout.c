@@ -213,30 +213,49 @@ void ss_exporters_publish(ss_round *round) {
         ss_exporters_report(SS_LOG_DEBUG);
 }
 
-void ss_exporters_report(ss_log_level level) {
-    for (int i = 0; i < n_slots; i++) {
-        ss_exporter_stats *st = &slots[i]->stats;
-        ss_log(level,
-               "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
-               "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
-               slots[i]->name, (unsigned long long)atomic_load(&st->rounds_in),
-               (unsigned long long)(atomic_load(&st->rounds_dropped) +
-                                    atomic_load(&st->rounds_lost)),
-               (unsigned long long)atomic_load(&st->records_exported),
-               (unsigned long long)atomic_load(&st->records_dropped),
-               (unsigned long long)atomic_load(&st->records_rejected),
-               (unsigned long long)atomic_load(&st->retries),
-               (unsigned long long)atomic_load(&st->failures),
-               (unsigned long long)atomic_load(&st->bytes_sent));
-    }
+static void report_slot(exporter_slot *s, ss_log_level level) {
+    ss_exporter_stats *st = &s->stats;
+    ss_log(level,
+           "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
+           "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
+           s->name, (unsigned long long)atomic_load(&st->rounds_in),
+           (unsigned long long)(atomic_load(&st->rounds_dropped) +
+                                atomic_load(&st->rounds_lost)),
+           (unsigned long long)atomic_load(&st->records_exported),
+           (unsigned long long)atomic_load(&st->records_dropped),
+           (unsigned long long)atomic_load(&st->records_rejected),
+           (unsigned long long)atomic_load(&st->retries),
+           (unsigned long long)atomic_load(&st->failures),
+           (unsigned long long)atomic_load(&st->bytes_sent));
 }
 
-/* One line per exporter with the equation the tests check, and one for
- * memory. The pid tells a forked child's lines from its parent's. */
-static void report_accounting(ss_log_level level) {
+void ss_exporters_report(ss_log_level level) {
+    for (int i = 0; i < n_slots; i++)
+        report_slot(slots[i], level);
+}
+
+/* At exit an exporter is told about only when something was lost or
+ * failed; the rest is debug (a host's log is not ours to fill). */
+static bool slot_lost_something(exporter_slot *s) {
+    ss_exporter_stats *st = &s->stats;
+    uint64_t offered = atomic_load(&s->offered);
+    uint64_t accounted = atomic_load(&s->delivered) + atomic_load(&st->rounds_dropped) +
+                         atomic_load(&s->refused);
+    return atomic_load(&st->rounds_dropped) || atomic_load(&st->rounds_lost) ||
+           atomic_load(&st->records_dropped) ||
+           atomic_load(&st->records_rejected) || atomic_load(&st->failures) ||
+           atomic_load(&s->refused) || offered > accounted;
+}
+
+/* Per exporter its counters and the equation the tests check (info when
+ * it lost something, else debug), and one debug line for memory. The pid
+ * tells a forked child's lines from its parent's. */
+static void report_accounting(void) {
     int pid = (int)ss_process()->pid;
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
+        ss_log_level level = slot_lost_something(s) ? SS_LOG_INFO : SS_LOG_DEBUG;
+        report_slot(s, level);
         uint64_t offered = atomic_load(&s->offered);
         uint64_t delivered = atomic_load(&s->delivered);
         uint64_t dropped = atomic_load(&s->stats.rounds_dropped);
@@ -255,7 +274,7 @@ static void report_accounting(ss_log_level level) {
                (unsigned long long)refused,
                (unsigned long long)(offered > accounted ? offered - accounted : 0));
     }
-    ss_log(level,
+    ss_log(SS_LOG_DEBUG,
            "pid %d memory: peak %zu bytes queued, limit %zu (%zu transiently; largest "
            "round %zu bytes)",
            pid, ss_mem_peak(), ss_mem_limit(), ss_mem_peak_transient(),
@@ -280,8 +299,7 @@ void ss_exporters_stop(uint64_t deadline_ns) {
             s->started = false; /* still running: never free its slot */
         }
     }
-    ss_exporters_report(SS_LOG_INFO);
-    report_accounting(SS_LOG_INFO);
+    report_accounting();
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
         if (!s->started)

@@ -38,6 +38,7 @@ static const ss_source_ops *source;
 static _Atomic bool running;
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool atfork_installed;
+static bool loader_forks; /* the loader's at-fork handler calls ss_agent_fork_child */
 /* A forked child's agent is to start (on the stackshot-fork thread);
  * ss_agent_stop cancels it. */
 static _Atomic bool restart_pending;
@@ -63,22 +64,28 @@ static void exporter_names(char *out, size_t n, uint32_t bits) {
         snprintf(out, n, "none");
 }
 
-static int start_locked(void) {
+/* again: a restart in the same process after stepping aside for an exec
+ * that failed or a namespace call (said at debug: the host's log heard
+ * the first start already) */
+static int start_locked(bool again) {
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
     ss_exporters_start(&config);
     int rc = source->start(&config);
     if (rc != 0) {
-        ss_error("%s sampler did not start (%s); the agent stays off",
-                 source->name, strerror(-rc));
+        /* -EBUSY: the signal is the host's, and the sampler said so */
+        ss_log(rc == -EBUSY ? SS_LOG_DEBUG : SS_LOG_ERROR,
+               "%s sampler did not start (%s); the agent stays off", source->name,
+               strerror(-rc));
         ss_exporters_stop(ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull);
         return rc;
     }
     atomic_store(&running, true);
     char names[128];
     exporter_names(names, sizeof names, config.exporters);
-    ss_info("started in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
-            (int)ss_process()->pid, source->name, config.interval_ms, names,
+    ss_log(again ? SS_LOG_DEBUG : SS_LOG_INFO,
+           "%s in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
+           again ? "started again" : "started", (int)ss_process()->pid, source->name, config.interval_ms, names,
             config.output_dir);
     return 0;
 }
@@ -92,25 +99,36 @@ static void *restart_main(void *arg) {
     pthread_mutex_lock(&lifecycle_lock);
     /* pending until started: a fork during start_locked must restart too */
     if (atomic_load(&restart_pending) && !atomic_load(&running))
-        start_locked();
+        start_locked(false);
     atomic_store(&restart_pending, false);
     pthread_mutex_unlock(&lifecycle_lock);
     return NULL;
 }
 
-static void child_after_fork(void) {
+void ss_agent_fork_child(bool restart) {
     /* Only this thread exists now. Locks of the parent's agent threads may
      * be held forever: reinitialise ours, forget the rest. A parent that
      * was itself a child still waiting for its restart passes it on. */
     pthread_mutex_init(&lifecycle_lock, NULL);
-    if (!atomic_load(&running) && !atomic_load(&restart_pending))
+    ss_log_after_fork();
+    if (!atomic_load(&running) && !atomic_load(&restart_pending)) {
+        /* not started, or forked while starting: forget what the start
+         * had built for threads that are not here */
+        ss_internal_threads_reset();
+        ss_exporters_forget();
+        if (source && source->after_fork_child)
+            source->after_fork_child();
         return;
+    }
     atomic_store(&running, false);
+    atomic_store(&restart_pending, false);
     ss_internal_threads_reset();
     ss_exporters_forget();
     ss_mem_reset();
     if (source->after_fork_child)
         source->after_fork_child();
+    if (!restart)
+        return;
     restart_pid = (pid_t)syscall(SYS_getpid);
     atomic_store(&restart_pending, true);
     pthread_t t;
@@ -120,6 +138,14 @@ static void child_after_fork(void) {
                  "there",
                  (int)getpid());
     }
+}
+
+static void child_after_fork(void) { ss_agent_fork_child(true); }
+
+void ss_agent_set_loader_forks(bool yes) { loader_forks = yes; }
+
+bool ss_agent_active(void) {
+    return atomic_load(&running) || atomic_load(&restart_pending);
 }
 
 int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
@@ -133,8 +159,8 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
     else
         ss_config_load(&config);
     source = src;
-    int rc = start_locked();
-    if (rc == 0 && !atfork_installed) {
+    int rc = start_locked(false);
+    if (rc == 0 && !atfork_installed && !loader_forks) {
         pthread_atfork(NULL, NULL, child_after_fork);
         atfork_installed = true;
     }
@@ -163,7 +189,7 @@ bool ss_agent_exec_begin(void) {
     }
     /* A vfork child shares our memory but not our threads: the agent is
      * the parent's, and must go on for it. */
-    if (!atomic_load(&running) || ss_process()->pid != (pid_t)syscall(SYS_getpid))
+    if (!atomic_load(&running) || ss_process()->ns_pid != (pid_t)syscall(SYS_getpid))
         return false;
     ss_agent_stop();
     /* a signal the last round sent to this thread is taken on the return
@@ -175,7 +201,7 @@ bool ss_agent_exec_begin(void) {
 void ss_agent_exec_failed(void) {
     pthread_mutex_lock(&lifecycle_lock);
     if (!atomic_load(&running) && source)
-        start_locked();
+        start_locked(true);
     pthread_mutex_unlock(&lifecycle_lock);
 }
 

@@ -22,7 +22,7 @@
 #include <strings.h>
 
 static bool enabled_in_env(void) {
-    const char *v = getenv("SPLUNK_PROFILER_ENABLED");
+    const char *v = ss_env("SPLUNK_PROFILER_ENABLED");
     return v && *v; /* the full parse (and its error line) is in ss_config_load */
 }
 

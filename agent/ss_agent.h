@@ -67,6 +67,10 @@ void ss_log(ss_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ss_vlog(ss_log_level level, const char *fmt, va_list ap);
 void ss_log_set_level(ss_log_level level);
+/* STACKSHOT_LOG_FILE: lines go to this file (appended, created 0600; %p
+ * is the pid, %u the effective uid) instead of stderr; NULL or "":
+ * stderr. A file that cannot be opened: one line on stderr, stderr kept. */
+void ss_log_set_file(const char *path);
 ss_log_level ss_log_get_level(void);
 bool ss_log_enabled(ss_log_level level);
 
@@ -124,6 +128,11 @@ int ss_config_set_options(const char *options);
 /* The value of KEY: from the option string if set there, else from the
  * environment, else NULL. The pointer stays valid until the options change. */
 const char *ss_config_raw(const char *key);
+/* An environment variable: from the environment saved at load by the
+ * loader (ss_env_set_snapshot, NULL-terminated "KEY=value" strings), else
+ * getenv. */
+const char *ss_env(const char *key);
+void ss_env_set_snapshot(char *const *env);
 
 /* Typed readers. Each prints one line for a bad value
  * ("stackshot: KEY=value: why; using <default>") and returns the default. */
@@ -316,11 +325,30 @@ ss_round *ss_round_builder_finish(ss_round_builder *b, uint32_t skipped,
 /* The process being profiled                                           */
 /* ------------------------------------------------------------------ */
 
+/* What a JVM offers the exporters beyond rounds (jvmti/heapdump.c sets
+ * it; NULL in a native process). The calls may block (JNI, a
+ * stop-the-world heap dump): agent threads only, never while the VM dies. */
+typedef struct ss_jvm_services {
+    /* Make an OutOfMemoryError write a heap dump into dir (the manageable
+     * flags HeapDumpOnOutOfMemoryError and HeapDumpPath, unless the user
+     * set them). 0, 1 (the user's HeapDumpPath points elsewhere) or
+     * -errno; `why` says what was done or why not. */
+    int (*heap_dump_on_oom)(const char *dir, char *why, size_t n);
+    /* Write a heap dump (live objects) to path now. 0 or -errno, `why`. */
+    int (*dump_heap)(const char *path, char *why, size_t n);
+    /* How many ResourceExhausted events (an OutOfMemoryError) so far. */
+    uint64_t (*exhausted)(void);
+} ss_jvm_services;
+
 typedef struct ss_process_info {
-    pid_t pid;
+    pid_t pid;                   /* as the host sees it: the outermost PID namespace
+                                    /proc shows (pid 1 in a container is its real pid) */
+    pid_t ns_pid;                /* getpid(): in the process's own PID namespace */
     pid_t ppid;
     char exe_path[1024];         /* /proc/self/exe target */
     char exe_name[256];          /* basename of exe_path */
+    char program_name[256];      /* the name it was run by (argv[0]'s basename):
+                                    local files are named after it */
     char command_line[2048];     /* argv joined by spaces */
     char host_name[256];
     uint64_t start_wall_ms;      /* when the agent started, epoch ms */
@@ -328,6 +356,9 @@ typedef struct ss_process_info {
     char runtime_name[128];      /* java.runtime.name */
     char runtime_version[128];   /* java.runtime.version */
     char runtime_description[256]; /* vendor, vm name, vm version */
+    char runtime_banner[256];    /* what jstack prints after "Full thread dump ":
+                                    "<java.vm.name> (<java.vm.version> <java.vm.info>)" */
+    const ss_jvm_services *jvm;
     ss_runtime runtime;
 } ss_process_info;
 
@@ -335,6 +366,9 @@ typedef struct ss_process_info {
 const ss_process_info *ss_process(void);
 ss_process_info *ss_process_mut(void);
 void ss_process_refresh(void);
+/* Where the program's short name lives as the host binds it (the loader
+ * passes &program_invocation_short_name); NULL: the core's own view. */
+void ss_process_set_program_name_ref(char *const *ref);
 
 /* ------------------------------------------------------------------ */
 /* Agent threads                                                        */
@@ -415,6 +449,8 @@ typedef struct ss_exporter_def {
     const ss_exporter_ops *ops; /* NULL when it lives in a module */
     const char *module;        /* ... this one (libstackshot-<module>.so), or NULL */
     const char *const *keys;   /* the configuration keys it reads, NULL-terminated */
+    const char *with;          /* also runs whenever the exporter of this name is
+                                  selected (NULL: only when named itself) */
 } ss_exporter_def;
 
 /* Row i is bit 1u << i of ss_config.exporters (at most 32 rows). */
@@ -465,6 +501,14 @@ bool ss_agent_running(void);
  * starts it again. */
 bool ss_agent_exec_begin(void);
 void ss_agent_exec_failed(void);
+/* In a child with only the calling thread (fork: restart = true, the
+ * agent starts again after a moment; clone: false, nothing starts). Run
+ * by the core's own at-fork handler, or by the loader's when it has one
+ * (ss_agent_set_loader_forks: the core then registers none). */
+void ss_agent_fork_child(bool restart);
+void ss_agent_set_loader_forks(bool yes);
+/* Running, or a forked child's restart is due. */
+bool ss_agent_active(void);
 
 /* Is this process a JVM that loads the agent through JVMTI (so the
  * preload constructor must stay out of its way)? */

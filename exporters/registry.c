@@ -21,6 +21,7 @@ extern const ss_exporter_ops ss_text_exporter;
 extern const ss_exporter_ops ss_otlp_logs_exporter;
 extern const ss_exporter_ops ss_otlp_profiles_exporter;
 extern const ss_exporter_ops ss_qubership_exporter;
+extern const ss_exporter_ops ss_qubership_dumps_exporter;
 extern const ss_exporter_ops ss_pprof_exporter;
 extern const ss_exporter_ops ss_flamegraph_exporter;
 #endif
@@ -61,7 +62,10 @@ const ss_exporter_def ss_exporter_table[] = {
     {.name = "qubership",
      .ops = OPS(ss_qubership_exporter),
      .keys = KEYS("REMOTE_DUMP_HOST", "REMOTE_DUMP_PORT_PLAIN", "CLOUD_NAMESPACE",
-                  "MICROSERVICE_NAME", "POD_NAME", "STACKSHOT_QUBERSHIP_WINDOW",
+                  "MICROSERVICE_NAME", "POD_NAME", "NAMESPACE", "NC_DIAGNOSTIC_FOLDER",
+                  "REMOTE_DUMP_PORT_SSL", "TLS_CERT_DIR", "NC_DIAGNOSTIC_KEYSTORE",
+                  "TLS_KEYSTORE_PATH", "NC_DIAGNOSTIC_KEYSTORE_PASSWD", "TLS_KEYSTORE_PWD",
+                  "STACKSHOT_QUBERSHIP_TLS_VERIFY", "STACKSHOT_QUBERSHIP_WINDOW",
                   "STACKSHOT_QUBERSHIP_SUSPEND_THRESHOLD", "STACKSHOT_QUBERSHIP_TIMEOUT",
                   "STACKSHOT_QUBERSHIP_RECONNECT")},
     {.name = "pprof", .ops = OPS(ss_pprof_exporter), .keys = KEYS("STACKSHOT_OUTPUT_DIR", PERIOD_KEYS)},
@@ -74,5 +78,15 @@ const ss_exporter_def ss_exporter_table[] = {
                   "STACKSHOT_ZORKA_RETRIES", "STACKSHOT_ZORKA_CERTIFICATE",
                   "STACKSHOT_ZORKA_CLIENT_CERTIFICATE", "STACKSHOT_ZORKA_CLIENT_KEY",
                   "STACKSHOT_ZORKA_INSECURE", "OTEL_SERVICE_NAME")},
+    /* runs along with "qubership" (diagtools' part of a Qubership agent) */
+    {.name = "qubership_dumps",
+     .ops = OPS(ss_qubership_dumps_exporter),
+     .with = "qubership",
+     .keys = KEYS("NC_DIAGNOSTIC_AGENT_SERVICE", "TLS_ENABLED", "TLS_CERT_DIR", "CLOUD_NAMESPACE",
+                  "NAMESPACE", "POD_NAME", "NC_DIAGNOSTIC_FOLDER", "NC_DIAGNOSTIC_LOGS_FOLDER",
+                  "NC_DIAGNOSTIC_THREADDUMP_ENABLED", "NC_DIAGNOSTIC_TOP_ENABLED",
+                  "DIAGNOSTIC_CENTER_DUMPS_ENABLED", "NC_DIAGNOSTIC_DUMPS_ENABLED",
+                  "DIAGNOSTIC_DUMP_INTERVAL", "DIAGNOSTIC_SCAN_INTERVAL",
+                  "DIAGNOSTIC_UPLOAD_TIMEOUT", "NC_HEAP_DUMP_COMPRESSION_LEVEL")},
     {.name = NULL},
 };

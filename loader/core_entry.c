@@ -74,6 +74,8 @@ static const ss_core_api api = {
     .agent_onunload = onunload,
     .exec_begin = ss_agent_exec_begin,
     .exec_failed = ss_agent_exec_failed,
+    .fork_child = ss_agent_fork_child,
+    .running = ss_agent_active,
 };
 
 __attribute__((visibility("default"))) const ss_core_api *
@@ -83,6 +85,9 @@ ss_core_entry_v1(const ss_core_host *host) {
     if (ss_core_alloc_install(&host->alloc) != 0)
         return NULL;
     deepbind = host->deepbind;
+    ss_agent_set_loader_forks(host->loader_forks);
+    ss_process_set_program_name_ref(host->program_name);
+    ss_env_set_snapshot(host->environ_at_load);
     ss_native_note_dlopened();
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");

@@ -7,9 +7,9 @@
  * directory (and gRPC is its module libstackshot-grpc.so, which the core
  * opens only for OTLP export), opened only when the agent is wanted:
  *
- *   - preloaded: by the constructor, unless SPLUNK_PROFILER_ENABLED is
- *     unset, blank or false (the core then applies the full rule: true,
- *     and not a JVM);
+ *   - preloaded: when the first round is due (loader_start.c: one
+ *     interval after load), unless SPLUNK_PROFILER_ENABLED is unset, blank
+ *     or false (the core then applies the full rule: true, and not a JVM);
  *   - in a JVM: by Agent_OnLoad / Agent_OnAttach;
  *   - embedded: by stackshot_start.
  *
@@ -27,7 +27,7 @@
 #include "stackshot.h"
 
 #include <dlfcn.h>
-#include <errno.h>
+#include <errno.h> /* program_invocation_short_name */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,10 +96,51 @@ static const char *core_path(char *buf, size_t n) {
     return SS_CORE_FILE_NAME; /* the loader's search path */
 }
 
+/* The name the program was run by, taken at load: programs that set
+ * their title (nginx, postgres) overwrite argv[0], and with it what
+ * program_invocation_short_name points to. */
+static char program_name_buf[256];
+static char *program_name_ptr;
+
+/* The environment at load, copied in one block: a server may clear its
+ * environment (nginx's workers keep only TZ) or overwrite the strings
+ * with its title before the first round is due. */
+static char **environ_copy;
+
+static void keep_environment(char **envp) {
+    size_t n = 0, bytes = 0;
+    for (char **e = envp; e && *e; e++, n++)
+        bytes += strlen(*e) + 1;
+    char **copy = malloc((n + 1) * sizeof *copy + bytes);
+    if (!copy)
+        return; /* the core then reads the environment of the moment */
+    char *p = (char *)(copy + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(envp[i]) + 1;
+        memcpy(p, envp[i], len);
+        copy[i] = p;
+        p += len;
+    }
+    copy[n] = NULL;
+    environ_copy = copy;
+}
+
+static void keep_program_name(int argc, char **argv) {
+    if (argc < 1 || !argv || !argv[0] || !argv[0][0])
+        return;
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(program_name_buf, sizeof program_name_buf, "%s", slash ? slash + 1 : argv[0]);
+    program_name_ptr = program_name_buf;
+}
+
 static const ss_core_api *open_core(void) {
     char buf[PATH_MAX];
     const char *path = core_path(buf, sizeof buf);
-    ss_core_host host = {.size = sizeof host, .deepbind = true};
+    if (!program_name_ptr)
+        program_name_ptr = program_invocation_short_name;
+    ss_core_host host = {.size = sizeof host, .deepbind = true, .loader_forks = true,
+                         .program_name = &program_name_ptr,
+                         .environ_at_load = environ_copy};
     host.why_not_deepbind = sanitizer_present();
     if (host.why_not_deepbind)
         host.deepbind = false;
@@ -123,16 +164,31 @@ static const ss_core_api *open_core(void) {
     return api;
 }
 
+/* A thread is inside open_core: a child forked now holds a copy of a
+ * half-done dlopen and must not try again. */
+static _Atomic bool loading;
+
+bool ss_loader_after_fork_child(void) {
+    pthread_mutex_init(&load_lock, NULL);
+    if (!atomic_load(&loading))
+        return true;
+    load_failed = true; /* never again in this child */
+    return false;
+}
+
 /* The core, loaded on first need; NULL if it cannot be (said once). */
-static const ss_core_api *load_core(void) {
+const ss_core_api *ss_loader_load_core(void) {
     const ss_core_api *api = ss_loader_core();
     if (api)
         return api;
     pthread_mutex_lock(&load_lock);
     api = ss_loader_core();
     if (!api && !load_failed) {
+        atomic_store(&loading, true);
         api = open_core();
+        atomic_store(&loading, false);
         if (api) {
+            ss_start_fork_handler();
             atomic_store_explicit(&set_span, api->set_span_context, memory_order_release);
             atomic_store_explicit(&core, api, memory_order_release);
         } else {
@@ -162,19 +218,27 @@ static bool disabled_in_env(void) {
 }
 
 /* Preloaded: nothing at all (no library mapped, no constructor of theirs
- * run) while the agent is disabled. */
-__attribute__((constructor)) static void ss_loader_start(void) {
+ * run) while the agent is disabled; enabled, the start is armed for when
+ * the first round is due (loader_start.c). glibc passes the program's
+ * arguments to the constructors of preloaded objects too. */
+__attribute__((constructor)) static void ss_loader_start(int argc, char **argv, char **envp) {
     if (disabled_in_env())
         return;
-    const ss_core_api *api = load_core();
-    if (api)
-        api->autostart();
+    keep_program_name(argc, argv);
+    keep_environment(envp);
+    ss_start_arm(argc, argv);
 }
+
+/* At exit: a start thread still waiting leaves (joined), so that nothing
+ * starts while the process ends. The core, if it runs, stops from its own
+ * destructor. */
+__attribute__((destructor)) static void ss_loader_end(void) { ss_start_disarm(); }
 
 /* ---- the public API: stubs that forward to the core ----------------- */
 
 SS_EXPORT int stackshot_start(void) {
-    const ss_core_api *api = load_core();
+    ss_start_disarm(); /* asked for now: no need to wait for the first round */
+    const ss_core_api *api = ss_loader_load_core();
     return api ? api->start() : -ENOENT;
 }
 
@@ -185,10 +249,17 @@ SS_EXPORT void stackshot_stop(void) {
 }
 
 /* Called by the host's threads on every span switch: one atomic load and
- * an indirect call; nothing when the core is not loaded (no sampling can
- * happen then, so there is nobody to tell). */
+ * an indirect call; nothing when the agent is off (no sampling can happen
+ * then, so there is nobody to tell). While the preloaded start is armed,
+ * the first call opens the core so that the span is kept. */
 SS_EXPORT void stackshot_set_span_context(const uint8_t trace_id[16], const uint8_t span_id[8]) {
     span_fn fn = atomic_load_explicit(&set_span, memory_order_acquire);
+    if (!fn && ss_start_armed()) {
+        /* the agent will sample this process: keep the span from now on
+         * (the core is opened, once, not started) */
+        ss_loader_load_core();
+        fn = atomic_load_explicit(&set_span, memory_order_acquire);
+    }
     if (fn)
         fn(trace_id, span_id);
 }
@@ -204,13 +275,13 @@ SS_EXPORT const char *stackshot_version(void) { return SS_VERSION; }
 /* ---- JVMTI: the JVM calls these by name ----------------------------- */
 
 SS_EXPORT int Agent_OnLoad(void *vm, char *options, void *reserved) {
-    const ss_core_api *api = load_core();
+    const ss_core_api *api = ss_loader_load_core();
     /* JNI_OK even without a core: the JVM must start anyway */
     return api ? api->agent_onload(vm, options, reserved) : 0;
 }
 
 SS_EXPORT int Agent_OnAttach(void *vm, char *options, void *reserved) {
-    const ss_core_api *api = load_core();
+    const ss_core_api *api = ss_loader_load_core();
     return api ? api->agent_onattach(vm, options, reserved) : 0;
 }
 

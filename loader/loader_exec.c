@@ -22,7 +22,6 @@
 #include "loader/ss_loader.h"
 
 #include <dlfcn.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,19 +34,6 @@ extern char **environ;
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-
-/* Stop the agent before the exec: true if it was running (and must be
- * restarted should the exec fail). */
-static bool exec_begin(void) {
-    const ss_core_api *api = ss_loader_core();
-    return api && api->exec_begin();
-}
-
-static void exec_failed(void) {
-    const ss_core_api *api = ss_loader_core();
-    if (api)
-        api->exec_failed();
-}
 
 /* The next definition of `name` (libc's). Looked up on first use: the
  * library's constructor must not do work when the agent is disabled. */
@@ -62,11 +48,10 @@ SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execve")))
         return -1;
-    bool stopped = exec_begin();
+    int token = ss_start_quiesce();
     int rc = fn(path, argv, envp);
     int saved = errno;
-    if (stopped)
-        exec_failed();
+    ss_start_resume(token);
     errno = saved;
     return rc;
 }
@@ -75,11 +60,10 @@ SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     static execve_fn fn;
     if (!fn && !(fn = (execve_fn)real("execvpe")))
         return -1;
-    bool stopped = exec_begin();
+    int token = ss_start_quiesce();
     int rc = fn(file, argv, envp);
     int saved = errno;
-    if (stopped)
-        exec_failed();
+    ss_start_resume(token);
     errno = saved;
     return rc;
 }
@@ -88,11 +72,10 @@ SS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     static fexecve_fn fn;
     if (!fn && !(fn = (fexecve_fn)real("fexecve")))
         return -1;
-    bool stopped = exec_begin();
+    int token = ss_start_quiesce();
     int rc = fn(fd, argv, envp);
     int saved = errno;
-    if (stopped)
-        exec_failed();
+    ss_start_resume(token);
     errno = saved;
     return rc;
 }

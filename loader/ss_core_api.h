@@ -36,6 +36,15 @@ typedef struct ss_core_host {
     ss_core_alloc alloc;  /* the process's allocator */
     bool deepbind;        /* loaded with RTLD_DEEPBIND (no sanitizer runtime) */
     const char *why_not_deepbind; /* e.g. "AddressSanitizer runtime present" */
+    bool loader_forks;    /* the loader's at-fork handler calls api->fork_child:
+                             the core registers none of its own */
+    /* &program_invocation_short_name as the host binds it: a program that
+     * references it gets a copy relocation, and the deep-bound core would
+     * read libc's stale original instead */
+    char *const *program_name;
+    /* The environment as it was at load (a copy, NULL-terminated), or
+     * NULL: servers rewrite or clear theirs before the first round */
+    char *const *environ_at_load;
 } ss_core_host;
 
 typedef struct ss_core_api {
@@ -52,6 +61,10 @@ typedef struct ss_core_api {
     void (*agent_onunload)(void *vm);
     bool (*exec_begin)(void);
     void (*exec_failed)(void);
+    /* In a child (fork: restart = true; clone: false, the child starts
+     * nothing until it execs), with only the calling thread left. */
+    void (*fork_child)(bool restart);
+    bool (*running)(void); /* the agent runs (or a forked child's restart is due) */
 } ss_core_api;
 
 typedef const ss_core_api *(*ss_core_entry_fn)(const ss_core_host *host);

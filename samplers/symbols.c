@@ -25,6 +25,12 @@
  * code, anonymous memory) do not trigger a re-read: only the loader can
  * add an ELF module, and it bumps dlpi_adds when it does.
  *
+ * The module list is read by symbols_maps.c, which keeps a file's distant
+ * second mappings (node's remapped builtins) out of its load; an address
+ * there is resolved as the same file offset in the load. Addresses in no
+ * module are looked up in /tmp/perf-<pid>.map (symbols_perfmap.c), where
+ * JIT compilers name their code, else they are "unknown".
+ *
  * Not thread-safe (one resolver per sampler thread), never called from a
  * signal handler: libdw allocates and takes locks. */
 #include "symbols_internal.h"
@@ -68,6 +74,11 @@ struct ss_symbols {
     ss_frame *pool;
     size_t pool_used, pool_size;
     fn_slot *fns;
+    ss_remap *remaps; /* distant second mappings of a file */
+    size_t n_remaps;
+    ss_perfmap *perfmap;
+    pid_t perf_pid;
+    char jit_file_name[32]; /* "perf-<pid>.map": the file of JIT frames */
     ss_symbols_counters c;
 };
 
@@ -142,7 +153,10 @@ static int report_modules(ss_symbols *s) {
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     ss_demangle_reset();
     dwfl_report_begin(s->dwfl);
-    int rc = dwfl_linux_proc_report(s->dwfl, getpid());
+    ss_remaps_free(s->remaps, s->n_remaps);
+    s->remaps = NULL;
+    s->n_remaps = 0;
+    int rc = ss_maps_report(s->dwfl, &s->remaps, &s->n_remaps);
     if (dwfl_report_end(s->dwfl, module_removed, NULL) != 0 && rc == 0)
         rc = -1;
     s->adds = lc.adds;
@@ -244,6 +258,23 @@ static int sym_cmp(const void *a, const void *b) {
     return y->rank - x->rank; /* best name first */
 }
 
+/* A symbol without a size (hand-written assembly, _init, _fini) reaches
+ * to the end of its section at most; the next symbol bounds it earlier
+ * (the search finds that one first). Not knowing its section: its own
+ * address only. (Stretched to the next symbol of the module, _fini, the
+ * last one, once covered everything up to node's remapped code.) */
+static uint64_t sizeless_extent(Dwfl_Module *mod, uint64_t addr, GElf_Word shndx) {
+    GElf_Addr bias = 0;
+    Elf *elf = dwfl_module_getelf(mod, &bias);
+    GElf_Shdr shdr;
+    Elf_Scn *scn = elf && shndx != SHN_UNDEF && shndx < SHN_LORESERVE ? elf_getscn(elf, shndx)
+                                                                     : NULL;
+    if (!scn || !gelf_getshdr(scn, &shdr) || !(shdr.sh_flags & SHF_EXECINSTR))
+        return 1;
+    uint64_t end = shdr.sh_addr + shdr.sh_size + bias;
+    return end > addr ? end - addr : 1;
+}
+
 static void index_symbols(Dwfl_Module *mod, mod_info *mi) {
     mi->indexed = true;
     int n = dwfl_module_getsymtab(mod);
@@ -264,7 +295,8 @@ static void index_symbols(Dwfl_Module *mod, mod_info *mi) {
             (type != STT_FUNC && type != STT_GNU_IFUNC))
             continue;
         int bind = GELF_ST_BIND(sym.st_info);
-        v[k++] = (sym_entry){addr, sym.st_size, name,
+        uint64_t size = sym.st_size ? sym.st_size : sizeless_extent(mod, addr, shndx);
+        v[k++] = (sym_entry){addr, size, name,
                              bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0};
     }
     qsort(v, k, sizeof *v, sym_cmp);
@@ -281,8 +313,8 @@ static void index_symbols(Dwfl_Module *mod, mod_info *mi) {
     mi->nsyms = u;
 }
 
-/* The function symbol containing pc: binary search of the index. A
- * symbol without a size (hand-written assembly) reaches to the next. */
+/* The function symbol containing pc: binary search of the index (every
+ * entry has a size: see sizeless_extent). */
 static const char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc) {
     mod_info *mi = module_info(mod);
     if (mi && !mi->indexed)
@@ -303,10 +335,7 @@ static const char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc) {
     if (lo == 0)
         return NULL;
     const sym_entry *e = &mi->syms[lo - 1];
-    if (e->size > 0 ? pc < e->start + e->size
-                    : (lo == mi->nsyms || pc < mi->syms[lo].start))
-        return e->name;
-    return NULL;
+    return pc - e->start < e->size ? e->name : NULL;
 }
 
 /* Intern a function name as namespace + name: C names go to "global",
@@ -530,25 +559,78 @@ static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
     return i >= 0 ? &c->d[i] : NULL;
 }
 
-static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r) {
-    Dwarf_Addr pc = ret ? addr - 1 : addr;
-    memset(r, 0, sizeof *r);
+/* The module containing pc, or NULL. Past the highest module (the stack,
+ * say) libdwfl answers with the last module anyway: check the range. */
+static Dwfl_Module *module_at(ss_symbols *s, Dwarf_Addr pc) {
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
     Dwarf_Addr start = 0, end = 0;
-    /* Past the highest module (the stack, say) libdwfl answers with the
-     * last module anyway: check the range. */
     if (mod && (!dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL) ||
                 pc < start || pc >= end))
         mod = NULL;
-    if (!mod) {
-        const ss_funcinfo *fn = ss_funcinfo_intern("unknown", "unknown", "unknown",
-                                                   NULL, SS_FRAME_NATIVE);
-        r->f[0].fn = fn ? fn : &unknown_fn;
-        r->f[0].addr = addr;
-        r->n = 1;
-        return;
+    return mod;
+}
+
+static const ss_remap *remap_at(ss_symbols *s, uint64_t pc) {
+    for (size_t i = 0; i < s->n_remaps; i++)
+        if (pc >= s->remaps[i].start && pc < s->remaps[i].end)
+            return &s->remaps[i];
+    return NULL;
+}
+
+/* The perf map of this process (a forked child's is its own), read again
+ * when it grew (at most every 200 ms). True when names were added. */
+static bool perfmap_check(ss_symbols *s) {
+    pid_t pid = getpid();
+    if (!s->perfmap || pid != s->perf_pid) {
+        ss_perfmap_destroy(s->perfmap);
+        s->perfmap = ss_perfmap_create(pid);
+        s->perf_pid = pid;
+        snprintf(s->jit_file_name, sizeof s->jit_file_name, "perf-%d.map", (int)pid);
     }
-    const ss_mapping *map = module_mapping(mod);
+    return ss_perfmap_refresh(s->perfmap, ss_mono_ns());
+}
+
+/* An address in no module: JIT code named in the perf map, else unknown. */
+static void resolve_outside(ss_symbols *s, uint64_t addr, Dwarf_Addr pc, resolved *r) {
+    const char *jit = ss_perfmap_lookup(s->perfmap, pc);
+    const ss_funcinfo *fn =
+        jit ? ss_funcinfo_intern("jit", jit, s->jit_file_name, NULL, SS_FRAME_NATIVE)
+            : ss_funcinfo_intern("unknown", "unknown", "unknown", NULL, SS_FRAME_NATIVE);
+    r->f[0].fn = fn ? fn : &unknown_fn;
+    r->f[0].addr = addr;
+    r->n = 1;
+}
+
+static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r) {
+    Dwarf_Addr pc = ret ? addr - 1 : addr;
+    memset(r, 0, sizeof *r);
+    Dwfl_Module *mod = module_at(s, pc);
+    const ss_mapping *map = NULL;
+    if (!mod) {
+        if (perfmap_check(s)) {
+            cache_clear(s); /* unknown addresses may have a name now */
+            s->c.flushes++;
+        }
+        /* JIT code the perf map names (node names its remapped builtins
+         * there too); else a distant second mapping of a file: the same
+         * offset in its load; else unknown */
+        ss_remap *rm = (ss_remap *)remap_at(s, pc);
+        Dwfl_Module *loaded = rm ? module_at(s, pc + rm->delta) : NULL;
+        if (!loaded || ss_perfmap_lookup(s->perfmap, pc)) {
+            resolve_outside(s, addr, pc, r);
+            return;
+        }
+        if (!rm->map) {
+            const ss_mapping *m = module_mapping(loaded);
+            rm->map = ss_mapping_intern(rm->path, m ? m->build_id : "", rm->start, rm->end,
+                                        rm->start + rm->delta - (m ? m->start : 0));
+        }
+        map = rm->map;
+        mod = loaded;
+        pc += rm->delta;
+    }
+    if (!map)
+        map = module_mapping(mod);
     const char *file = NULL;
     int line = 0;
     Dwfl_Line *dl = dwfl_module_getsrc(mod, pc);
@@ -632,7 +714,7 @@ static int no_debuginfo(Dwfl_Module *mod, void **user, const char *modname,
 static find_debuginfo_fn *debuginfo_finder(void) {
     if (!ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true))
         return no_debuginfo;
-    const char *urls = getenv("DEBUGINFOD_URLS");
+    const char *urls = ss_env("DEBUGINFOD_URLS");
     if (urls && *urls) {
         ss_debug("symbols: DEBUGINFOD_URLS is set; debuginfo is looked up "
                  "locally by build id only, never downloaded");
@@ -687,6 +769,8 @@ void ss_symbols_destroy(ss_symbols *s) {
     free(s->slots);
     free(s->pool);
     free(s->fns);
+    ss_remaps_free(s->remaps, s->n_remaps);
+    ss_perfmap_destroy(s->perfmap);
     free(s);
 }
 
@@ -700,6 +784,11 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
     uint64_t key = addr << 1 | (return_address ? 1 : 0);
     if (key != 0) {
         cache_slot *sl = cache_find(s, key);
+        /* outside every module: the perf map may have grown since */
+        if (sl->key == key && !s->pool[sl->first].map && perfmap_check(s)) {
+            cache_clear(s);
+            s->c.flushes++;
+        }
         if (sl->key == key) {
             s->c.hits++;
             int n = sl->n < max ? sl->n : max;

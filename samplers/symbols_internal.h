@@ -26,4 +26,34 @@ ss_symbols *ss_symbols_create_sized(size_t entries);
 
 void ss_symbols_counters_get(const ss_symbols *s, ss_symbols_counters *out);
 
+/* ---- symbols_maps.c: /proc/self/maps to libdwfl, by load ------------- */
+
+/* A second mapping of a file far from its load (node's remapped builtins):
+ * an address a in [start, end) is the file's a + delta in the load. */
+typedef struct ss_remap {
+    uint64_t start, end;
+    uint64_t delta;
+    char *path;
+    const ss_mapping *map; /* interned on first use */
+} ss_remap;
+
+typedef struct Dwfl Dwfl;
+/* Report every load of /proc/self/maps to dwfl (between dwfl_report_begin
+ * and dwfl_report_end) and return the remaps (free with ss_remaps_free).
+ * 0 or -errno. */
+int ss_maps_report(Dwfl *dwfl, ss_remap **remaps, size_t *n);
+void ss_remaps_free(ss_remap *r, size_t n);
+
+/* ---- symbols_perfmap.c: JIT code named in /tmp/perf-<pid>.map --------- */
+
+typedef struct ss_perfmap ss_perfmap;
+ss_perfmap *ss_perfmap_create(pid_t pid);
+void ss_perfmap_destroy(ss_perfmap *m);
+/* Read what was appended since last time (at most every 200 ms): true
+ * when names were added (cached unknown addresses may now have one). */
+bool ss_perfmap_refresh(ss_perfmap *m, uint64_t now_ns);
+/* The name of the code containing addr, or NULL. */
+const char *ss_perfmap_lookup(const ss_perfmap *m, uint64_t addr);
+size_t ss_perfmap_entries(const ss_perfmap *m);
+
 #endif /* SS_SYMBOLS_INTERNAL_H */

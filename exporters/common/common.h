@@ -27,9 +27,15 @@ int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *
 int ss_text_format_round_header(const ss_round *r, ss_buf *out);
 
 /* Create the output directory (mode 0700) if needed and open `name` in it
- * for appending (or truncating), mode 0600, refusing symlinks. Returns an
- * fd or a negative errno (after one error line naming the path). */
+ * for appending (or truncating), mode 0600, refusing symlinks. `dir` is a
+ * template (STACKSHOT_OUTPUT_DIR): %u the effective uid now, %p the pid,
+ * %% a percent sign. Returns an fd or a negative errno (after one error
+ * line naming the path). */
 int ss_output_open(const char *dir, const char *name, bool append);
+/* The directory a template names now. 0 or -ENAMETOOLONG. */
+int ss_output_dir_expand(const char *tmpl, char *out, size_t n);
+/* "<program name>.<pid>": how local files of this process begin. */
+void ss_output_file_stem(char *out, size_t n);
 
 /* How many writes ss_output_open refused (symlink at the directory or the
  * name, not ours, not a regular file, cannot create) since start. */

@@ -9,6 +9,11 @@
  * only to a regular file owned by this user with a single link, and never
  * blocks opening a FIFO planted at the name.
  *
+ * The directory is a template, expanded when a file is created: %u is the
+ * effective uid then (a server that drops privileges after fork writes
+ * its workers' files where they may: the default is
+ * $TMPDIR/stackshot-%u), %p the pid, %% a percent sign.
+ *
  * Every refusal is counted (ss_output_refused) and told in one line; the
  * same refusal again (a periodic writer) is told at debug level only. */
 #include "common.h"
@@ -38,6 +43,55 @@ uint64_t ss_output_refused(void) {
                __VA_ARGS__);                                                   \
     } while (0)
 
+int ss_output_dir_expand(const char *tmpl, char *out, size_t n) {
+    size_t len = 0;
+    for (const char *p = tmpl; *p; p++) {
+        char num[24];
+        const char *add = num;
+        if (p[0] == '%' && p[1] == 'u') {
+            snprintf(num, sizeof num, "%u", (unsigned)geteuid());
+            p++;
+        } else if (p[0] == '%' && p[1] == 'p') {
+            snprintf(num, sizeof num, "%d", (int)ss_process()->pid);
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            add = "%";
+            p++;
+        } else {
+            num[0] = *p;
+            num[1] = '\0';
+        }
+        size_t k = strlen(add);
+        if (len + k >= n)
+            return -ENAMETOOLONG;
+        memcpy(out + len, add, k);
+        len += k;
+    }
+    out[len] = '\0';
+    return 0;
+}
+
+/* Why `path` (or a parent of it) cannot be our directory, in words. */
+static const char *dir_problem(const char *path, int err, char *why, size_t n) {
+    struct stat lst;
+    if (lstat(path, &lst) == 0) {
+        if (S_ISLNK(lst.st_mode))
+            return "is a symbolic link; not following it";
+        if (!S_ISDIR(lst.st_mode))
+            return S_ISREG(lst.st_mode) ? "is a regular file, not a directory"
+                                        : "exists and is not a directory";
+    }
+    if (err == ENOTDIR)
+        return "has a path component that is not a directory";
+    snprintf(why, n, "cannot be created or opened: %s", strerror(err));
+    return why;
+}
+
+void ss_output_file_stem(char *out, size_t n) {
+    const ss_process_info *p = ss_process();
+    snprintf(out, n, "%s.%d", p->program_name[0] ? p->program_name : "process", (int)p->pid);
+}
+
 static int make_dirs(const char *dir) {
     char path[1100];
     snprintf(path, sizeof path, "%s", dir);
@@ -59,20 +113,22 @@ static int make_dirs(const char *dir) {
 static int open_dir(const char *dir) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
-        int rc = -errno;
+        int err = errno;
+        char why[128];
         struct stat lst;
-        if (lstat(dir, &lst) == 0 && S_ISLNK(lst.st_mode))
-            refuse("output directory %s is a symbolic link; not following it, not "
-                   "writing there", dir);
-        else
-            refuse("cannot open output directory %s: %s; not writing there", dir,
-                   strerror(-rc));
-        return rc == -ENOTDIR ? -ELOOP : rc;
+        bool link = lstat(dir, &lst) == 0 && S_ISLNK(lst.st_mode);
+        refuse("output directory %s %s; not writing there", dir,
+               dir_problem(dir, err, why, sizeof why));
+        /* O_NOFOLLOW|O_DIRECTORY on a link says ENOTDIR: a link is ELOOP */
+        return link ? -ELOOP : -err;
     }
     struct stat st;
     if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
         close(dfd);
-        refuse("output directory %s is not owned by this user; not writing there", dir);
+        refuse("output directory %s is owned by uid %u, not by this process's user "
+               "(uid %u); not writing there (a %%u in STACKSHOT_OUTPUT_DIR gives each "
+               "user its own)",
+               dir, (unsigned)st.st_uid, (unsigned)geteuid());
         return -EPERM;
     }
     return dfd;
@@ -103,11 +159,18 @@ static int check_file(int fd, const char *dir, const char *name) {
     return 0;
 }
 
-int ss_output_open(const char *dir, const char *name, bool append) {
-    int rc = make_dirs(dir);
+int ss_output_open(const char *tmpl, const char *name, bool append) {
+    char dir[1100];
+    int rc = ss_output_dir_expand(tmpl, dir, sizeof dir);
     if (rc != 0) {
-        refuse("cannot create output directory %s: %s; not writing there", dir,
-               strerror(-rc));
+        refuse("output directory %s: too long once expanded; not writing there", tmpl);
+        return rc;
+    }
+    rc = make_dirs(dir);
+    if (rc != 0) {
+        char why[128];
+        refuse("output directory %s %s; not writing there", dir,
+               dir_problem(dir, -rc, why, sizeof why));
         return rc;
     }
     int dfd = open_dir(dir);

@@ -2,9 +2,9 @@
  * files_exporter.c: local profile files, one set per export period, in
  * STACKSHOT_OUTPUT_DIR (mode 0600):
  *
- *   exporter "pprof":      <exe>.<pid>.<seq>.pb.gz   (gzipped pprof: samples/count,
+ *   exporter "pprof":      <program>.<pid>.<seq>.pb.gz   (gzipped pprof: samples/count,
  *                                                     wall/nanoseconds, cpu/nanoseconds)
- *   exporter "flamegraph": <exe>.<pid>.<seq>.collapsed and <exe>.<pid>.<seq>.html
+ *   exporter "flamegraph": <program>.<pid>.<seq>.collapsed and .html
  *
  * The flame graph shows the CPU view by default (threads on CPU: where the
  * time goes) or every thread of every round (STACKSHOT_FLAMEGRAPH_VIEW=wall).
@@ -33,10 +33,9 @@ typedef struct files_state {
 } files_state;
 
 static int write_file(files_state *s, const char *suffix, const ss_buf *b) {
-    const ss_process_info *p = ss_process();
-    char name[400];
-    snprintf(name, sizeof name, "%s.%d.%llu.%s", p->exe_name[0] ? p->exe_name : "process",
-             (int)p->pid, (unsigned long long)s->seq, suffix);
+    char stem[300], name[400];
+    ss_output_file_stem(stem, sizeof stem);
+    snprintf(name, sizeof name, "%s.%llu.%s", stem, (unsigned long long)s->seq, suffix);
     int fd = ss_output_open(s->dir, name, false);
     if (fd < 0)
         return fd;
@@ -71,7 +70,7 @@ static int flush_flame(files_state *s, ss_agg *a) {
     ss_buf_reset(&s->out);
     char title[600];
     const ss_process_info *p = ss_process();
-    snprintf(title, sizeof title, "%s (pid %d), %s, %llu rounds", p->exe_name, (int)p->pid,
+    snprintf(title, sizeof title, "%s (pid %d), %s, %llu rounds", p->program_name, (int)p->pid,
              s->cpu_view ? "threads on CPU" : "all threads (wall)",
              (unsigned long long)a->rounds);
     rc = ss_flamegraph_html(a, s->cpu_view, title, &s->out);

@@ -1,6 +1,8 @@
 /* text_exporter.c: every round as thread-dump text in a local file,
- * <STACKSHOT_OUTPUT_DIR>/<process name>.<pid>.txt, appended round by round.
- * It is the output that needs no backend at all. */
+ * <STACKSHOT_OUTPUT_DIR>/<program name>.<pid>.txt, appended round by round.
+ * It is the output that needs no backend at all. The file is created at
+ * the first write (a process that never writes a round leaves no file),
+ * with the user the process runs as then. */
 #include "../common/common.h"
 
 #include <errno.h>
@@ -10,9 +12,11 @@
 #include <unistd.h>
 
 typedef struct text_state {
-    int fd;
+    int fd; /* -1 until the first write */
     ss_buf buf;
     ss_exporter_stats *stats;
+    char dir[1024];
+    char name[300];
     char path[1400];
     int told_errno; /* the write error last told: a full disk is told once */
 } text_state;
@@ -21,18 +25,11 @@ static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     text_state *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    char name[300];
-    const ss_process_info *p = ss_process();
-    snprintf(name, sizeof name, "%s.%d.txt", p->exe_name[0] ? p->exe_name : "process",
-             (int)p->pid);
-    s->fd = ss_output_open(cfg->output_dir, name, true);
-    if (s->fd < 0) {
-        int rc = s->fd;
-        free(s);
-        return rc;
-    }
-    snprintf(s->path, sizeof s->path, "%s/%s", cfg->output_dir, name);
-    ss_info("text: writing thread dumps to %s", s->path);
+    char stem[290];
+    ss_output_file_stem(stem, sizeof stem);
+    snprintf(s->name, sizeof s->name, "%s.txt", stem);
+    snprintf(s->dir, sizeof s->dir, "%s", cfg->output_dir);
+    s->fd = -1;
     ss_buf_init(&s->buf);
     s->stats = stats;
     *state = s;
@@ -50,6 +47,19 @@ static void text_consume(void *state, ss_round *r) {
     if (s->buf.failed) {
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
         return;
+    }
+    if (s->fd < 0) {
+        /* refused (one line, then counted quietly): tried again next round */
+        s->fd = ss_output_open(s->dir, s->name, true);
+        if (s->fd < 0) {
+            atomic_fetch_add(&s->stats->failures, 1);
+            atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+            return;
+        }
+        char dir[1100];
+        ss_output_dir_expand(s->dir, dir, sizeof dir);
+        snprintf(s->path, sizeof s->path, "%s/%s", dir, s->name);
+        ss_debug("text: writing thread dumps to %s", s->path);
     }
     int rc = ss_write_all(s->fd, s->buf.data, s->buf.len);
     if (rc != 0) {
@@ -74,7 +84,8 @@ static void text_consume(void *state, ss_round *r) {
 static void text_close(void *state, uint64_t deadline_ns) {
     (void)deadline_ns;
     text_state *s = state;
-    close(s->fd);
+    if (s->fd >= 0)
+        close(s->fd);
     ss_buf_free(&s->buf);
     free(s);
 }

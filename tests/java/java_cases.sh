@@ -97,14 +97,14 @@ disabled)
 shutdown)
     t0=$(date +%s%N)
     SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=20 \
-        STACKSHOT_SHUTDOWN_TIMEOUT=1000 STACKSHOT_OUTPUT_DIR=$tmp/o \
+        STACKSHOT_SHUTDOWN_TIMEOUT=1000 STACKSHOT_OUTPUT_DIR=$tmp/o STACKSHOT_LOG_LEVEL=debug \
         "$java" "-agentpath:$lib" -cp "$classes" Demo 2 >"$tmp/out" 2>"$tmp/err"
     rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ $rc -eq 0 ] || fail "JVM exit code $rc"
     f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
     rounds=$(grep -c '^Full thread dump' "$f" 2>/dev/null || echo 0)
-    line=$(grep 'stackshot: text: rounds' "$tmp/err")
+    line=$(grep 'stackshot: text: rounds' "$tmp/err" | tail -1) # debug: the exit's is last
     echo "$line; $rounds rounds in the file; JVM ran $ms ms"
     [ "$rounds" -gt 20 ] || fail "only $rounds rounds"
     echo "$line" | grep -q "rounds $rounds in, 0 dropped; records [0-9]* exported, 0 dropped" ||

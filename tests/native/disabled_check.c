@@ -46,7 +46,7 @@ static int caught(int sig) {
 int main(int argc, char **argv) {
     int on = argc > 1 && strcmp(argv[1], "on") == 0;
     int sig = argc > 2 ? atoi(argv[2]) : SIGRTMAX - 3;
-    usleep(200000); /* the agent's threads start from the constructor */
+    usleep(200000); /* long after the first round was due (tests set a 50 ms interval) */
     int threads = agent_threads(), handler = caught(sig);
     printf("disabled_check: %d agent threads, handler %s for signal %d\n", threads,
            handler ? "installed" : "not installed", sig);

@@ -65,7 +65,7 @@ def agent_env(url, extra=None):
         "STACKSHOT_ZORKA_TIMEOUT": "2000",
         "SPLUNK_PROFILER_CALL_STACK_INTERVAL": str(INTERVAL_MS),
         "STACKSHOT_SHUTDOWN_TIMEOUT": "2000",
-        "STACKSHOT_LOG_LEVEL": "info",
+        "STACKSHOT_LOG_LEVEL": "debug",  # the counters at exit are debug lines
         "OTEL_SERVICE_NAME": "zk-test",
     })
     env.update(extra or {})
@@ -97,10 +97,11 @@ def load(out, name):
 
 
 def counters(stderr):
-    m = re.search(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                  r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
+    # at debug each round repeats the counters: the exit's line is the last
+    m = re.findall(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
+                   r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
     keys = ("in", "rdropped", "exported", "dropped", "rejected", "retries", "failures")
-    return dict(zip(keys, map(int, m.groups()))) if m else None
+    return dict(zip(keys, map(int, m[-1]))) if m else None
 
 
 def accounting(stderr):
@@ -159,10 +160,15 @@ def common(name, code, stderr, out, dump, expect_failures=False):
           (ctr["exported"], ctr["dropped"], ctr["rejected"]),
           "%s: the accounting line agrees with the counters" % name)
     check(acc["consumed"] + ctr["rdropped"] == ctr["in"], "%s: rounds in = consumed + dropped" % name)
+    time.sleep(0.3)  # a request the exit cut short may still be in the collector's hands
     st = stats()
-    check(st["accepted_trc"] == acc["exported"],
-          "%s: the collector accepted %d traces, the agent counted %d exported" % (
-              name, st["accepted_trc"], acc["exported"]))
+    # a trace whose call the shutdown deadline cancelled after its body
+    # went out may have arrived all the same: counted dropped, accepted
+    m = re.search(r"zorka: (\d+) records not delivered before the shutdown deadline", stderr)
+    late = int(m.group(1)) if m else 0
+    check(acc["exported"] <= st["accepted_trc"] <= acc["exported"] + late,
+          "%s: the collector accepted %d traces, the agent counted %d exported (%d cut at exit)" % (
+              name, st["accepted_trc"], acc["exported"], late))
     check(not st["violations"], "%s: no violation (%s)" % (name, st["violations"][:3]))
     if not expect_failures:
         check(ctr["failures"] == 0 and ctr["retries"] == 0,
@@ -370,11 +376,15 @@ def scenario_https(a, out):
     acc, _ = common("https", code, se, out, a.dump)
     if acc:
         check(acc["exported"] > 0 and acc["exported"] == acc["taken"], "https: delivered, verified")
+    time.sleep(0.3)
     before = stats()["accepted_trc"]
     code, so, se = run([a.drive, "1"], agent_env(url))
     ctr = counters(se)
     check(code == 0 and ctr and ctr["exported"] == 0 and stats()["accepted_trc"] == before,
-          "https: without the test CA nothing is sent")
+          "https: without the test CA nothing is sent (exit %s, %s, %d accepted before, %d after)"
+          % (code, ctr, before, stats()["accepted_trc"]))
+    if not ctr:
+        print(se)
     check("certificate" in se, "https: the line says why (the certificate)")
     srv.shutdown()
 

@@ -34,6 +34,12 @@ const os = require('os');
 const path = require('path');
 const {GrpcServer, HttpServer, RawServer, freePort, RAW_MODES, GRPC_MODES, HTTP_MODES} =
     require('./hostile.js');
+// Exporters that bring their own backend and cases: every cases_*.js here
+// exports {exporter, goodServer(dir, {Collector}), env(port, dir), needle,
+// cases()}.
+const PLUGINS = fs.readdirSync(__dirname).filter((f) => /^cases_.*\.js$/.test(f))
+    .map((f) => require(`./${f}`));
+const plugin = (exporter) => PLUGINS.find((p) => p.exporter === exporter);
 
 const RUN_MS = Number(process.env.BK_RUN_MS || 5000); // cases without phases
 const PHASE1_MS = Number(process.env.BK_PHASE1_MS || 2500); // hostile, at least
@@ -73,14 +79,18 @@ function sleep(ms) {
 }
 
 // ---- the qubership collector (tests/qubership/collector.py) -----------
+// (or another Python collector that prints its port first: opts.script,
+// opts.python, opts.args; plugins get this class)
 
 class Collector {
-    constructor(dir) {
+    constructor(dir, opts = {}) {
         this.dir = dir;
+        this.opts = opts;
     }
     start(port) {
         return new Promise((resolve, reject) => {
-            this.proc = spawn(PYTHON, [COLLECTOR, '--port', String(port), '--out', this.dir],
+            this.proc = spawn(this.opts.python || PYTHON, [this.opts.script || COLLECTOR,
+                '--port', String(port), '--out', this.dir, ...(this.opts.args || [])],
                 {stdio: ['ignore', 'pipe', 'inherit']});
             this.proc.on('error', reject);
             this.proc.stdout.once('data', (d) => {
@@ -114,6 +124,7 @@ class Collector {
 // to start on a busy machine). Raw modes front it where they need one, and
 // after recovery a transparent proxy on the case's port leads to it.
 async function goodServer(exporter, dir, transport) {
+    if (plugin(exporter)) return plugin(exporter).goodServer(dir, {Collector});
     const srv = exporter === 'qubership' ? new Collector(path.join(dir, 'good'))
         : transport === 'http' ? new HttpServer('ok') : new GrpcServer('ok');
     await srv.start(0);
@@ -164,6 +175,7 @@ function envFor(exporter, port, dir, transport) {
         STACKSHOT_QUBERSHIP_RECONNECT: '300',
         STACKSHOT_QUBERSHIP_TIMEOUT: '1000',
     };
+    for (const p of PLUGINS) Object.assign(env, p.env(port, dir));
     if (transport === 'http') env.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
     if (LIB) env.LD_PRELOAD = LIB;
     return env;
@@ -235,6 +247,11 @@ function floods(stderr) {
     return {lines: lines.length, repeated};
 }
 
+function needleFor(exporter) {
+    if (plugin(exporter)) return plugin(exporter).needle;
+    return exporter === 'qubership' ? NEEDLE16 : NEEDLE;
+}
+
 async function runCase(c) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bk-${c.exporter}-${c.mode}-`));
     const port = await freePort();
@@ -273,7 +290,7 @@ async function runCase(c) {
         recoveredAt = Date.now();
         // then until the good server has the host's data, and the backlog
         // had DRAIN_MS to go
-        const needle = c.exporter === 'qubership' ? NEEDLE16 : NEEDLE;
+        const needle = needleFor(c.exporter);
         const t1 = Date.now();
         while (Date.now() - t1 < MAX_PHASE_MS && !goodSrv.delivered(needle, recoveredAt).length)
             await sleep(100);
@@ -357,7 +374,7 @@ async function runCase(c) {
     if (abandoned) problems.push(`exporter thread abandoned at exit: ${abandoned[0]}`);
     // recovery
     if (goodSrv && !c.norecover) {
-        const got = goodSrv.delivered(c.exporter === 'qubership' ? NEEDLE16 : NEEDLE, recoveredAt);
+        const got = goodSrv.delivered(needleFor(c.exporter), recoveredAt);
         if (!got.length)
             problems.push('nothing of the host reached the good server after recovery (it got ' +
                 `${goodSrv.calls ? goodSrv.calls.length + ' calls' : 'no file'}, the front ` +
@@ -412,14 +429,17 @@ function cases() {
         setup: defaults});
     list.push({exporter: 'otlp_profiles', transport: 'http', mode: 'http-stall', norecover: true,
         setup: defaults});
+    for (const p of PLUGINS) list.push(...p.cases());
     // text: the output directory cannot be used
-    list.push({exporter: 'text', mode: 'proc-dir',
+    // the text file is created at the first write: a directory that cannot
+    // be made is said once, and every round is counted lost
+    list.push({exporter: 'text', mode: 'proc-dir', writes: true,
         setup: (env) => (env.STACKSHOT_OUTPUT_DIR = '/proc/self/stackshot-out'),
-        disabled: true, expectLine: /exporter disabled/});
-    list.push({exporter: 'text', mode: 'file-as-dir', disabled: true, setup: (env, dir) => {
+        expectLine: /output directory \/proc\/self\/stackshot-out cannot be created/});
+    list.push({exporter: 'text', mode: 'file-as-dir', writes: true, setup: (env, dir) => {
         fs.writeFileSync(path.join(dir, 'file'), 'x');
         env.STACKSHOT_OUTPUT_DIR = path.join(dir, 'file', 'out');
-    }, expectLine: /exporter disabled/});
+    }, expectLine: /has a path component that is not a directory/});
     // text: every write fails (file size limit, SIGXFSZ ignored by the host)
     list.push({exporter: 'text', mode: 'full', writes: true, setup: (env) => {
         env.BK_FSIZE_LIMIT = '4096';

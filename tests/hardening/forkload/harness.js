@@ -47,11 +47,13 @@ function startCollector() {
 }
 
 // Run a host with the agent preloaded (after the sanitizer runtime when
-// the build has one); {code, signal, stdout, stderr, ms}.
+// the build has one); {code, signal, stdout, stderr, ms}. At debug level:
+// the accounting lines at exit are printed only there when nothing was lost.
 function runPreloaded(program, args, env, timeoutMs) {
     const lib = require(path.join(OTLP_NODE, 'lib.js'));
     const pre = [process.env.SS_PRELOAD_PREFIX, process.env.STACKSHOT_LIB].filter(Boolean);
-    return lib.run(program, args, {LD_PRELOAD: pre.join(':'), ...env}, {timeoutMs});
+    return lib.run(program, args, {LD_PRELOAD: pre.join(':'), STACKSHOT_LOG_LEVEL: 'debug', ...env},
+        {timeoutMs});
 }
 
 // The text exporter's file of one process: <exe>.<pid>.txt

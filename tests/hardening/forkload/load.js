@@ -71,7 +71,7 @@ async function main() {
         SPLUNK_PROFILER_CALL_STACK_INTERVAL: String(c.interval),
         STACKSHOT_EXPORTERS: c.exporters || 'text,otlp_logs',
         STACKSHOT_OUTPUT_DIR: out,
-        STACKSHOT_LOG_LEVEL: 'info',
+        STACKSHOT_LOG_LEVEL: 'debug', // the accounting lines at exit
         STACKSHOT_MAX_MEMORY: String(MAX_MEMORY),
         STACKSHOT_SHUTDOWN_TIMEOUT: '5000',
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,

@@ -19,8 +19,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* inline_helper.c */
@@ -283,6 +288,174 @@ static void test_dlopen_dlclose(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* A symbol without a size (_fini, hand-written assembly) covers at most
+ * the rest of its section: read-only data after the code is not _fini. */
+static const char after_code[64] = "read-only data, in no function";
+
+static void test_sizeless_symbol(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    uint64_t a = (uint64_t)(uintptr_t)&after_code[8];
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, SS_SYMBOLS_MAX_INLINE), 1);
+    assert_string_not_equal(f[0].fn->name, "_fini");
+    assert_string_equal(f[0].fn->name, "unknown");
+    assert_non_null(f[0].map); /* in the module, in no function */
+    ss_symbols_destroy(s);
+}
+
+typedef struct seg_find {
+    uint64_t addr;
+    const char *path;
+    uint64_t file_off; /* of addr */
+    bool found;
+} seg_find;
+
+static int find_seg(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    seg_find *sf = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && sf->addr >= lo && sf->addr < lo + ph->p_memsz) {
+            sf->path = info->dlpi_name;
+            sf->file_off = sf->addr - lo + ph->p_offset;
+            sf->found = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The code of a library mapped a second time far from its load (node does
+ * so with V8's builtins): its own module, named as the same offset in the
+ * load; the memory around it belongs to nothing. */
+static void test_distant_remap(void **state) {
+    (void)state;
+    void *h = dlopen(SYM_LIB_A, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    uint64_t fn = (uint64_t)(uintptr_t)dlsym(h, "sym_a_func");
+    seg_find sf = {.addr = fn};
+    dl_iterate_phdr(find_seg, &sf);
+    assert_true(sf.found);
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t off = sf.file_off & ~(uint64_t)(page - 1);
+    int fd = open(sf.path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    /* three pages of address space, the file's page in the middle: the
+     * pages around it stay anonymous */
+    char *area = mmap((void *)(uintptr_t)0x6f0000000000ull, 3 * (size_t)page, PROT_READ,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(area != MAP_FAILED);
+    char *remap = mmap(area + page, (size_t)page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+                       fd, (off_t)off);
+    assert_true(remap == area + page);
+    close(fd);
+    uint64_t again = (uint64_t)(uintptr_t)remap + (sf.file_off - off);
+
+    ss_symbols *s = ss_symbols_create(); /* reads the maps as they are now */
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    assert_int_equal(ss_symbols_resolve(s, fn, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_a_func", "dl_lib.c");
+    const ss_mapping *load = f[0].map;
+    assert_int_equal(ss_symbols_resolve(s, again, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_a_func", "dl_lib.c");
+    assert_non_null(f[0].map);
+    assert_ptr_not_equal(f[0].map, load);
+    assert_int_equal(f[0].map->start, (uint64_t)(uintptr_t)remap);
+    assert_int_equal(f[0].map->limit, (uint64_t)(uintptr_t)remap + (uint64_t)page);
+    assert_string_equal(f[0].map->build_id, load->build_id);
+    assert_int_equal(f[0].addr, again);
+    /* the anonymous pages on either side: in no module */
+    assert_int_equal(ss_symbols_resolve(s, (uint64_t)(uintptr_t)area + 16, false, f, 8), 1);
+    assert_fn(&f[0], "unknown", "unknown", "unknown");
+    assert_null(f[0].map);
+    assert_int_equal(ss_symbols_resolve(s, (uint64_t)(uintptr_t)remap + (uint64_t)page + 16,
+                                        false, f, 8), 1);
+    assert_fn(&f[0], "unknown", "unknown", "unknown");
+    ss_symbols_destroy(s);
+    munmap(area, 3 * (size_t)page);
+    dlclose(h);
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* JIT code named in /tmp/perf-<pid>.map, read again as it grows. */
+static void test_perf_map(void **state) {
+    (void)state;
+    long page = sysconf(_SC_PAGESIZE);
+    char *code = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_EXEC,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(code != MAP_FAILED);
+    uint64_t c = (uint64_t)(uintptr_t)code;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    unlink(path);
+    FILE *m = fopen(path, "w");
+    assert_non_null(m);
+    fprintf(m, "%llx 40 JS:*first /tmp/app.js:1:1\n", (unsigned long long)c);
+    fprintf(m, "%llx 20 LazyCompile:~second /tmp/app.js:9:3\n", (unsigned long long)(c + 0x100));
+    fflush(m);
+
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    assert_int_equal(ss_symbols_resolve(s, c + 0x10, false, f, 8), 1);
+    char file[32];
+    snprintf(file, sizeof file, "perf-%d.map", (int)getpid());
+    assert_fn(&f[0], "jit", "JS:*first /tmp/app.js:1:1", file);
+    assert_null(f[0].map);
+    assert_int_equal(ss_symbols_resolve(s, c + 0x110, true, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "LazyCompile:~second /tmp/app.js:9:3");
+    /* between the two: nothing named it */
+    assert_int_equal(ss_symbols_resolve(s, c + 0x80, false, f, 8), 1);
+    assert_fn(&f[0], "unknown", "unknown", "unknown");
+    /* not yet written: unknown, and cached so */
+    uint64_t later = c + (uint64_t)page + 0x20;
+    assert_int_equal(ss_symbols_resolve(s, later, false, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "unknown");
+
+    /* the JIT writes more (a line in two pieces), and reuses the first
+     * piece's address for new code: the later line wins */
+    fprintf(m, "%llx 80 JS:*third /tmp/app", (unsigned long long)(c + (uint64_t)page));
+    fflush(m);
+    sleep_ms(250);
+    assert_int_equal(ss_symbols_resolve(s, later, false, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "unknown"); /* half a line is no line */
+    fprintf(m, ".js:20:5\n%llx 40 JS:*fourth /tmp/app.js:30:1\n", (unsigned long long)c);
+    fclose(m);
+    sleep_ms(250);
+    assert_int_equal(ss_symbols_resolve(s, later, false, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "JS:*third /tmp/app.js:20:5");
+    assert_int_equal(ss_symbols_resolve(s, c + 0x10, false, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "JS:*fourth /tmp/app.js:30:1");
+    ss_symbols_destroy(s);
+
+    /* a map this user does not own is not trusted (root: chown it away) */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 1, 1), 0);
+        s = ss_symbols_create();
+        assert_int_equal(ss_symbols_resolve(s, c + 0x10, false, f, 8), 1);
+        assert_string_equal(f[0].fn->name, "unknown");
+        ss_symbols_destroy(s);
+    }
+    /* nor one reached through a symlink */
+    char target[80];
+    snprintf(target, sizeof target, "%s.real", path);
+    rename(path, target);
+    assert_int_equal(chown(target, geteuid(), getegid()), 0);
+    assert_int_equal(symlink(target, path), 0);
+    s = ss_symbols_create();
+    assert_int_equal(ss_symbols_resolve(s, c + 0x10, false, f, 8), 1);
+    assert_string_equal(f[0].fn->name, "unknown");
+    ss_symbols_destroy(s);
+    unlink(path);
+    unlink(target);
+    munmap(code, 2 * (size_t)page);
+}
+
 /* STACKSHOT_SYMBOLS_DEBUGINFO=false: separate debuginfo (libc6-dbg's
  * /usr/lib/debug files) is not read, so libc has names from its own
  * symbol table and no lines; the test binary's own DWARF still counts.
@@ -411,6 +584,9 @@ int main(void) {
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_dlopen_dlclose),
+        cmocka_unit_test(test_sizeless_symbol),
+        cmocka_unit_test(test_distant_remap),
+        cmocka_unit_test(test_perf_map),
         cmocka_unit_test(test_vdso),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),

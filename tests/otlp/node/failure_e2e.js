@@ -106,7 +106,8 @@ const cases = {
     async invalid_argument() {
         const recv = new Receiver(() => ({code: 3, details: 'bad request'}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        // info: the drops put the counters at info; debug would repeat the status
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));
         await recv.close();
         assert.equal(res.code, 0);
         const k = lib.counters(res.stderr);
@@ -124,7 +125,7 @@ const cases = {
     async partial_success() {
         const recv = new Receiver(() => ({partial: {rejected: 1, message: 'one bad record'}}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));
         await recv.close();
         assert.equal(res.code, 0);
         const k = lib.counters(res.stderr);
@@ -351,9 +352,10 @@ cases.fork = async () => {
     assert.equal(lines.length, 1, res.stderr);
     assert.match(lines[0], /gRPC was started in pid \d+ and cannot be used in this forked child \(pid \d+\); OTLP export disabled here/);
     // the parent's counters: all of its 4 rounds exported
+    // (at debug each round repeats the counters: the last line is the exit's)
     const parent = res.stderr.split('\n').filter((l) => /otlp_logs: rounds 4 in/.test(l));
-    assert.equal(parent.length, 1, res.stderr);
-    assert.match(parent[0], /records 12 exported, 0 dropped/);
+    assert.ok(parent.length >= 1, res.stderr);
+    assert.match(parent[parent.length - 1], /records 12 exported, 0 dropped/);
     assert.ok(res.ms < 5000, `no hang (${res.ms} ms)`);
 };
 

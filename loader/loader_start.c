@@ -1,0 +1,388 @@
+/* loader_start.c: when a preloaded agent starts.
+ *
+ * At load the loader only reads what it needs to decide (enabled, not a
+ * JVM, not a sandboxed Chromium helper, the interval) and arms the start:
+ * one "stackshot-start" thread that sleeps until the first round is due
+ * (one interval after load), then opens the agent core and starts it.
+ * Until then nothing else exists: the core and its libraries are not
+ * mapped, no file is created, no line is printed, no signal handler is
+ * installed. A process that exits or execs before the first round is due
+ * leaves nothing behind.
+ *
+ * Why a thread at all: with no thread of its own, code of the agent can
+ * run at a chosen time only if a host thread is interrupted (a signal),
+ * and a signal makes a host thread's nanosleep, poll or epoll_wait return
+ * EINTR. A process whose only thread sleeps has nobody else to run the
+ * start. The start thread blocks every signal, takes no lock a host
+ * thread takes, and sleeps on a condition variable of its own.
+ *
+ * What a host can notice is the thread itself. The calls that need a
+ * single-threaded process (unshare, setns, clone for a new process, the
+ * exec family) are interposed by the loader and quiesce it first
+ * (ss_start_quiesce: the start thread is joined, or the running agent is
+ * stopped as at exit), then resume (ss_start_resume). Hosts that count
+ * their threads with raw system calls cannot be served that way: the
+ * sandboxed helpers of Chromium-based programs (command line with
+ * --type=zygote, renderer, gpu-process, utility...) check it right after
+ * start and run under seccomp afterwards, so the agent stays out of them
+ * (the browser process itself is profiled).
+ *
+ * Launchers: a process whose threads all wait for children or signals
+ * while a child runs another program (timeout, runuser, a shell waiting
+ * for its command) has nothing to show but that wait; its start is put
+ * off by one interval at a time for as long as it stays so. Its child,
+ * the program, starts its own agent.
+ *
+ * fork(): a child of an armed process arms again (its first round is due
+ * when its parent's is, but not before min(interval, 100 ms) after the
+ * fork). A child of a started process is the core's business
+ * (agent/lifecycle.c), reached through api->fork_child. */
+#include "loader/ss_loader.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FORK_DELAY_MAX_NS 100000000ull /* a forked child: at least this after fork */
+#define INTERVAL_DEFAULT_MS 1000u
+#define INTERVAL_MIN_MS 5u
+#define INTERVAL_MAX_MS 3600000u
+
+typedef enum start_state {
+    START_OFF = 0, /* disabled, a JVM, a sandboxed helper, or no longer armed */
+    START_ARMED,   /* the start thread sleeps until `due_ns` */
+    START_RUNNING, /* the start thread is opening and starting the core */
+    START_DONE,    /* the core is loaded: its own lifecycle rules */
+} start_state;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond; /* CLOCK_MONOTONIC */
+/* Written under `lock`; read without it where a stale value is harmless
+ * (the span API's hot path, a vfork child's check). */
+static _Atomic start_state state;
+static bool thread_alive; /* a start thread exists (joinable) */
+static bool cancel;       /* asks the start thread to leave */
+static pthread_t start_thread;
+static uint64_t due_ns;      /* monotonic: the first round is due */
+static uint64_t interval_ns;
+static pid_t armed_pid; /* the process the start thread belongs to */
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t current_pid(void) { return (pid_t)syscall(SYS_getpid); }
+
+static void init_cond(void) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&cond, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* SPLUNK_PROFILER_CALL_STACK_INTERVAL as the core reads it; a bad value
+ * is the core's to report (at start), here it means the default. */
+static uint32_t interval_from_env(void) {
+    const char *v = getenv("SPLUNK_PROFILER_CALL_STACK_INTERVAL");
+    if (!v)
+        return INTERVAL_DEFAULT_MS;
+    while (isspace((unsigned char)*v))
+        v++;
+    char *end;
+    errno = 0;
+    unsigned long ms = strtoul(v, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    if (errno || end == v || *end || ms < INTERVAL_MIN_MS || ms > INTERVAL_MAX_MS)
+        return INTERVAL_DEFAULT_MS;
+    return (uint32_t)ms;
+}
+
+/* ---- who is a launcher at rest ---------------------------------------- */
+
+/* System calls in which a thread waits for a child or a signal. */
+static bool waits_for_child(long nr) {
+    return nr == SYS_wait4 || nr == SYS_waitid || nr == SYS_rt_sigsuspend ||
+           nr == SYS_pause || nr == SYS_rt_sigtimedwait;
+}
+
+static long thread_syscall(const char *tid) {
+    char path[300], buf[64];
+    snprintf(path, sizeof path, "/proc/self/task/%s/syscall", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -2;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -2;
+    buf[n] = '\0';
+    if (strncmp(buf, "running", 7) == 0)
+        return -1;
+    return strtol(buf, NULL, 10);
+}
+
+/* Does a child listed in /proc/self/task/<tid>/children run another
+ * executable than ours? */
+static bool child_runs_other_program(const char *tid, const char *self_exe) {
+    char path[300], list[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/children", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, list, sizeof list - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    list[n] = '\0';
+    for (char *p = list, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        char exe[PATH_MAX];
+        snprintf(path, sizeof path, "/proc/%ld/exe", child);
+        ssize_t len = readlink(path, exe, sizeof exe - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            if (strcmp(exe, self_exe) != 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Every thread but ours waits for a child or a signal, and a child runs
+ * another program: timeout, runuser, sudo's parent, a shell running a
+ * command. Anything unreadable means "no". */
+static bool launcher_at_rest(void) {
+    char self_exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (len <= 0)
+        return false;
+    self_exe[len] = '\0';
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return false;
+    pid_t me = (pid_t)syscall(SYS_gettid);
+    bool waiting = true, launched = false;
+    struct dirent *e;
+    while (waiting && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == me)
+            continue;
+        waiting = waits_for_child(thread_syscall(e->d_name));
+        if (waiting && !launched)
+            launched = child_runs_other_program(e->d_name, self_exe);
+    }
+    closedir(d);
+    return waiting && launched;
+}
+
+/* ---- the start thread -------------------------------------------------- */
+
+static void *start_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "stackshot-start");
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!cancel && mono_ns() < due_ns) {
+            struct timespec ts = {.tv_sec = (time_t)(due_ns / 1000000000ull),
+                                  .tv_nsec = (long)(due_ns % 1000000000ull)};
+            pthread_cond_timedwait(&cond, &lock, &ts);
+        }
+        if (cancel) {
+            pthread_mutex_unlock(&lock);
+            return NULL;
+        }
+        pthread_mutex_unlock(&lock);
+        bool rest = launcher_at_rest();
+        pthread_mutex_lock(&lock);
+        if (!rest)
+            break;
+        due_ns = mono_ns() + interval_ns; /* look again one interval later */
+    }
+    state = START_RUNNING;
+    pthread_mutex_unlock(&lock);
+
+    const ss_core_api *api = ss_loader_load_core();
+    if (api)
+        api->autostart();
+
+    pthread_mutex_lock(&lock);
+    state = api ? START_DONE : START_OFF;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+/* With the lock held: a start thread that sleeps until due_ns. */
+static void spawn_locked(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* inherited by the thread */
+    cancel = false;
+    /* a small stack: the thread sleeps, then opens the core (dlopen runs
+     * the libraries' constructors on it, and under ASan frames are larger) */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1024 * 1024);
+    int rc = pthread_create(&start_thread, &attr, start_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    thread_alive = rc == 0;
+    armed_pid = current_pid();
+    state = rc == 0 ? START_ARMED : START_OFF;
+}
+
+/* With the lock held: make the start thread leave and join it; wait for
+ * a start in progress to end. Returns the state found (ARMED: it was
+ * cancelled and may be spawned again). */
+static start_state stop_thread_locked(void) {
+    while (state == START_RUNNING)
+        pthread_cond_wait(&cond, &lock);
+    start_state was = state;
+    if (thread_alive) {
+        cancel = true;
+        pthread_cond_broadcast(&cond);
+        pthread_t t = start_thread;
+        thread_alive = false;
+        pthread_mutex_unlock(&lock);
+        pthread_join(t, NULL);
+        pthread_mutex_lock(&lock);
+    }
+    return was;
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+static void atfork_child(void) {
+    /* only this thread exists: our lock may have been held by another */
+    pthread_mutex_init(&lock, NULL);
+    init_cond();
+    thread_alive = false;
+    if (!ss_loader_after_fork_child()) {
+        /* forked while the start thread was opening the core: that
+         * dlopen is half done in this copy; this child starts nothing */
+        state = START_OFF;
+        return;
+    }
+    if (state == START_ARMED || state == START_RUNNING) {
+        /* The start had not happened (or was under way on a thread that
+         * is not here): arm again, no sooner than a moment after fork. */
+        uint64_t soonest = mono_ns() + (interval_ns < FORK_DELAY_MAX_NS ? interval_ns
+                                                                        : FORK_DELAY_MAX_NS);
+        if (due_ns < soonest)
+            due_ns = soonest;
+        const ss_core_api *api = ss_loader_core();
+        if (api && api->running()) {
+            state = START_DONE; /* started after all: the core restarts itself */
+            api->fork_child(true);
+        } else {
+            spawn_locked();
+        }
+        return;
+    }
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->fork_child(true);
+}
+
+/* ---- public (loader) ------------------------------------------------- */
+
+/* Sandboxed helpers of Chromium-based programs: the browser re-executes
+ * itself with --type=<kind>. */
+static bool chromium_helper(int argc, char **argv) {
+    for (int i = 1; argv && i < argc && argv[i]; i++)
+        if (strncmp(argv[i], "--type=", 7) == 0)
+            return true;
+    return false;
+}
+
+void ss_start_fork_handler(void) {
+    static atomic_flag installed = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&installed))
+        pthread_atfork(NULL, NULL, atfork_child);
+}
+
+void ss_start_arm(int argc, char **argv) {
+    if (ss_process_is_jvm() || chromium_helper(argc, argv))
+        return;
+    init_cond();
+    interval_ns = (uint64_t)interval_from_env() * 1000000ull;
+    ss_start_fork_handler();
+    pthread_mutex_lock(&lock);
+    due_ns = mono_ns() + interval_ns;
+    spawn_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+int ss_start_quiesce(void) {
+    pthread_mutex_lock(&lock);
+    if (current_pid() != armed_pid && state != START_DONE) {
+        pthread_mutex_unlock(&lock);
+        return SS_QUIESCE_NONE; /* a vfork child: the thread is the parent's */
+    }
+    start_state was = stop_thread_locked();
+    pthread_mutex_unlock(&lock);
+    if (was == START_ARMED)
+        return SS_QUIESCE_ARMED;
+    if (was == START_DONE) {
+        const ss_core_api *api = ss_loader_core();
+        if (api && api->exec_begin())
+            return SS_QUIESCE_CORE;
+    }
+    return SS_QUIESCE_NONE;
+}
+
+void ss_start_resume(int token) {
+    if (token == SS_QUIESCE_ARMED) {
+        pthread_mutex_lock(&lock);
+        if (state == START_ARMED && !thread_alive)
+            spawn_locked();
+        pthread_mutex_unlock(&lock);
+    } else if (token == SS_QUIESCE_CORE) {
+        const ss_core_api *api = ss_loader_core();
+        if (api)
+            api->exec_failed();
+    }
+}
+
+void ss_start_child_of_clone(void) {
+    /* Like fork, only this thread was copied; unlike fork, glibc ran no
+     * at-fork handler. Such children (sandbox and container set-up) run
+     * a function and exit or exec: nothing starts here, the exec'd
+     * program starts its own agent. */
+    pthread_mutex_init(&lock, NULL);
+    init_cond();
+    thread_alive = false;
+    state = START_OFF;
+    const ss_core_api *api = ss_loader_core();
+    if (api)
+        api->fork_child(false);
+}
+
+bool ss_start_armed(void) {
+    start_state now = atomic_load(&state);
+    return now == START_ARMED || now == START_RUNNING;
+}
+
+void ss_start_disarm(void) {
+    pthread_mutex_lock(&lock);
+    stop_thread_locked();
+    if (state == START_ARMED)
+        state = START_OFF;
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""Real programs as hosts of the preloaded agent (label "hosts").
+
+usage: hosts.py <case> <libstackshot.so> <bindir> <tmpdir>
+cases:
+  true       /bin/true (and `sh -c true`, and cat of its own maps) leaves
+             nothing: no file, no line, no agent library mapped before the
+             first round is due
+  wrappers   timeout -> sh -> program: only the program writes dumps and
+             says one line; the wrappers leave no file and no line
+  unshare    `unshare -U -r id` succeeds (also with STACKSHOT_EXPORTERS=none)
+  ns         a running agent steps aside for unshare, setns and clone
+             (tests/hosts/ns_host.c) and samples again after
+  chromium   headless Chromium as a non-root user renders a page
+  nginx      Debian's nginx, `user www-data`, 3 workers: master and workers
+             all write dumps, each as the user it runs as (%u), with the
+             default directory and with a directory owned by www-data
+  logfile    STACKSHOT_LOG_FILE takes the lines; bad output directories
+             are told apart in one line each
+  node       node --perf-basic-prof running a busy script: JIT frames named
+             from /tmp/perf-<pid>.map, builtins named in node's remapped
+             code, no _fini
+
+Exit 0 when every check holds, 77 when a program or privilege the case
+needs is missing, 1 otherwise (each failed check printed)."""
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+case, lib, bindir, tmp = sys.argv[1:5]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def fresh(name):
+    d = os.path.join(tmp, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def agent_env(out, **extra):
+    env = dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true",
+               STACKSHOT_EXPORTERS="text", STACKSHOT_OUTPUT_DIR=out)
+    for k in ("STACKSHOT_LOG_LEVEL", "STACKSHOT_LOG_FILE", "SPLUNK_PROFILER_CALL_STACK_INTERVAL"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+def agent_lines(text):
+    return [l for l in text.splitlines() if l.startswith("stackshot:")]
+
+
+def rounds_in(path):
+    with open(path, errors="replace") as f:
+        return len(re.findall(r"^Full thread dump stackshot round \d+ ", f.read(), re.M))
+
+
+def files(d):
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+# ---- true: leaves nothing ------------------------------------------------
+
+def case_true():
+    for exporters in ("text", "otlp_logs", "text,pprof,flamegraph"):
+        out = fresh("true")
+        for argv in (["/bin/true"], ["sh", "-c", "true"], ["/bin/sh", "-c", "/bin/true; /bin/true"]):
+            r = subprocess.run(argv, env=agent_env(out, STACKSHOT_EXPORTERS=exporters),
+                               capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0, f"{argv} exits 0 ({exporters})")
+            check(not agent_lines(r.stderr + r.stdout),
+                  f"{argv} prints no line ({exporters}): {agent_lines(r.stderr)}")
+        check(files(out) == [], f"no file in the output directory ({exporters}): {files(out)}")
+        check(not os.path.exists(os.path.join(out, "..", "stackshot-0")), "no default directory")
+    # before the first round is due only the loader is mapped
+    r = subprocess.run(["cat", "/proc/self/maps"], env=agent_env(fresh("true")),
+                       capture_output=True, text=True, timeout=30)
+    maps = r.stdout
+    check("libstackshot.so" in maps, "the loader is mapped (the test sees the agent at all)")
+    for heavy in ("libstackshot-core", "libdw", "libunwind", "libgrpc", "libprotobuf-c", "libz.so"):
+        check(heavy not in maps, f"{heavy} is not mapped before the first round is due")
+    # a thread only: stackshot-start, nothing else of ours
+    r = subprocess.run(["sh", "-c", "ls /proc/self/task | wc -l; cat /proc/self/task/*/comm"],
+                       env=agent_env(fresh("true")), capture_output=True, text=True, timeout=30)
+    check("stackshot-sampler" not in r.stdout and "stackshot-text" not in r.stdout,
+          "no sampler or exporter thread before the first round is due")
+
+
+# ---- wrappers: timeout -> sh -> program ----------------------------------
+
+def case_wrappers():
+    out = fresh("wrappers")
+    # sh forks the program and waits (a launcher); timeout waits in sigsuspend
+    prog = os.path.join(bindir, "ss_hosts_busy")
+    # 500 ms: sh has forked the program long before its first round is due
+    argv = ["timeout", "20", "sh", "-c", f"{prog} 2500; exit $?"]
+    r = subprocess.run(argv, env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="500"),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"the chain exits 0 ({r.returncode})")
+    m = re.search(r"ss_hosts_busy: pid (\d+)", r.stdout)
+    check(m is not None, "the program says its pid")
+    pid = m.group(1) if m else "?"
+    names = files(out)
+    check(names == [f"ss_hosts_busy.{pid}.txt"], f"only the program's file: {names}")
+    if names:
+        check(rounds_in(os.path.join(out, names[0])) >= 3, "the program was sampled")
+    lines = agent_lines(r.stderr)
+    check(len(lines) == 1 and re.match(rf"stackshot: started in pid {pid} ", lines[0] if lines else ""),
+          f"one line, the program's start: {lines}")
+
+
+# ---- unshare -U -r id ----------------------------------------------------
+
+def case_unshare():
+    if shutil.which("unshare") is None:
+        skip("unshare (util-linux) is not installed")
+    for exporters in ("text", "none"):
+        out = fresh("unshare")
+        for interval in ("1000", "5"):
+            # 5 ms: the agent has started (threads exist) by the time unshare runs
+            r = subprocess.run(["unshare", "-U", "-r", "sh", "-c", "sleep 0.2; id -u"],
+                               env=agent_env(out, STACKSHOT_EXPORTERS=exporters,
+                                             SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                               capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0 and r.stdout.strip() == "0",
+                  f"unshare -U -r ... id -u: exit {r.returncode}, {r.stdout.strip()!r}, "
+                  f"{r.stderr.strip()[:200]!r} ({exporters}, {interval} ms)")
+        r = subprocess.run(["unshare", "-U", "-r", "id"], env=agent_env(out, STACKSHOT_EXPORTERS=exporters),
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and "uid=0(root)" in r.stdout, f"unshare -U -r id ({exporters}): {r.stderr.strip()!r}")
+        check(not agent_lines(r.stderr), "and leaves no line")
+
+
+# ---- a running agent steps aside ----------------------------------------
+
+def case_ns():
+    out = fresh("ns")
+    r = subprocess.run([os.path.join(bindir, "ss_ns_host"), "800", "1200"],
+                       env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="50",
+                                     STACKSHOT_LOG_LEVEL="debug"),
+                       capture_output=True, text=True, timeout=60)
+    print(r.stdout)
+    check(r.returncode == 0, f"ns_host exits 0: {r.stdout.strip().splitlines()[-1:]}")
+    m = re.search(r"(\d+) thread\(s\) before unshare", r.stdout)
+    check(m is not None and int(m.group(1)) > 1, "the agent's threads ran before unshare")
+    check("clone child" in r.stdout and "has 1 thread(s)" in r.stdout, "the clone child is single-threaded")
+    names = [n for n in files(out) if n.startswith("ss_ns_host.")]
+    check(len(names) == 1, f"one text file: {files(out)}")
+    if names:
+        with open(os.path.join(out, names[0])) as f:
+            text = f.read()
+        starts = re.findall(r"^Full thread dump stackshot round (\d+) ", text, re.M)
+        check(len(starts) >= 8, f"rounds before and after ({len(starts)})")
+        # the agent restarted after each step aside (unshare; setns and
+        # clone), its round numbers beginning again at 1
+        check(starts.count("1") >= 3, f"sampled again after stepping aside ({starts})")
+    check("stackshot: started in pid" in r.stderr, "started")
+
+
+# ---- headless Chromium as a non-root user --------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+def case_chromium():
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        skip("chromium is not installed")
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        skip("needs root and runuser to run Chromium as nobody")
+    base = fresh("chromium")
+    os.chmod(base, 0o1777)
+    page = os.path.join(base, "page.html")
+    # busy for 2.5 s in the renderer: the browser process is sampled meanwhile
+    with open(page, "w") as f:
+        f.write("<html><body><h1 id=x>wait</h1><script>"
+                "const t0 = Date.now(); while (Date.now() - t0 < 2500) {}"
+                "document.getElementById('x').textContent = 'ok-' + (40 + 2);"
+                "</script></body></html>")
+    os.chmod(page, 0o644)
+    home = os.path.join(base, "home")
+    os.makedirs(home)
+    os.chmod(home, 0o1777)
+    out = os.path.join(base, "out-%u")
+    env = agent_env(out, HOME=home, SPLUNK_PROFILER_CALL_STACK_INTERVAL="500")
+    argv = ["runuser", "-u", "nobody", "--", "env", f"HOME={home}", chromium] + CHROMIUM_FLAGS + [
+        f"--user-data-dir={home}/ud", "--dump-dom", "file://" + page]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"chromium exits 0 (exit {r.returncode}; "
+                             f"{[l for l in r.stderr.splitlines() if 'FATAL' in l][:2]})")
+    check("ok-42" in r.stdout, "the page was rendered and dumped")
+    check("zygote" not in r.stderr.lower() or "FATAL" not in r.stderr, "no zygote failure")
+    nobody = str(int(subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True).stdout))
+    d = os.path.join(base, f"out-{nobody}")
+    browser = [n for n in files(d) if re.match(r"chromium\.\d+\.txt$", n)]
+    check(len(browser) >= 1, f"the browser process wrote dumps: {files(d)}")
+    if browser:
+        with open(os.path.join(d, browser[0]), errors="replace") as f:
+            text = f.read()
+        check("Chrome_IOThread" in text, "with its threads (Chrome_IOThread)")
+    lines = agent_lines(r.stderr)
+    check(all(("started in pid" in l) for l in lines), f"no line but starts: {lines}")
+    check(not any(re.search(r"started in pid 1 ", l) for l in lines), "no agent in a PID namespace's pid 1")
+
+
+# ---- nginx with user www-data and 3 workers ------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def run_nginx(prefix, env):
+    port = free_port()
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""user www-data;
+worker_processes 3;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+  server {{ listen 127.0.0.1:{port}; location / {{ return 200 "hello\\n"; }} }}
+}}
+""")
+    p = subprocess.Popen(["nginx", "-c", conf, "-p", prefix], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                    if b"hello" in s.recv(1000):
+                        break
+            except OSError:
+                time.sleep(0.1)
+        for _ in range(30):  # a few requests over 1.5 s; the workers sample anyway
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                    s.recv(1000)
+            except OSError:
+                pass
+            time.sleep(0.05)
+        time.sleep(1.0)
+        workers = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                 text=True).stdout.split()
+    finally:
+        p.send_signal(signal.SIGQUIT)
+        try:
+            _, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+    # nginx points its stderr at the error log once started: the agent's
+    # lines of master and workers land there
+    with open(os.path.join(prefix, "error.log"), errors="replace") as f:
+        err += f.read()
+    return p.pid, workers, p.returncode, err
+
+
+def case_nginx():
+    if shutil.which("nginx") is None:
+        skip("nginx is not installed")
+    if os.geteuid() != 0:
+        skip("nginx drops to www-data only when started as root")
+    www = int(subprocess.run(["id", "-u", "www-data"], capture_output=True, text=True).stdout)
+
+    # 1. the default directory ($TMPDIR/stackshot-%u): root's and www-data's
+    base = fresh("nginx")
+    os.chmod(base, 0o1777)
+    prefix = os.path.join(base, "prefix")
+    os.makedirs(prefix)
+    env = agent_env("", TMPDIR=base, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100")
+    env.pop("STACKSHOT_OUTPUT_DIR")
+    master, workers, rc, err = run_nginx(prefix, env)
+    check(rc == 0, f"nginx exits 0 ({rc})")
+    check(len(workers) == 3, f"3 workers ({workers})")
+    root_dir, www_dir = os.path.join(base, "stackshot-0"), os.path.join(base, f"stackshot-{www}")
+    check(f"nginx.{master}.txt" in files(root_dir), f"the master's dumps in {root_dir}: {files(root_dir)}")
+    for w in workers:
+        f = os.path.join(www_dir, f"nginx.{w}.txt")
+        check(os.path.exists(f) and rounds_in(f) >= 1, f"worker {w}'s dumps in {www_dir}")
+        if os.path.exists(f):
+            check(os.stat(f).st_uid == www, f"worker {w}'s file belongs to www-data")
+    if os.path.isdir(www_dir):
+        check(os.stat(www_dir).st_uid == www and (os.stat(www_dir).st_mode & 0o777) == 0o700,
+              "www-data's directory is its own, mode 0700")
+    check("Permission denied" not in err and "disabled" not in err, f"no refusal: {agent_lines(err)}")
+
+    # 2. one directory owned by www-data: the workers write there; the
+    # master (root) refuses it in one clear line
+    base2 = fresh("nginx-www")
+    os.chmod(base2, 0o1777)
+    prefix = os.path.join(base2, "prefix")
+    os.makedirs(prefix)
+    shared = os.path.join(base2, "www")
+    os.makedirs(shared, mode=0o700)
+    os.chown(shared, www, www)
+    master, workers, rc, err = run_nginx(prefix, agent_env(shared, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100"))
+    check(rc == 0, "nginx exits 0")
+    for w in workers:
+        check(f"nginx.{w}.txt" in files(shared), f"worker {w} writes into www-data's directory")
+    told = [l for l in agent_lines(err) if "owned by uid" in l]
+    check(len(told) == 1, f"the master says once why it does not write there: {told}")
+
+    # 3. %u: each user its own directory under one path
+    base3 = fresh("nginx-u")
+    os.chmod(base3, 0o1777)
+    prefix = os.path.join(base3, "prefix")
+    os.makedirs(prefix)
+    master, workers, rc, err = run_nginx(prefix, agent_env(os.path.join(base3, "out-%u"),
+                                                           SPLUNK_PROFILER_CALL_STACK_INTERVAL="100"))
+    check(f"nginx.{master}.txt" in files(os.path.join(base3, "out-0")), "%u: the master's file")
+    check(sorted(files(os.path.join(base3, f"out-{www}"))) ==
+          sorted(f"nginx.{w}.txt" for w in workers), "%u: the workers' files")
+
+
+# ---- STACKSHOT_LOG_FILE and bad output directories ------------------------
+
+def case_logfile():
+    d = fresh("logfile")
+    prog = os.path.join(bindir, "ss_hosts_busy")
+    log = os.path.join(d, "agent.%p.log")
+    out = os.path.join(d, "out")
+    r = subprocess.run([prog, "400"], env=agent_env(out, STACKSHOT_LOG_FILE=log,
+                                                      SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
+                       capture_output=True, text=True, timeout=30)
+    pid = re.search(r"pid (\d+)", r.stdout).group(1)
+    check(not agent_lines(r.stderr), "nothing on stderr")
+    logf = os.path.join(d, f"agent.{pid}.log")
+    check(os.path.exists(logf), "the log file is named with the pid")
+    if os.path.exists(logf):
+        check((os.stat(logf).st_mode & 0o777) == 0o600, "mode 0600")
+        with open(logf) as f:
+            text = f.read()
+        check(re.search(rf"^stackshot: started in pid {pid} ", text, re.M) is not None, "the start line is there")
+        check(len(text.splitlines()) == 1, f"and only it: {text.splitlines()}")
+
+    # each kind of bad output directory gets its own words
+    regular = os.path.join(d, "regular")
+    open(regular, "w").close()
+    link = os.path.join(d, "link")
+    os.symlink(d, link)
+    cases = {
+        regular: "is a regular file, not a directory",
+        link: "is a symbolic link",
+        os.path.join(regular, "sub"): "has a path component that is not a directory",
+    }
+    if os.geteuid() == 0:
+        other = os.path.join(d, "other")
+        os.makedirs(other, mode=0o700)
+        os.chown(other, 1, 1)
+        cases[other] = "is owned by uid 1, not by this process's user"
+    for bad, words in cases.items():
+        r = subprocess.run([prog, "300"], env=agent_env(bad, SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
+                           capture_output=True, text=True, timeout=30)
+        lines = [l for l in agent_lines(r.stderr) if "started in pid" not in l]
+        check(r.returncode == 0, f"{bad}: the host runs on")
+        check(len(lines) >= 1 and words in lines[0] and "Too many levels" not in lines[0],
+              f"{bad}: one clear line ({words}): {lines}")
+
+
+# ---- node --perf-basic-prof ---------------------------------------------
+
+NODE_SCRIPT = """
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+function busyLoop(ms) {
+  const t0 = Date.now(); let x = 0;
+  while (Date.now() - t0 < ms) { x += fib(20); }
+  return x;
+}
+console.log('node-busy ' + process.pid + ' ' + busyLoop(Number(process.argv[2])));
+"""
+
+
+def case_node():
+    node = shutil.which("node")
+    if node is None:
+        skip("node is not installed")
+    d = fresh("node")
+    script = os.path.join(d, "busy.js")
+    with open(script, "w") as f:
+        f.write(NODE_SCRIPT)
+    out = os.path.join(d, "out")
+    r = subprocess.run([node, "--perf-basic-prof", script, "2000"],
+                       env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"node exits 0 ({r.stderr.strip()[-200:]})")
+    m = re.search(r"node-busy (\d+) ", r.stdout)
+    pid = m.group(1) if m else "?"
+    try:
+        os.unlink(f"/tmp/perf-{pid}.map")
+    except OSError:
+        pass
+    names = files(out)
+    check(names == [f"node.{pid}.txt"], f"node's file: {names}")
+    if not names:
+        return
+    with open(os.path.join(out, names[0]), errors="replace") as f:
+        text = f.read()
+    # the main thread's frames over all rounds
+    main = []
+    for block in re.findall(r'^"node" #1 .*?(?=^$)', text, re.M | re.S):
+        main += re.findall(r"^\tat (.*)$", block, re.M)
+    check(len(main) > 100, f"the main thread was sampled ({len(main)} frames)")
+    check(not any("_fini" in fr for fr in main), "no frame is _fini")
+    jit = [fr for fr in main if fr.startswith("jit.JS:") and f"(perf-{pid}.map)" in fr]
+    check(any("fib " + script in fr for fr in jit), f"JIT frames named after the script's functions: {jit[:3]}")
+    check(any("busyLoop " + script in fr for fr in jit), "busyLoop is named too")
+    check(any("Builtins_" in fr for fr in main), "V8 builtins (node's remapped code) are named")
+
+
+cases = {"node": case_node, "true": case_true, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+         "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
+cases[case]()
+print(f"{case}: {len(failures)} failed")
+sys.exit(1 if failures else 0)
