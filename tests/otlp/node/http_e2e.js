@@ -163,6 +163,9 @@ function baseEnv(port, extra = {}) {
         STACKSHOT_OTLP_RETRY_INITIAL: '100',
         STACKSHOT_OTLP_RETRY_MAX: '400',
         STACKSHOT_SHUTDOWN_TIMEOUT: '3000',
+        // info: lines said once per state are checked as a host sees them
+        // (debug repeats them); the sender's accounting line is info
+        STACKSHOT_LOG_LEVEL: 'info',
         ...extra,
     };
 }
