@@ -356,7 +356,7 @@ def case_logfile():
     prog = os.path.join(bindir, "ss_hosts_busy")
     log = os.path.join(d, "agent.%p.log")
     out = os.path.join(d, "out")
-    r = subprocess.run([prog, "400"], env=agent_env(out, STACKSHOT_LOG_FILE=log,
+    r = subprocess.run([prog, "1000"], env=agent_env(out, STACKSHOT_LOG_FILE=log,
                                                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
                        capture_output=True, text=True, timeout=30)
     pid = re.search(r"pid (\d+)", r.stdout).group(1)
@@ -386,7 +386,8 @@ def case_logfile():
         os.chown(other, 1, 1)
         cases[other] = "is owned by uid 1, not by this process's user"
     for bad, words in cases.items():
-        r = subprocess.run([prog, "300"], env=agent_env(bad, SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
+        # long enough for a round (the first write) however slowly the core opens
+        r = subprocess.run([prog, "1000"], env=agent_env(bad, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
                            capture_output=True, text=True, timeout=30)
         lines = [l for l in agent_lines(r.stderr) if "started in pid" not in l]
         check(r.returncode == 0, f"{bad}: the host runs on")
