@@ -404,6 +404,9 @@ static uint32_t parse_exporters(const char *key) {
     }
     if (!bits && !none)
         return ss_exporter_bit(DEFAULT_EXPORTER);
+    for (const ss_exporter_def *e = ss_exporter_table; e->name; e++)
+        if (e->with && (bits & ss_exporter_bit(e->with)))
+            bits |= 1u << (e - ss_exporter_table);
     return bits;
 }
 

@@ -17,7 +17,9 @@
 #define QUEUE_CAP 4096 /* rounds; the memory cap usually bites first */
 
 typedef struct exporter_slot {
-    const ss_exporter_ops *ops;
+    const ss_exporter_def *def;
+    const char *name;
+    const ss_exporter_ops *ops; /* set by its thread (a module's are opened there) */
     void *state;
     ss_exporter_stats stats;
     pthread_t thread;
@@ -77,12 +79,13 @@ static void wait_locked(exporter_slot *s, uint64_t wait_ns) {
 
 static void *exporter_main(void *arg) {
     exporter_slot *s = arg;
-    const ss_exporter_ops *ops = s->ops;
+    const ss_exporter_ops *ops = ss_exporter_ops_of(s->def);
     const ss_config *cfg = ss_config_current();
-    int rc = ops->open(&s->state, cfg, &s->stats);
+    s->ops = ops;
+    int rc = ops ? ops->open(&s->state, cfg, &s->stats) : -ENOPKG;
     if (rc != 0) {
         if (rc != -ENOPKG) /* a module it needs is missing: that was said */
-            ss_error("%s: exporter disabled (%s)", ops->name, strerror(-rc));
+            ss_error("%s: exporter disabled (%s)", s->name, strerror(-rc));
         pthread_mutex_lock(&s->mu);
         atomic_store(&s->accepting, false);
         while (s->count)
@@ -131,17 +134,18 @@ int ss_exporters_start(const ss_config *cfg) {
     for (int i = 0; ss_exporter_table[i].name && i < 32 && n_slots < MAX_EXPORTERS; i++) {
         if (!(cfg->exporters & (1u << i)))
             continue;
-        const ss_exporter_ops *ops = ss_exporter_table[i].ops;
-        if (!ops) {
-            ss_error("%s: not in this build; skipping it", ss_exporter_table[i].name);
+        const ss_exporter_def *def = &ss_exporter_table[i];
+        if (!def->ops && !def->module) {
+            ss_error("%s: not in this build; skipping it", def->name);
             continue;
         }
         exporter_slot *s = calloc(1, sizeof *s);
         if (!s) {
-            ss_error("%s: out of memory; exporter disabled", ops->name);
+            ss_error("%s: out of memory; exporter disabled", def->name);
             continue;
         }
-        s->ops = ops;
+        s->def = def;
+        s->name = def->name;
         pthread_mutex_init(&s->mu, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -149,10 +153,12 @@ int ss_exporters_start(const ss_config *cfg) {
         pthread_cond_init(&s->cv, &ca);
         pthread_condattr_destroy(&ca);
         atomic_store(&s->accepting, true);
-        int rc = ss_thread_start(&s->thread, ops->role, exporter_main, s);
+        /* thread "stackshot-<role>"; an exporter in a module: its name */
+        int rc = ss_thread_start(&s->thread, def->ops ? def->ops->role : def->name,
+                                 exporter_main, s);
         if (rc != 0) {
             ss_error("%s: cannot start its thread (%s); exporter disabled",
-                     ops->name, strerror(-rc));
+                     def->name, strerror(-rc));
             free(s);
             continue;
         }
@@ -221,7 +227,7 @@ static void report_slot(exporter_slot *s, ss_log_level level) {
     ss_log(level,
            "%s: rounds %llu in, %llu dropped; records %llu exported, %llu "
            "dropped, %llu rejected; %llu retries, %llu failures; %llu bytes sent",
-           s->ops->name, (unsigned long long)atomic_load(&st->rounds_in),
+           s->name, (unsigned long long)atomic_load(&st->rounds_in),
            (unsigned long long)(atomic_load(&st->rounds_dropped) +
                                 atomic_load(&st->rounds_lost)),
            (unsigned long long)atomic_load(&st->records_exported),
@@ -272,7 +278,7 @@ static void report_accounting(void) {
         ss_log(level,
                "pid %d %s: %llu rounds taken = %llu delivered + %llu dropped + %llu "
                "refused + %llu held",
-               pid, s->ops->name, (unsigned long long)offered,
+               pid, s->name, (unsigned long long)offered,
                (unsigned long long)delivered, (unsigned long long)dropped,
                (unsigned long long)refused,
                (unsigned long long)(offered > accounted ? offered - accounted : 0));
@@ -298,7 +304,7 @@ void ss_exporters_stop(uint64_t deadline_ns) {
         if (ss_thread_join(s->thread, deadline_ns + 100000000ull) != 0) {
             ss_warn("%s: did not finish within the shutdown deadline; "
                     "abandoning what it still holds",
-                    s->ops->name);
+                    s->name);
             s->started = false; /* still running: never free its slot */
         }
     }

@@ -320,6 +320,20 @@ ss_round *ss_round_builder_finish(ss_round_builder *b, uint32_t skipped,
 /* The process being profiled                                           */
 /* ------------------------------------------------------------------ */
 
+/* What a JVM offers the exporters beyond rounds (jvmti/heapdump.c sets
+ * it; NULL in a native process). The calls may block (JNI, a
+ * stop-the-world heap dump): agent threads only, never while the VM dies. */
+typedef struct ss_jvm_services {
+    /* Make an OutOfMemoryError write a heap dump into dir (the manageable
+     * flags HeapDumpOnOutOfMemoryError and HeapDumpPath, unless the user
+     * set them). 0 or -errno; `why` says what was done or why not. */
+    int (*heap_dump_on_oom)(const char *dir, char *why, size_t n);
+    /* Write a heap dump (live objects) to path now. 0 or -errno, `why`. */
+    int (*dump_heap)(const char *path, char *why, size_t n);
+    /* How many ResourceExhausted events (an OutOfMemoryError) so far. */
+    uint64_t (*exhausted)(void);
+} ss_jvm_services;
+
 typedef struct ss_process_info {
     pid_t pid;                   /* as the host sees it: the outermost PID namespace
                                     /proc shows (pid 1 in a container is its real pid) */
@@ -336,6 +350,9 @@ typedef struct ss_process_info {
     char runtime_name[128];      /* java.runtime.name */
     char runtime_version[128];   /* java.runtime.version */
     char runtime_description[256]; /* vendor, vm name, vm version */
+    char runtime_banner[256];    /* what jstack prints after "Full thread dump ":
+                                    "<java.vm.name> (<java.vm.version> <java.vm.info>)" */
+    const ss_jvm_services *jvm;
     ss_runtime runtime;
 } ss_process_info;
 
@@ -423,8 +440,11 @@ typedef struct ss_exporter_ops {
  * start-up line and the fan-out iterate it). */
 typedef struct ss_exporter_def {
     const char *name;          /* as written in STACKSHOT_EXPORTERS; NULL ends the table */
-    const ss_exporter_ops *ops;
+    const ss_exporter_ops *ops; /* NULL when it lives in a module */
+    const char *module;        /* ... this one (libstackshot-<module>.so), or NULL */
     const char *const *keys;   /* the configuration keys it reads, NULL-terminated */
+    const char *with;          /* also runs whenever the exporter of this name is
+                                  selected (NULL: only when named itself) */
 } ss_exporter_def;
 
 /* Row i is bit 1u << i of ss_config.exporters (at most 32 rows). */
@@ -433,6 +453,9 @@ extern const ss_exporter_def ss_exporter_table[];
 /* The row named name[0..n) (case-insensitive), or NULL; its bit. */
 const ss_exporter_def *ss_exporter_by_name(const char *name, size_t n);
 uint32_t ss_exporter_bit(const char *name); /* 0: no such exporter */
+/* The ops of a row: its own, or its module's (opened now, on the calling
+ * exporter thread); NULL after one line when the module cannot be opened. */
+const ss_exporter_ops *ss_exporter_ops_of(const ss_exporter_def *def);
 
 /* Start the exporters selected in cfg (one thread and one bounded queue
  * each). Returns the number started. */

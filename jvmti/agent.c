@@ -92,6 +92,7 @@ static void fill_runtime_facts(JNIEnv *env) {
 /* The VM is live: facts, JNI ids, virtual threads, then the agent. */
 static void go_live(JNIEnv *env) {
     fill_runtime_facts(env);
+    ss_jheap_live(env, &config);
     ss_jthreads_init(env);
     if (want_vthreads) {
         if (ss_vthreads_enable(ss_jvmti, max_vthreads) != 0)
@@ -149,6 +150,7 @@ static bool install_events(bool live) {
     cb.base.VMInit = on_vm_init;
     cb.base.VMDeath = on_vm_death;
     cb.base.ThreadStart = on_thread_start;
+    cb.base.ResourceExhausted = ss_jheap_exhausted_cb; /* enabled by heapdump.c if wanted */
     cb.virtual_thread_start = ss_vthread_start_cb;
     cb.virtual_thread_end = ss_vthread_end_cb;
     jint size = want_vthreads ? (jint)sizeof cb : (jint)sizeof cb.base;

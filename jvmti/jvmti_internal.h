@@ -7,6 +7,8 @@
  *   threads.c   thread metadata as jstack prints it, the internal-thread rule
  *   nid.c       kernel tids of threads the agent did not see start
  *   vthreads.c  virtual threads (JDK 21+)
+ *   heapdump.c  what the dumps exporter needs of the VM: jstack's banner,
+ *               heap dumps on OutOfMemoryError and on demand
  */
 #ifndef SS_JVMTI_INTERNAL_H
 #define SS_JVMTI_INTERNAL_H
@@ -100,6 +102,16 @@ pid_t ss_nid_match(ss_nid_matcher *m, const char *name, uint64_t cpu_ns);
 uint64_t ss_task_start_wall_ms(pid_t tid);
 /* The same, cached under (tid, Java thread id). Sampler thread only. */
 uint64_t ss_thread_start_wall_ms(pid_t tid, int64_t java_id);
+
+/* ---- heapdump.c --------------------------------------------------- */
+
+/* The VM is live (on its thread env): the jstack banner and the JVM
+ * services of the process (ss_process()->jvm) for the dumps exporter;
+ * the heap-dump flags when that exporter is configured. */
+void ss_jheap_live(JNIEnv *env, const ss_config *cfg);
+/* ResourceExhausted (enabled only when heap dumps are wanted). */
+void JNICALL ss_jheap_exhausted_cb(jvmtiEnv *jvmti, JNIEnv *env, jint flags,
+                                   const void *reserved, const char *description);
 
 /* ---- vthreads.c --------------------------------------------------- */
 

@@ -48,7 +48,8 @@ typedef struct known {
     bool settled;            /* its stack may be reused while its CPU clock stands */
     uint64_t refreshed;      /* round of the last full /proc read */
     bool seen;               /* facts below were read at least once */
-    bool blocks;             /* blocks the sampling signal */
+    bool blocks;             /* blocks the sampling signal (as of mask_round) */
+    uint64_t mask_round;     /* round SigBlk was read in; UINT64_MAX never */
     bool have_stack;         /* frames below hold the previous stack */
     bool truncated;
     bool has_span;
@@ -60,6 +61,7 @@ typedef struct known {
     long syscall_nr;         /* at the previous stack */
     uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
+    uint64_t answer_cpu;     /* copy mode: its CPU clock as its answer was unwound */
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -76,6 +78,9 @@ typedef struct pending {
     uint64_t handler_cpu;    /* in-handler modes: its CPU clock as our handler ended */
     bool same_stack;         /* the stack taken equals the one before */
     bool asleep;             /* its stack was just read without a signal */
+    bool deferred;           /* asleep last time, running now: looked at again last */
+    bool gone;               /* deferred, then exited or never on a CPU: no entry */
+    uint64_t look_ns;        /* deferred: when it was last looked at */
 } pending;
 
 typedef struct sampler {
@@ -118,6 +123,7 @@ static sampler *forgotten;
 static _Atomic bool in_round;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
+static bool force_signal; /* benchmarks: every thread that ran is signalled */
 
 /* ---- known threads ------------------------------------------------ */
 
@@ -153,6 +159,7 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
         k->last_cpu = SS_UNKNOWN_U64;
         k->syscall_nr = -1;
         k->io_read = k->io_write = SS_UNKNOWN_U64;
+        k->mask_round = UINT64_MAX;
     }
     while (i < s->n_threads)
         known_free(&s->threads[i++]);
@@ -239,6 +246,7 @@ static int read_stat(known *k) {
         k->number = k->tid == getpid() ? 1 : 0;
         k->have_stack = false;
         k->blocks = false;
+        k->mask_round = UINT64_MAX;
         k->last_cpu = SS_UNKNOWN_U64;
         k->pthread = 0;
         k->pthread_looked = false;
@@ -250,12 +258,24 @@ static int read_stat(known *k) {
 /* Read what changes while a thread runs: where it is (the syscall file:
  * "running", or the system call it sleeps in, with SP and PC) and its
  * I/O. The /proc state letter is read only when the thread is not
- * running (S, D, T... matter then) or was just read by a full refresh. */
-static int read_running_facts(known *k, bool stat_fresh, ss_proc_syscall *sc) {
+ * running (S, D, T... matter then) or was just read by a full refresh.
+ * I/O is not read the first time a thread is seen (a first round stays
+ * cheap; I/O counts are used as deltas): from its next round on. */
+static int read_running_facts(known *k, bool stat_fresh, bool first, ss_proc_syscall *sc) {
     int rc = ss_task_read_syscall(k->tid, &k->files, sc);
-    if (rc != 0)
-        return rc;
-    if (sc->running) {
+    if (rc == -ESRCH || rc == -ENOENT)
+        return rc; /* gone */
+    if (rc != 0) {
+        /* unreadable (a process that is not dumpable: its task files
+         * belong to root): where it is stays unknown, and it is signalled
+         * as any thread that ran */
+        memset(sc, 0, sizeof *sc);
+        sc->running = true;
+        sc->unknown = true;
+        if (!stat_fresh && (rc = read_stat(k)) != 0)
+            return rc;
+        k->syscall_nr = -1;
+    } else if (sc->running) {
         k->st.state = 'R';
         k->syscall_nr = -1;
     } else {
@@ -263,7 +283,7 @@ static int read_running_facts(known *k, bool stat_fresh, ss_proc_syscall *sc) {
             return rc;
         k->syscall_nr = sc->nr;
     }
-    if (ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
+    if (first || ss_task_read_io(k->tid, &k->files, &k->io_read, &k->io_write) != 0)
         k->io_read = k->io_write = SS_UNKNOWN_U64;
     return 0;
 }
@@ -344,10 +364,32 @@ static void find_pthread(sampler *s, known *k) {
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
 
+/* Does the thread block the sampling signal? Asked only before it would
+ * be signalled (a thread read asleep needs no signal), from SigBlk of its
+ * status (13 us on the project's VM), read when not read yet, every
+ * BLOCK_RECHECK rounds, every time while it blocks (a thread caught in a
+ * short masked section, pthread_create masks everything, comes back
+ * next round), and when it was read asleep last (it may have started
+ * blocking meanwhile and nothing told). */
+static bool deaf(sampler *s, known *k) {
+    if (k->mask_round == UINT64_MAX || k->blocks || k->read_asleep ||
+        s->rounds - k->mask_round >= BLOCK_RECHECK) {
+        k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
+        k->mask_round = s->rounds;
+    }
+    return k->blocks;
+}
+
+/* What reading a thread asleep gave. */
+typedef enum asleep_rc {
+    ASLEEP_READ = 0, /* its stack is in k */
+    ASLEEP_RAN,      /* it ran meanwhile: look again */
+    ASLEEP_CANNOT,   /* the walk failed: only a signal can tell */
+} asleep_rc;
+
 /* A thread asleep (in a system call, or stopped: the syscall file gives SP
- * and PC), read without a signal. true: its stack is in k. false: it must
- * be signalled (counted as a fallback). */
-static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
+ * and PC), read without a signal. */
+static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     known *k = p->k;
     uint64_t hi = stack_top(s, k, sc->sp);
     const uint64_t *ips;
@@ -359,9 +401,13 @@ static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
     bool still = cpu == p->cpu && ss_task_read_syscall(k->tid, &k->files, &after) == 0 &&
                  after.len == sc->len && memcmp(after.line, sc->line, sc->len) == 0;
-    if (!whole || !still) {
-        s->fell_by[still ? end : FELL_RAN]++;
-        return false;
+    if (!still) {
+        s->fell_by[FELL_RAN]++;
+        return ASLEEP_RAN;
+    }
+    if (!whole) {
+        s->fell_by[end]++;
+        return ASLEEP_CANNOT;
     }
     bool truncated;
     uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, &truncated);
@@ -376,7 +422,7 @@ static bool read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     k->has_span = ss_walker_span(s->walker, k->pthread, k->trace_id, k->span_id);
     p->asleep = true;
     k->read_asleep = true;
-    return true;
+    return ASLEEP_READ;
 }
 
 /* The sampler-side half of copy mode: unwind what a handler copied. */
@@ -384,6 +430,11 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
     sampler *s = arg;
     known *k = c->user;
     uint64_t hi = k ? stack_top(s, k, c->sp) : 0;
+    /* the thread has left our handler: its clock now stands for "after
+     * the handler" (see note_cpu_after_handler), without a system call
+     * in the handler */
+    if (k)
+        k->answer_cpu = ss_thread_cpu_ns(k->tid);
     ss_uw_result res;
     ss_uw_end end = ss_walker_copy(s->walker, c, hi, c->ips, c->cap, &res);
     *cut = end == SS_UW_CUT_COPY;
@@ -393,20 +444,34 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
     return res.n;
 }
 
+/* Deferring threads caught between two waits (see plan, take_deferred). */
+#define DEFER_TRIES 4
+#define DEFER_CPU_NS 1000000ull /* a thread that used more since the last round works */
+#define DEFER_WAIT_NS 500000ull
+#define DEFER_NEAR_NS 2000000ull /* two looks further apart tell nothing */
+
+/* A slot for a thread to be signalled. Its handler bounds the stack it
+ * copies by its own glibc descriptor; the main thread's records no stack,
+ * so the main thread's slot carries its stack mapping (its top never
+ * moves, unlike a table's idea of other mappings). */
+static ss_sig_slot *assign_slot(known *k) {
+    bool main_thread = k->tid == getpid();
+    return ss_sig_assign(k->tid, main_thread ? k->stack_lo : 0, main_thread ? k->stack_hi : 0, k);
+}
+
 /* ---- one round ---------------------------------------------------- */
 
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
- * /proc reads are the bulk of a round's cost, so a thread is read in full
- * (stat, SigBlk) when first seen, every BLOCK_RECHECK rounds and while it
- * blocks the signal; where it is (syscall) and its I/O when it has run;
+ * /proc reads are the bulk of a round's cost, so a thread's stat is read
+ * when first seen and every BLOCK_RECHECK rounds; where it is (syscall)
+ * and its I/O when it has run; SigBlk only before it would be signalled;
  * an idle thread costs one clock_gettime. */
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
     bool copy = s->mode == SS_UNWIND_COPY;
     uint32_t n = 0;
-    bool publish = false;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
         if (k->tid == me || ss_internal_thread_is(k->tid))
@@ -420,16 +485,15 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*skipped)++; /* exited since listed */
             continue;
         }
-        /* a thread seen blocking the signal may have been caught inside
-         * a short masked section (pthread_create masks everything): look
-         * again every round until it does not */
-        bool full = !k->seen || k->blocks || s->rounds - k->refreshed >= BLOCK_RECHECK;
-        if (full) {
+        /* name, nice and start time: when first seen, then every
+         * BLOCK_RECHECK rounds */
+        bool first = !k->seen;
+        bool fresh = first || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        if (fresh) {
             if (read_stat(k) != 0) {
                 (*skipped)++;
                 continue;
             }
-            k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
             k->refreshed = s->rounds;
             k->seen = true;
         }
@@ -438,48 +502,147 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         if (idle_since_last(k, p->cpu)) {
             if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
                 ss_task_files_close(&k->files);
-        } else {
-            k->idle_rounds = 0;
-            ss_proc_syscall sc;
-            if (read_running_facts(k, full, &sc) != 0) {
-                (*skipped)++;
-                continue;
-            }
-            bool asleep = copy && !sc.running && k->st.state != 'Z' && k->st.state != 'X';
-            if (!(asleep && read_asleep(s, p, &sc))) {
-                if (asleep && !k->blocks) {
-                    s->fallbacks++;
-                    s->fallbacks_round++;
+            goto planned;
+        }
+        k->idle_rounds = 0;
+        ss_proc_syscall sc;
+        if (read_running_facts(k, fresh, first, &sc) != 0) {
+            (*skipped)++;
+            continue;
+        }
+        bool fell = false; /* asleep, but the walk failed: signalled after all */
+        if (copy && !force_signal) {
+            uint64_t used = p->prev_cpu == SS_UNKNOWN_U64 || p->cpu < p->prev_cpu
+                                ? p->cpu : p->cpu - p->prev_cpu;
+            if (!sc.running && k->st.state != 'Z' && k->st.state != 'X') {
+                asleep_rc rc = read_asleep(s, p, &sc);
+                if (rc == ASLEEP_READ)
+                    goto planned;
+                if (rc == ASLEEP_RAN) {
+                    p->deferred = true; /* woke during the walk: as below */
+                    goto planned;
                 }
-                /* read asleep until now, it may have started blocking the
-                 * signal meanwhile (nothing told): look before signalling
-                 * it in vain and waiting for an answer that cannot come */
-                if (k->read_asleep && !full && !k->blocks) {
-                    k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
-                    k->refreshed = s->rounds;
-                }
-                k->read_asleep = false;
-                if (k->blocks) {
-                    (*blocked)++; /* running (or unreadable), and deaf to the signal */
-                    k->have_stack = false;
-                    continue;
-                }
-                if (copy && !k->stack_hi)
-                    publish = true; /* its handler looks its stack up */
-                p->slot = ss_sig_assign(k->tid, k->stack_lo, k->stack_hi, k);
-                if (!p->slot) {
-                    (*skipped)++; /* out of slots (memory) */
-                    continue;
-                }
+                fell = true;
+            } else if (sc.running && !sc.unknown && (k->read_asleep || !k->have_stack) &&
+                       used < DEFER_CPU_NS) {
+                /* a thread that sleeps most of the time (asleep at its
+                 * last stack, or not seen before, and little CPU since),
+                 * caught in the moment it runs between two waits (timers
+                 * of related periods stay in phase with the rounds):
+                 * signalled now, it would often get the signal back in its
+                 * wait, which ends it with EINTR. Looked at again at the
+                 * end of the round, just before it would be signalled. */
+                p->deferred = true;
+                goto planned;
             }
         }
+        if (deaf(s, k)) {
+            (*blocked)++; /* running (or unreadable), and deaf to the signal */
+            k->have_stack = false;
+            continue;
+        }
+        if (fell) {
+            s->fallbacks++;
+            s->fallbacks_round++;
+        }
+        k->read_asleep = false;
+        p->slot = assign_slot(k);
+        if (!p->slot) {
+            (*skipped)++; /* out of slots (memory) */
+            continue;
+        }
+    planned:
         if (k->number == 0)
             k->number = s->next_number++;
         n++;
     }
-    if (publish)
-        ss_walker_publish_maps(s->walker);
     return n;
+}
+
+/* The deferred threads, after the others' signals. Back in a wait: read
+ * asleep. Running (its CPU clock moves): signalled now, in a second small
+ * batch. Neither: it is runnable but waiting for a CPU, very likely still
+ * inside the system call it woke up in (its timer fired, its fd became
+ * ready): a signal now would be pending when it runs, and poll and select
+ * then return EINTR even though they had timed out (fs/select.c checks
+ * signal_pending before returning 0). So a thread is signalled only when
+ * it ran between two looks 0.5 ms apart (at most 2 ms); one that never
+ * gets a CPU over DEFER_TRIES looks is left out of the round (skipped). */
+static void take_deferred(sampler *s, uint32_t planned) {
+    bool any = false;
+    for (int attempt = 0; attempt < DEFER_TRIES; attempt++) {
+        uint32_t waiting = 0;
+        for (uint32_t i = 0; i < planned; i++) {
+            pending *p = &s->work[i];
+            if (!p->deferred || p->slot || p->asleep || p->gone)
+                continue;
+            known *k = p->k;
+            ss_proc_syscall sc;
+            bool fell = false;
+            uint64_t now = ss_mono_ns();
+            uint64_t cpu = ss_thread_cpu_ns(k->tid); /* before the syscall line: see read_asleep */
+            if (cpu == SS_UNKNOWN_U64 || ss_task_read_syscall(k->tid, &k->files, &sc) != 0) {
+                p->gone = true;
+                continue;
+            }
+            if (!sc.running && read_stat(k) == 0 && k->st.state != 'Z' && k->st.state != 'X') {
+                k->syscall_nr = sc.nr;
+                p->cpu = cpu;
+                asleep_rc rc = read_asleep(s, p, &sc);
+                if (rc == ASLEEP_READ)
+                    continue;
+                if (rc == ASLEEP_RAN && attempt + 1 < DEFER_TRIES) {
+                    p->look_ns = now;
+                    p->cpu = SS_UNKNOWN_U64; /* the next look starts a watch */
+                    waiting++;
+                    continue;
+                }
+                if (rc == ASLEEP_RAN) {
+                    p->gone = true; /* never still: left out, counted as skipped */
+                    continue;
+                }
+                fell = true;
+            } else if (p->cpu != SS_UNKNOWN_U64 && cpu >= p->cpu + DEFER_CPU_NS) {
+                k->st.state = 'R'; /* busy since the last look: a worker */
+                k->syscall_nr = -1;
+            } else if (cpu == p->cpu || attempt == 0 || p->cpu == SS_UNKNOWN_U64 ||
+                       now - p->look_ns > DEFER_NEAR_NS) {
+                /* not on a CPU since the last look. The first look only
+                 * starts the watch (it may have woken twice since the
+                 * plan), and so does a look long after the one before (a
+                 * sampler kept off the CPU sees the thread's next wait
+                 * end as well) */
+                p->cpu = cpu;
+                p->look_ns = now;
+                if (attempt + 1 < DEFER_TRIES)
+                    waiting++;
+                else
+                    p->gone = true; /* never seen running: left out, counted as skipped */
+                continue;
+            } else {
+                k->st.state = 'R'; /* ran between two looks: a worker */
+                k->syscall_nr = -1;
+            }
+            p->cpu = cpu;
+            if (deaf(s, k)) {
+                p->gone = true; /* counted as skipped; as blocking from the next round */
+                continue;
+            }
+            if (fell) {
+                s->fallbacks++;
+                s->fallbacks_round++;
+            }
+            k->read_asleep = false;
+            p->slot = assign_slot(k);
+            p->gone = !p->slot;
+            any |= p->slot != NULL;
+        }
+        if (!waiting)
+            break;
+        ss_sleep_ns(DEFER_WAIT_NS);
+    }
+    if (any)
+        ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
 }
 
 static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
@@ -517,7 +680,7 @@ static bool take_answer(sampler *s, pending *p) {
          * waited for until the answer timeout, round after round. */
         if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
             k->blocks = true;
-            k->refreshed = s->rounds;
+            k->mask_round = s->rounds;
         }
         return false;
     }
@@ -527,7 +690,9 @@ static bool take_answer(sampler *s, pending *p) {
         k->pthread = a.pthread;
     if (k->tid == getpid() && a.pthread)
         ss_walker_note_main(a.pthread);
-    p->handler_cpu = a.cpu_ns;
+    p->handler_cpu = s->mode == SS_UNWIND_COPY ? k->answer_cpu : a.cpu_ns;
+    if (p->handler_cpu == SS_UNKNOWN_U64)
+        p->handler_cpu = 0;
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
@@ -544,6 +709,8 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     if (p->slot) {
         if (!take_answer(s, p))
             return false;
+    } else if (p->deferred && !p->asleep) {
+        return false; /* gone, never on a CPU, or no slot: counted as skipped */
     } else if (p->asleep) {
         s->asleep++;
     } else {
@@ -583,6 +750,7 @@ static ss_round *take_round(sampler *s) {
     s->fallbacks_round = 0;
     uint32_t planned = plan(s, &skipped, &blocked);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
+    take_deferred(s, planned);
     if (ss_sig_lost())
         return NULL; /* the host took the signal over: said once, no round */
 
@@ -766,6 +934,9 @@ static int prepare(const ss_config *cfg) {
             ss_sig_stop();
             return -ENOMEM;
         }
+        int tid_off, stack_off, stack_size_off;
+        ss_walker_descriptor_layout(active->walker, &tid_off, &stack_off, &stack_size_off);
+        ss_sig_descriptor_layout(tid_off, stack_off, stack_size_off);
     }
     active->cfg = *cfg;
     return 0;
@@ -890,7 +1061,10 @@ void ss_native_sample_counts(ss_native_counts *c) {
     c->fallbacks = active->fallbacks;
     c->cut_copy = active->cut_copy;
     c->fp_guessed = active->fp_guessed;
+    c->sent = ss_sig_sent();
 }
+
+void ss_native_bench_force_signal(bool on) { force_signal = on; }
 
 uint32_t ss_native_handler_ns(double *out, uint32_t max) {
     uint32_t cyc[4096];

@@ -1,12 +1,11 @@
 /* proc_maps.c: the process's mappings (/proc/self/maps) as a sorted table.
  *
- * The sampler uses it to bound what is copied or read of a thread's stack
- * (never past the mapping its stack pointer is in) and to tell executable
- * addresses (return addresses into JIT code) from others. The signal
- * handler looks a stack pointer up in a table the sampler published
- * (ss_maps_find: a binary search over memory, async-signal-safe); a
- * table is freed only when no handler can still be reading it (see
- * signal_sampler.c). */
+ * The sampler uses it to bound what a walk reads of a sleeping thread's
+ * stack (never past the mapping its stack pointer is in), to learn the
+ * main thread's stack (whose top never moves) for its signal handler, and
+ * to tell executable addresses (return addresses into JIT code) from
+ * others. A table is a snapshot: it is never handed to a signal handler,
+ * where a mapping changed since would make a copy fault. */
 #include "unwind.h"
 
 #include <errno.h>

@@ -34,6 +34,7 @@ typedef struct ss_task_files {
 /* The system call line of /proc/self/task/<tid>/syscall. */
 typedef struct ss_proc_syscall {
     bool running;   /* "running": on a CPU or runnable, no registers */
+    bool unknown;   /* the file could not be read (a process not dumpable) */
     long nr;        /* system call number; -1: stopped outside one */
     uint64_t sp;    /* user stack pointer */
     uint64_t pc;    /* user program counter (after the syscall instruction) */

@@ -103,7 +103,9 @@ static _Atomic uint64_t no_room_total; /* answers refused for stack room */
 static uint64_t restorer;        /* the signal trampoline's address */
 static int unwind_mode;          /* SS_UNWIND_* */
 static uint32_t copy_cap;        /* copy mode: bytes of stack a handler copies at most */
-static const ss_maps *_Atomic maps_pub; /* copy mode: for slots without bounds */
+/* copy mode: where glibc's thread descriptor keeps the thread's tid and
+ * its stack (learned outside any handler; -1 unknown) */
+static int pd_tid_off = -1, pd_stack_off = -1, pd_stack_size_off = -1;
 /* libgcc's unwinder, bound by handle: libunwind (linked into the agent)
  * exports _Unwind_Backtrace and _Unwind_GetIPInfo too, and the global
  * names may resolve to libunwind's (which steps with unw_step). */
@@ -119,7 +121,9 @@ static uint32_t slot_cap; /* ips per slot of newly allocated chunks */
 static ss_sig_slot **round_slots;
 static uint32_t n_round, cap_round;
 static uint32_t next_slot; /* allocation cursor within a round */
+static uint32_t n_sent;    /* round_slots[0, n_sent) were signalled */
 static uint32_t n_quarantined;
+static uint64_t sent_total; /* signals sent since the process started */
 static uint32_t round_gen;  /* copy mode: carried by the signal (si_value) */
 /* copy mode: stack buffers, BATCH at a time in use (plus the quarantined) */
 static uint8_t **pool_free;
@@ -322,24 +326,47 @@ static void copy_bytes(void *dst, const void *src, size_t n) {
     __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
+/* The thread's stack as its own glibc descriptor records it (stackblock,
+ * stackblock_size), when the descriptor is one: it points at itself and
+ * holds the slot's tid. A thread's own descriptor is mapped while it
+ * runs, and the stack it records stays mapped until the thread is gone.
+ * false: no such descriptor (the main thread's records none; a thread
+ * that is not glibc's). */
+static bool own_stack(const ss_sig_slot *s, uint64_t *lo, uint64_t *hi) {
+    if (pd_tid_off < 0 || pd_stack_off < 0 || pd_stack_size_off < 0)
+        return false;
+    uintptr_t pd = (uintptr_t)pthread_self(); /* the thread pointer's self field */
+    if (pd < 4096 || *(const uintptr_t *)(pd + 16) != pd ||
+        *(const pid_t *)(pd + (uintptr_t)pd_tid_off) !=
+            atomic_load_explicit(&s->tid, memory_order_relaxed))
+        return false;
+    uint64_t block = *(const uint64_t *)(pd + (uintptr_t)pd_stack_off);
+    uint64_t size = *(const uint64_t *)(pd + (uintptr_t)pd_stack_size_off);
+    if (!block || !size || block + size < block)
+        return false;
+    *lo = block;
+    *hi = block + size;
+    return true;
+}
+
 /* Copy mode, in the handler: the registers, and the stack from SP up to
- * the end of its mapping, at most copy_cap bytes. The bounds are the
- * thread's stack as the sampler knows it when SP is in it, else the
- * mapping the published table holds SP in, else the rest of SP's page
- * (always mapped: the thread is using it). */
+ * the end of the thread's stack, at most copy_cap bytes. The end is one
+ * that cannot be stale: the bounds the sampler gave the slot (the main
+ * thread's stack, whose top never moves) when SP is in them, else the
+ * stack the thread's own descriptor records when SP is in it, else the
+ * end of SP's page (mapped: the thread is using it). Never a table of
+ * mappings, which a thread being created or exiting meanwhile could make
+ * wrong (and the copy would fault in the host's thread). */
 static void copy_context(ss_sig_slot *s, const ucontext_t *uc) {
     const greg_t *g = uc->uc_mcontext.gregs;
     for (int i = 0; i < NGREG; i++)
         s->gregs[i] = (uint64_t)g[i];
     uint64_t sp = (uint64_t)g[REG_RSP];
-    uint64_t hi;
-    if (sp >= s->stack_lo && sp < s->stack_hi) {
+    uint64_t lo, hi;
+    if (sp >= s->stack_lo && sp < s->stack_hi)
         hi = s->stack_hi;
-    } else {
-        const ss_map_range *m =
-            ss_maps_find(atomic_load_explicit(&maps_pub, memory_order_acquire), sp);
-        hi = m && (m->prot & SS_MAP_W) ? m->hi : (sp | 4095) + 1;
-    }
+    else if (!own_stack(s, &lo, &hi) || sp < lo || sp >= hi)
+        hi = (sp | 4095) + 1;
     uint64_t n = hi - sp;
     if (n > copy_cap)
         n = copy_cap;
@@ -505,8 +532,10 @@ void ss_sig_stop(void) { atomic_store_explicit(&active, false, memory_order_rele
 
 int ss_sig_mode(void) { return unwind_mode; }
 
-void ss_sig_publish_maps(const ss_maps *m) {
-    atomic_store_explicit(&maps_pub, m, memory_order_release);
+void ss_sig_descriptor_layout(int tid_off, int stack_off, int stack_size_off) {
+    pd_tid_off = tid_off;
+    pd_stack_off = stack_off;
+    pd_stack_size_off = stack_size_off;
 }
 
 static int add_chunk(void) {
@@ -609,6 +638,7 @@ int ss_sig_begin(uint32_t n) {
             atomic_store(&round_slots[i]->state, SLOT_FREE);
     if (++round_gen == 0)
         round_gen = 1; /* 0: a slot never assigned */
+    n_sent = 0;
     n_round = 0;
     next_slot = 0;
     release_quarantine();
@@ -722,8 +752,6 @@ static void note_cycles(uint32_t c) {
  * SI_QUEUE: the value travels with it; a process may queue these to its
  * own threads). */
 static int send_copy(pid_t pid, ss_sig_slot *s) {
-    if (!pool_get(s))
-        return -ENOMEM;
     siginfo_t si;
     memset(&si, 0, sizeof si);
     si.si_signo = the_signal;
@@ -756,7 +784,9 @@ static void unwind_batch(uint32_t from, uint32_t to, ss_sig_unwind_fn fn, void *
 uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg) {
     pid_t pid = atomic_load(&own_pid);
     bool copy = unwind_mode == SS_UNWIND_COPY;
-    for (uint32_t b = 0; b < n_round; b += BATCH) {
+    uint32_t first = n_sent;
+    n_sent = n_round;
+    for (uint32_t b = first; b < n_round; b += BATCH) {
         uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
         if (!still_ours()) {
             /* nobody signalled from here on: their slots answer nothing */
@@ -766,9 +796,14 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
         }
         for (uint32_t i = b; i < e; i++) {
             ss_sig_slot *s = round_slots[i];
+            if (copy && !pool_get(s))
+                continue; /* no buffer (memory): stays FREE, not signalled */
+            /* everything the handler reads is written before this store
+             * (release), which its claim (acquire) pairs with */
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
             int rc = copy ? send_copy(pid, s)
                           : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
+            sent_total += rc == 0;
             if (rc != 0) {
                 int expected = SLOT_REQUESTED; /* exited: nobody will answer */
                 atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
@@ -779,7 +814,7 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
             unwind_batch(b, e, unwind, arg);
     }
     uint32_t done = 0;
-    for (uint32_t i = 0; i < n_round; i++) {
+    for (uint32_t i = first; i < n_round; i++) {
         ss_sig_slot *s = round_slots[i];
         int st = SLOT_REQUESTED;
         if (atomic_compare_exchange_strong(&s->state, &st, SLOT_FREE)) {
@@ -843,6 +878,8 @@ void ss_sig_after_fork(void) {
 }
 
 uint32_t ss_sig_quarantined(void) { return n_quarantined; }
+
+uint64_t ss_sig_sent(void) { return sent_total; }
 
 uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max) {
     uint32_t n = cycle_count < max ? cycle_count : max;

@@ -71,11 +71,11 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes);
 /* The unwinding mode in force (SS_UNWIND_*). */
 int ss_sig_mode(void);
 
-/* Copy mode: the mappings handlers look a stack pointer up in when its
- * slot has no bounds. The caller keeps the table until
- * ss_sig_quarantined() is 0 after it published another one. */
-struct ss_maps;
-void ss_sig_publish_maps(const struct ss_maps *m);
+/* Copy mode: offsets in glibc's thread descriptor (struct pthread) of the
+ * tid, of stackblock and of stackblock_size (-1: unknown). A handler
+ * bounds its copy by the stack its own descriptor records. Set before
+ * signalling. */
+void ss_sig_descriptor_layout(int tid_off, int stack_off, int stack_size_off);
 
 /* Stack room the handler insists on in copy mode (it only copies). */
 #define SS_SIG_COPY_STACK_NEED (2u * 1024u)
@@ -102,9 +102,10 @@ void ss_sig_stop(void);
 int ss_sig_begin(uint32_t n);
 
 /* Assign a slot to tid for this round; NULL when out of slots. In copy
- * mode [stack_lo, stack_hi) is the thread's stack as known (0, 0: not
- * known): the handler copies within it when the thread's stack pointer is
- * there, else within the published mappings, else to the end of the page. */
+ * mode [stack_lo, stack_hi) is a stack whose end cannot move (the main
+ * thread's; 0, 0: none): the handler copies within it when the thread's
+ * stack pointer is there, else within the stack its glibc descriptor
+ * records, else to the end of SP's page. */
 ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void *user);
 
 /* Copy mode: called on the sampler thread for each answer, right after its
@@ -113,9 +114,10 @@ ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void
  * the copy. */
 typedef uint32_t (*ss_sig_unwind_fn)(void *arg, const ss_sig_copy *copy, bool *cut);
 
-/* Signal every assigned thread (in batches) and wait for the answers until
- * deadline_ns (monotonic). Returns how many answered. `unwind` is used in
- * copy mode (may be NULL otherwise). */
+/* Signal every thread assigned since the last call of the round (in
+ * batches) and wait for the answers until deadline_ns (monotonic). Returns
+ * how many answered. `unwind` is used in copy mode (may be NULL otherwise).
+ * A round may assign and collect more than once. */
 uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg);
 
 /* Copy mode: the time handlers took (cycles of the time-stamp counter),
@@ -133,5 +135,7 @@ void ss_sig_after_fork(void);
 
 /* Counters since start: slots currently held by a late handler. */
 uint32_t ss_sig_quarantined(void);
+/* Signals sent since the process started. */
+uint64_t ss_sig_sent(void);
 
 #endif /* SS_SIGNAL_SAMPLER_H */

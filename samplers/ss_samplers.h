@@ -31,7 +31,12 @@ void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reu
 typedef struct ss_native_counts {
     uint64_t rounds, signalled, asleep, reused;
     uint64_t fallbacks, cut_copy, fp_guessed;
+    uint64_t sent; /* signals sent by the process's sampler, ever */
 } ss_native_counts;
+/* Benchmarks: signal (and in copy mode, copy) every thread that ran,
+ * asleep or not, to measure the signal path on a machine with fewer cores
+ * than threads. */
+void ss_native_bench_force_signal(bool on);
 void ss_native_sample_counts(ss_native_counts *c);
 /* Copy mode: how long the most recent handlers took, ns, newest first;
  * returns how many (at most max, at most 4096). */

@@ -18,29 +18,71 @@ struct ss_walker {
     uint64_t *ips;        /* its frames */
     ss_maps *maps;        /* the table walks check addresses with */
     bool maps_fresh;      /* read this round */
-    const ss_maps *published;
-    ss_maps **retired;    /* published once; freed when no handler can read them */
-    uint32_t n_retired, cap_retired;
     int tid_off;          /* offset of the tid in glibc's thread descriptor; -1 unknown */
+    int stack_off, stack_size_off; /* of stackblock and stackblock_size; -1 unknown */
     int64_t pd_below_top; /* the descriptor's distance from its stack's top; -1 unknown */
+    uint64_t last_base;   /* what the last asleep walk read: [last_base, + last_len) */
+    size_t last_len;
 };
+
+/* A sleeping thread's stack is read from SP to its mapping's top in one
+ * go when that is at most this much (its thread descriptor, at the top,
+ * comes with it); deeper stacks are read as the walk goes. */
+#define WHOLE_STACK (32u * 1024u)
 
 static _Atomic uint64_t main_pthread;
 
 void ss_walker_note_main(uint64_t pthread) { atomic_store(&main_pthread, pthread); }
 uint64_t ss_walker_main_pthread(void) { return atomic_load(&main_pthread); }
 
-/* Where glibc keeps the tid in a thread descriptor: found in the calling
- * thread's own (its tid, after the self pointer). */
-static int learn_tid_offset(void) {
+/* Where glibc keeps the tid and the stack (stackblock, stackblock_size)
+ * in a thread descriptor (struct pthread, private): found in the calling
+ * thread's own, against gettid and pthread_getattr_np (whose stack top
+ * is stackblock + stackblock_size, its size that minus the guard), on
+ * a thread glibc created (see learn_layout). */
+static void *learn_here(void *arg) {
+    ss_walker *w = arg;
+    w->tid_off = w->stack_off = w->stack_size_off = -1;
     const char *pd = (const char *)(uintptr_t)pthread_self();
     pid_t tid = (pid_t)syscall(SYS_gettid);
     if (*(const uintptr_t *)(pd + SELF_OFF) != (uintptr_t)pd)
-        return -1;
-    for (int off = SELF_OFF + 8; off < 2048; off += 4)
+        return NULL;
+    for (int off = SELF_OFF + 8; off < 2048 && w->tid_off < 0; off += 4)
         if (*(const pid_t *)(pd + off) == tid)
-            return off;
-    return -1;
+            w->tid_off = off;
+    pthread_attr_t a;
+    void *addr;
+    size_t size, guard;
+    if (tid == getpid() || pthread_getattr_np(pthread_self(), &a) != 0)
+        return NULL; /* the main thread's descriptor records no stack */
+    int ok = pthread_attr_getstack(&a, &addr, &size) == 0 &&
+             pthread_attr_getguardsize(&a, &guard) == 0;
+    pthread_attr_destroy(&a);
+    if (!ok)
+        return NULL;
+    uint64_t top = (uint64_t)(uintptr_t)addr + size, block_size = size + guard;
+    for (int off = SELF_OFF + 8; off + 8 <= 2048; off += 8) {
+        uint64_t v = *(const uint64_t *)(pd + off);
+        if (v == top - block_size && w->stack_off < 0)
+            w->stack_off = off;
+        else if (v == block_size && w->stack_size_off < 0)
+            w->stack_size_off = off;
+    }
+    return NULL;
+}
+
+/* On a thread glibc created: the calling one, or (the main thread's
+ * descriptor records no stack) a short-lived one of its own. */
+static void learn_layout(ss_walker *w) {
+    if ((pid_t)syscall(SYS_gettid) != getpid()) {
+        learn_here(w);
+        return;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, learn_here, w) == 0)
+        pthread_join(t, NULL);
+    else
+        w->tid_off = w->stack_off = w->stack_size_off = -1;
 }
 
 ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
@@ -52,7 +94,7 @@ ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
     w->uw = ss_unwinder_create();
     w->stack_buf = malloc(copy_bytes);
     w->ips = malloc((size_t)max_ips * sizeof *w->ips);
-    w->tid_off = learn_tid_offset();
+    learn_layout(w);
     w->pd_below_top = -1;
     if (!w->uw || !w->stack_buf || !w->ips) {
         ss_walker_destroy(w);
@@ -61,25 +103,10 @@ ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
     return w;
 }
 
-static void free_retired(ss_walker *w) {
-    for (uint32_t i = 0; i < w->n_retired; i++)
-        free(w->retired[i]);
-    w->n_retired = 0;
-}
-
 void ss_walker_destroy(ss_walker *w) {
     if (!w)
         return;
-    /* handlers may still hold the published table: it is left (with the
-     * retired ones) only if a late handler may run; the sampler stops the
-     * handler before this */
-    if (ss_sig_quarantined() == 0) {
-        if (w->published)
-            ss_sig_publish_maps(NULL);
-        free_retired(w);
-        free(w->maps); /* the published one, if any */
-    }
-    free(w->retired);
+    free(w->maps);
     ss_unwinder_destroy(w->uw);
     free(w->stack_buf);
     free(w->ips);
@@ -89,35 +116,25 @@ void ss_walker_destroy(ss_walker *w) {
 void ss_walker_round(ss_walker *w) {
     ss_unwinder_round(w->uw);
     w->maps_fresh = false;
-    if (ss_sig_quarantined() == 0)
-        free_retired(w);
 }
 
-/* Replace the table. One handlers were given is replaced for them too,
- * and kept until no handler can still be reading it. */
+void ss_walker_descriptor_layout(const ss_walker *w, int *tid_off, int *stack_off,
+                                 int *stack_size_off) {
+    *tid_off = w->tid_off;
+    *stack_off = w->stack_off;
+    *stack_size_off = w->stack_size_off;
+}
+
+/* Replace the table (walks only read through process_vm_readv: a table
+ * a little out of date costs a failed read, never a fault). */
 static void read_maps(ss_walker *w) {
     ss_maps *m = ss_maps_read();
     if (!m)
         return;
-    ss_maps *old = w->maps;
+    free(w->maps);
     w->maps = m;
     w->maps_fresh = true;
     ss_unwinder_set_maps(w->uw, m);
-    if (!old || old != w->published) {
-        free(old);
-        return;
-    }
-    w->published = m;
-    ss_sig_publish_maps(m);
-    if (w->n_retired == w->cap_retired) {
-        uint32_t cap = w->cap_retired ? w->cap_retired * 2 : 8;
-        ss_maps **r = realloc(w->retired, cap * sizeof *r);
-        if (!r)
-            return; /* out of memory: the old table is left, not freed */
-        w->retired = r;
-        w->cap_retired = cap;
-    }
-    w->retired[w->n_retired++] = old;
 }
 
 bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
@@ -133,15 +150,6 @@ bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
     return true;
 }
 
-void ss_walker_publish_maps(ss_walker *w) {
-    if (!w->maps_fresh)
-        read_maps(w);
-    if (w->maps && w->published != w->maps) {
-        w->published = w->maps;
-        ss_sig_publish_maps(w->maps);
-    }
-}
-
 ss_uw_end ss_walker_asleep(ss_walker *w, uint64_t sp, uint64_t pc, bool in_syscall, uint64_t hi,
                            const uint64_t **ips, ss_uw_result *res) {
     uint64_t room = hi > sp ? hi - sp : w->copy_bytes;
@@ -153,11 +161,18 @@ ss_uw_end ss_walker_asleep(ss_walker *w, uint64_t sp, uint64_t pc, bool in_sysca
         .map_hi = hi > sp ? hi : sp + w->copy_bytes,
         .live = true,
     };
+    if (hi > sp && st.cap <= WHOLE_STACK) {
+        long got = ss_uw_read_memory(st.data, sp, st.cap);
+        st.len = got > 0 ? (size_t)got : 0;
+    }
     ss_uw_regs regs = {.known = (1u << SS_UW_RIP) | (1u << SS_UW_RSP)};
     regs.r[SS_UW_RIP] = pc;
     regs.r[SS_UW_RSP] = sp;
     *ips = w->ips;
-    return ss_unwind(w->uw, &regs, &st, in_syscall, w->ips, w->max_ips, res);
+    ss_uw_end end = ss_unwind(w->uw, &regs, &st, in_syscall, w->ips, w->max_ips, res);
+    w->last_base = sp;
+    w->last_len = st.len;
+    return end;
 }
 
 /* REG_* of <sys/ucontext.h> for each DWARF register number. */
@@ -186,11 +201,17 @@ ss_uw_end ss_walker_copy(ss_walker *w, const ss_sig_copy *c, uint64_t hi, uint64
     return ss_unwind(w->uw, &regs, &st, false, ips, cap, res);
 }
 
-/* Does [pd, pd + tid_off + 4) look like tid's descriptor? */
+/* Does [pd, pd + tid_off + 4) look like tid's descriptor? Read from the
+ * last asleep walk's bytes when they hold it. */
 static bool is_descriptor(const ss_walker *w, uint64_t pd, pid_t tid) {
-    uint8_t b[2048];
+    uint8_t buf[2048];
+    const uint8_t *b = buf;
     size_t n = (size_t)w->tid_off + 4;
-    if (n > sizeof b || ss_uw_read_memory(b, pd, n) != (long)n)
+    if (n > sizeof buf)
+        return false;
+    if (pd >= w->last_base && pd + n <= w->last_base + w->last_len)
+        b = w->stack_buf + (pd - w->last_base);
+    else if (ss_uw_read_memory(buf, pd, n) != (long)n)
         return false;
     uint64_t self;
     pid_t t;

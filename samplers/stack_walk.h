@@ -28,9 +28,11 @@ void ss_walker_round(ss_walker *w);
  * false when sp is in no writable mapping. */
 bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi);
 
-/* Make a fresh mapping table the one handlers look a stack pointer up in
- * (threads to be signalled whose stack is not known yet). */
-void ss_walker_publish_maps(ss_walker *w);
+/* The offsets in glibc's thread descriptor of the tid, stackblock and
+ * stackblock_size, learned from the thread that created the walker (-1
+ * unknown); see ss_sig_descriptor_layout. */
+void ss_walker_descriptor_layout(const ss_walker *w, int *tid_off, int *stack_off,
+                                 int *stack_size_off);
 
 /* A thread asleep: only SP and PC known (in_syscall: PC follows a syscall
  * instruction). Its stack is read live, at most copy_bytes from sp and

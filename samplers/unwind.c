@@ -27,6 +27,8 @@
 #include <string.h>
 
 #define LIVE_PAGES 16u      /* pages read outside the stack copy, per walk */
+#define CODE_PAGES 64u      /* pages of modules' code, kept across walks */
+#define PROLOGUES 256u      /* frame sizes of functions' prologues */
 #define PAGE 4096u
 #define CALL_SLOTS 1024u    /* return addresses known to follow calls */
 #define GUESS_SPAN (16u * 1024u) /* how far above SP a frame pointer is looked for */
@@ -43,11 +45,18 @@ typedef struct call_slot {
     bool is_call;
 } call_slot;
 
+typedef struct prologue_slot {
+    uint64_t fn; /* 0: empty */
+    int64_t size;
+} prologue_slot;
+
 struct ss_unwinder {
     ss_cfi *cfi;
     const ss_maps *maps;
     live_page *pages; /* LIVE_PAGES, emptied per walk */
+    live_page *code;  /* CODE_PAGES of module text (does not change while loaded) */
     call_slot *calls;
+    prologue_slot *prologues;
 };
 
 ss_unwinder *ss_unwinder_create(void) {
@@ -56,8 +65,10 @@ ss_unwinder *ss_unwinder_create(void) {
         return NULL;
     u->cfi = ss_cfi_create();
     u->pages = calloc(LIVE_PAGES, sizeof *u->pages);
+    u->code = calloc(CODE_PAGES, sizeof *u->code);
     u->calls = calloc(CALL_SLOTS, sizeof *u->calls);
-    if (!u->cfi || !u->pages || !u->calls) {
+    u->prologues = calloc(PROLOGUES, sizeof *u->prologues);
+    if (!u->cfi || !u->pages || !u->code || !u->calls || !u->prologues) {
         ss_unwinder_destroy(u);
         return NULL;
     }
@@ -69,14 +80,20 @@ void ss_unwinder_destroy(ss_unwinder *u) {
         return;
     ss_cfi_destroy(u->cfi);
     free(u->pages);
+    free(u->code);
     free(u->calls);
+    free(u->prologues);
     free(u);
 }
 
 void ss_unwinder_round(ss_unwinder *u) {
     /* code may have been unloaded and other code loaded at its address */
-    if (ss_cfi_refresh(u->cfi))
+    if (ss_cfi_refresh(u->cfi)) {
         memset(u->calls, 0, CALL_SLOTS * sizeof *u->calls);
+        memset(u->prologues, 0, PROLOGUES * sizeof *u->prologues);
+        for (uint32_t i = 0; i < CODE_PAGES; i++)
+            u->code[i].addr = 0;
+    }
 }
 
 void ss_unwinder_set_maps(ss_unwinder *u, const ss_maps *m) { u->maps = m; }
@@ -113,13 +130,13 @@ static mem_rc fill_stack(ss_uw_stack *s, size_t need) {
     return MEM_OK;
 }
 
-static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
+static mem_rc read_paged(live_page *pages, uint32_t n_pages, uint64_t addr, void *out, size_t n) {
     uint64_t page = addr & ~(uint64_t)(PAGE - 1);
     size_t at = (size_t)(addr - page);
     if (at + n > PAGE) { /* across two pages: rare, read directly */
         return ss_uw_read_memory(out, addr, n) == (long)n ? MEM_OK : MEM_BAD;
     }
-    live_page *p = &u->pages[(page / PAGE) % LIVE_PAGES];
+    live_page *p = &pages[(page / PAGE) % n_pages];
     if (p->addr != page + 1) {
         if (ss_uw_read_memory(p->data, page, PAGE) != (long)PAGE) {
             p->addr = 0;
@@ -129,6 +146,10 @@ static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
     }
     memcpy(out, p->data + at, n);
     return MEM_OK;
+}
+
+static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
+    return read_paged(u->pages, LIVE_PAGES, addr, out, n);
 }
 
 static mem_rc read_mem(ss_unwinder *u, ss_uw_stack *s, uint64_t addr, void *out, size_t n) {
@@ -355,7 +376,11 @@ static bool is_code(ss_unwinder *u, uint64_t addr) {
     return m && (m->prot & SS_MAP_X);
 }
 
+/* Code of a loaded module does not change: its pages are kept across
+ * walks (until a module is unloaded). Other code (JIT) is read anew. */
 static bool read_code(ss_unwinder *u, uint64_t addr, uint8_t *out, size_t n) {
+    if (ss_cfi_in_module(u->cfi, addr))
+        return read_paged(u->code, CODE_PAGES, addr, out, n) == MEM_OK;
     return read_live(u, addr, out, n) == MEM_OK;
 }
 
@@ -431,28 +456,54 @@ static call_slot *call_before(ss_unwinder *u, uint64_t ra) {
     return c;
 }
 
-/* Does ra follow a call of the function starting at fn? */
-static bool calls_fn(ss_unwinder *u, uint64_t ra, uint64_t fn) {
+/* Does the code at target jump to fn within its first bytes? gcc splits
+ * functions (`f` testing a flag and tail-jumping to `f.part.0`, partial
+ * inlining), so a call of f runs in f.part.0's frame. */
+static bool jumps_to(ss_unwinder *u, uint64_t target, uint64_t fn) {
+    uint8_t b[64];
+    if (!target || !read_code(u, target, b, sizeof b))
+        return false;
+    for (size_t i = 0; i + 5 <= sizeof b; i++) {
+        if (b[i] == 0xe9 && target + i + 5 + (uint64_t)(int64_t)le32(b + i + 1) == fn)
+            return true;
+        if (b[i] == 0xeb && target + i + 2 + (uint64_t)(int64_t)(int8_t)b[i + 1] == fn)
+            return true;
+    }
+    return false;
+}
+
+/* Does ra follow a call of the function starting at fn? `verified`: only
+ * a call known to go there (directly, through a PLT stub or a GOT slot,
+ * or to a function that tail-jumps there); else also one whose target
+ * is unknown (through a register or memory). */
+static bool calls_fn(ss_unwinder *u, uint64_t ra, uint64_t fn, bool verified) {
     if (!is_code(u, ra))
         return false;
     call_slot *c = call_before(u, ra);
     if (!c->is_call)
         return false;
-    if (c->target == 0 || c->target == fn)
+    if (c->target == 0)
+        return !verified;
+    if (c->target == fn)
         return true;
-    return through_stub(u, c->target) == fn;
+    uint64_t dest = through_stub(u, c->target);
+    if (dest == fn)
+        return true;
+    return jumps_to(u, dest ? dest : c->target, fn);
 }
 
 /* The size of a frame-pointer prologue's frame below rbp: push rbp;
- * mov rbp, rsp; then pushes and sub rsp, n. -1 when the code does not
- * start that way. */
-static int64_t prologue_frame(ss_unwinder *u, uint64_t fn) {
-    uint8_t b[32];
+ * mov rbp, rsp; then the pushes of callee-saved registers (their number
+ * is the CFI's: the registers it says are saved), and sub rsp, n, looked
+ * for among the first instructions (compilers interleave moves with the
+ * pushes). -1 when the code does not start that way. */
+static int64_t decode_prologue(ss_unwinder *u, uint64_t fn, uint32_t pushes) {
+    uint8_t b[64];
     if (!read_code(u, fn, b, sizeof b))
         return -1;
     size_t i = 0;
     if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa)
-        i = 4;
+        i = 4; /* endbr64 */
     if (b[i] != 0x55)
         return -1;
     i++;
@@ -460,49 +511,72 @@ static int64_t prologue_frame(ss_unwinder *u, uint64_t fn) {
                            (b[i + 1] == 0x8b && b[i + 2] == 0xec))))
         return -1;
     i += 3;
-    int64_t size = 0;
-    while (i + 1 < sizeof b) {
-        if (b[i] >= 0x50 && b[i] <= 0x57) {
-            size += 8;
-            i++;
-        } else if (b[i] == 0x41 && b[i + 1] >= 0x50 && b[i + 1] <= 0x57) {
-            size += 8;
-            i += 2;
-        } else {
-            break;
-        }
+    int64_t size = 8 * (int64_t)pushes;
+    for (; i + 7 <= sizeof b; i++) {
+        if (b[i] == 0x48 && b[i + 1] == 0x83 && b[i + 2] == 0xec)
+            return size + b[i + 3];
+        if (b[i] == 0x48 && b[i + 1] == 0x81 && b[i + 2] == 0xec)
+            return size + le32(b + i + 3);
     }
-    if (i + 7 <= sizeof b && b[i] == 0x48 && b[i + 1] == 0x83 && b[i + 2] == 0xec)
-        size += b[i + 3];
-    else if (i + 7 <= sizeof b && b[i] == 0x48 && b[i + 1] == 0x81 && b[i + 2] == 0xec)
-        size += le32(b + i + 3);
-    return size;
+    return size; /* no sub: a frame of pushes only */
 }
 
-/* rbp for frame F (SP sp, function fn) whose CFA is rbp + cfa_off and whose
- * return address is at CFA + ra_off. */
-static bool guess_frame_pointer(ss_unwinder *u, ss_uw_stack *s, uint64_t sp, uint64_t fn,
-                                int64_t cfa_off, int64_t ra_off, uint64_t *rbp) {
+static int64_t prologue_frame(ss_unwinder *u, uint64_t fn, uint32_t pushes) {
+    prologue_slot *p = &u->prologues[(fn * 0x9e3779b97f4a7c15ull >> 56) % PROLOGUES];
+    if (p->fn != fn) {
+        p->fn = fn;
+        p->size = decode_prologue(u, fn, pushes);
+    }
+    return p->size;
+}
+
+/* Registers the row says were saved besides rbp and the return address:
+ * a frame-pointer function pushed them after setting rbp. */
+static uint32_t saved_pushes(const ss_cfi_row *row) {
+    uint32_t n = 0;
+    for (uint8_t i = 0; i < row->n_rules; i++)
+        if (row->rules[i].kind == SS_RULE_OFFSET && row->rules[i].reg != SS_UW_RBP &&
+            row->rules[i].reg != SS_UW_RIP)
+            n++;
+    return n;
+}
+
+/* rbp for frame F (SP sp, row `row`: CFA = rbp + cfa_off, return address
+ * at CFA + ra_off). Candidates, in order: the one F's prologue gives;
+ * the first slot above SP holding a return address of a call verified to
+ * go to F (directly, through a PLT stub or a GOT slot); only then one of
+ * a call through a register or memory, which cannot be checked (F called
+ * through a pointer: a thread's function, a callback), so that a stale
+ * address of such a call in F's own frame is not taken before the right
+ * one. */
+static bool guess_frame_pointer(ss_unwinder *u, ss_uw_stack *s, uint64_t sp,
+                                const ss_cfi_row *row, int64_t ra_off, uint64_t *rbp) {
+    uint64_t fn = row->fn_start;
+    int64_t cfa_off = row->cfa_off;
     uint64_t ra;
-    int64_t size = fn ? prologue_frame(u, fn) : -1;
+    int64_t size = fn ? prologue_frame(u, fn, saved_pushes(row)) : -1;
     if (size >= 0) {
         uint64_t cand = sp + (uint64_t)size;
         if (read_u64(u, s, cand + (uint64_t)cfa_off + (uint64_t)ra_off, &ra) == MEM_OK &&
-            calls_fn(u, ra, fn)) {
+            calls_fn(u, ra, fn, true)) {
             *rbp = cand;
             return true;
         }
     }
-    uint64_t cfa = (sp + 16 + 15) & ~(uint64_t)15;
-    for (; cfa < sp + GUESS_SPAN; cfa += 16) {
-        mem_rc rc = read_u64(u, s, cfa + (uint64_t)ra_off, &ra);
-        if (rc == MEM_CUT)
-            return false;
-        if (rc != MEM_OK)
-            continue;
-        if (fn && calls_fn(u, ra, fn)) {
-            *rbp = cfa - (uint64_t)cfa_off;
-            return true;
+    if (!fn)
+        return false;
+    for (int pass = 0; pass < 2; pass++) {
+        bool verified = pass == 0;
+        for (uint64_t cfa = (sp + 16 + 15) & ~(uint64_t)15; cfa < sp + GUESS_SPAN; cfa += 16) {
+            mem_rc rc = read_u64(u, s, cfa + (uint64_t)ra_off, &ra);
+            if (rc == MEM_CUT)
+                break;
+            if (rc != MEM_OK)
+                continue;
+            if (calls_fn(u, ra, fn, verified)) {
+                *rbp = cfa - (uint64_t)cfa_off;
+                return true;
+            }
         }
     }
     return false;
@@ -532,8 +606,7 @@ static int step_cfi(ss_unwinder *u, ss_uw_stack *s, ss_uw_regs *regs, const ss_c
             int64_t ra_off = ra_offset(row);
             uint64_t rbp;
             if (!may_guess || row->cfa_reg != SS_UW_RBP || ra_off == INT64_MIN ||
-                !guess_frame_pointer(u, s, regs->r[SS_UW_RSP], row->fn_start, row->cfa_off,
-                                     ra_off, &rbp))
+                !guess_frame_pointer(u, s, regs->r[SS_UW_RSP], row, ra_off, &rbp))
                 return SS_UW_NO_REGISTER;
             regs->r[SS_UW_RBP] = rbp;
             regs->known |= 1u << SS_UW_RBP;

@@ -1,27 +1,34 @@
-/* bench_native.c: the cost of one native sampling round.
+/* bench_native.c: the cost of native sampling, against the targets of the
+ * copy design (STACKSHOT_UNWIND=copy), with ratios to a baseline measured
+ * in the same run on the same threads: a serial signal round trip per
+ * thread (signal one thread, wait for its handler's answer, next; no
+ * unwinding).
  *
- * Creates N threads whose stacks are D frames deep (recursion in
- * bench_depth), in two variants:
- *   idle    they block in a condition variable: after the first round the
- *           sampler reuses their stacks without signalling them;
- *   active  they wake every 10 ms and burn a few microseconds, so their CPU
- *           time always changes and every round signals and unwinds them.
- * For each, after warm-up rounds (symbol cache hot) it times rounds taken
- * with ss_native_sample_once, and compares them with a baseline measured in
- * the same run on the same threads: a serial signal round trip per thread
- * (signal one thread, wait for its handler's answer, next; no unwinding).
- * It also reports the resident memory the sampler added (VmRSS before the
- * first round and after the last).
+ *   A  100 threads x 50 frames, all blocked (condition variable), the
+ *      first round that sees them (no stack known yet; symbol and unwind
+ *      caches warm from threads of the same shape): time, signals sent.
+ *   B  100 threads x 50 frames that ran since the last round (wake every
+ *      10 ms, burn a few us): rounds with the signal path forced for all
+ *      of them (as if all were running: handler copy + sampler-side
+ *      unwind), and the time each handler took (median, p99); then the
+ *      same threads as the sampler really takes them (most asleep, read
+ *      without a signal), and with STACKSHOT_UNWIND=gcc / step (libgcc's
+ *      or libunwind's unwinder in the handler) for comparison.
+ *   C  1,000 threads x 20 frames, all blocked, first round; resident
+ *      memory the agent added (VmRSS) and /proc descriptors kept.
+ *   D  100 idle + 2 spinning threads, a round every second (the default
+ *      interval): the agent's CPU (the sampling thread and the handlers
+ *      in the spinners) per second.
  *
- * usage: bench_native [rounds [case]]   (default 20 rounds, all four cases;
- * case 1-4 runs only that one, for profiling). Prints a table; asserts
- * nothing. */
+ * usage: bench_native [repeats [cases]]   (default 5, ABCD). Prints a
+ * table; asserts nothing. Run it alone on the machine for meaningful
+ * figures. */
 #define _GNU_SOURCE
 #include "samplers/ss_samplers.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,22 +38,43 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_int stop_flag;
-static atomic_int ready;
-static int active_mode;
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+/* ---- host threads ------------------------------------------------ */
+
+enum { IDLE, ACTIVE, SPIN };
+
+typedef struct group {
+    int n, depth, kind;
+    pthread_t *t;
+    pid_t *tids;
+    atomic_int ready;
+    atomic_int stop;
+    pthread_mutex_t m;
+    pthread_cond_t c;
+} group;
+
+typedef struct member {
+    group *g;
+    int index;
+} member;
 
 static void nap_us(long us) {
-    struct timespec ts = {0, us * 1000};
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 
-static void at_the_bottom(void) {
-    atomic_fetch_add(&ready, 1);
-    if (active_mode) {
-        while (!atomic_load(&stop_flag)) {
+static void at_the_bottom(member *me) {
+    group *g = me->g;
+    g->tids[me->index] = ss_gettid();
+    atomic_fetch_add(&g->ready, 1);
+    if (g->kind == SPIN) {
+        volatile unsigned long x = 0;
+        while (!atomic_load(&g->stop))
+            x++;
+        return;
+    }
+    if (g->kind == ACTIVE) {
+        while (!atomic_load(&g->stop)) {
             volatile unsigned x = 0;
             for (int i = 0; i < 2000; i++)
                 x += (unsigned)i;
@@ -54,28 +82,66 @@ static void at_the_bottom(void) {
         }
         return;
     }
-    pthread_mutex_lock(&m);
-    while (!atomic_load(&stop_flag))
-        pthread_cond_wait(&c, &m);
-    pthread_mutex_unlock(&m);
+    pthread_mutex_lock(&g->m);
+    while (!atomic_load(&g->stop))
+        pthread_cond_wait(&g->c, &g->m);
+    pthread_mutex_unlock(&g->m);
 }
 
-__attribute__((noinline)) static int bench_depth(int n) {
+__attribute__((noinline)) static int bench_depth(member *me, int n) {
     if (n <= 1) {
-        at_the_bottom();
+        at_the_bottom(me);
         return 1;
     }
-    return bench_depth(n - 1) + 1; /* not a tail call: one frame per level */
+    return bench_depth(me, n - 1) + 1; /* not a tail call: one frame per level */
 }
 
 static void *thread_main(void *arg) {
-    bench_depth((int)(long)arg);
+    member *me = arg;
+    bench_depth(me, me->g->depth);
+    free(me);
     return NULL;
+}
+
+static void group_start(group *g, int n, int depth, int kind) {
+    memset(g, 0, sizeof *g);
+    g->n = n;
+    g->depth = depth;
+    g->kind = kind;
+    g->t = calloc((size_t)n, sizeof *g->t);
+    g->tids = calloc((size_t)n, sizeof *g->tids);
+    pthread_mutex_init(&g->m, NULL);
+    pthread_cond_init(&g->c, NULL);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 256 * 1024);
+    for (int i = 0; i < n; i++) {
+        member *me = malloc(sizeof *me);
+        me->g = g;
+        me->index = i;
+        pthread_create(&g->t[i], &a, thread_main, me);
+    }
+    pthread_attr_destroy(&a);
+    while (atomic_load(&g->ready) < n)
+        nap_us(1000);
+    nap_us(50000); /* from the count into the wait */
+}
+
+static void group_stop(group *g) {
+    atomic_store(&g->stop, 1);
+    pthread_mutex_lock(&g->m);
+    pthread_cond_broadcast(&g->c);
+    pthread_mutex_unlock(&g->m);
+    for (int i = 0; i < g->n; i++)
+        pthread_join(g->t[i], NULL);
+    free(g->t);
+    free(g->tids);
 }
 
 /* ---- baseline: serial signal round trip -------------------------- */
 
 static _Atomic uint32_t pong;
+#define PONG_SIGNAL (SIGRTMAX - 5)
 
 static void pong_handler(int sig) {
     (void)sig;
@@ -85,11 +151,11 @@ static void pong_handler(int sig) {
     errno = e;
 }
 
-static double baseline_round_us(const pid_t *tids, int n, int sig) {
+static double baseline_us(const group *g) {
     uint64_t t0 = ss_mono_ns();
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < g->n; i++) {
         uint32_t seen = atomic_load(&pong);
-        syscall(SYS_tgkill, getpid(), tids[i], sig);
+        syscall(SYS_tgkill, getpid(), g->tids[i], PONG_SIGNAL);
         struct timespec ts = {0, 100000000};
         while (atomic_load(&pong) == seen)
             syscall(SYS_futex, (uint32_t *)&pong, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
@@ -117,149 +183,252 @@ static long vm_rss_kb(void) {
     return kb;
 }
 
-static int list_tids(pid_t *out, int max) {
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-    pid_t me = ss_gettid();
-    while (d && (e = readdir(d)) != NULL && n < max) {
-        pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid > 0 && tid != me)
-            out[n++] = tid;
+static ss_config cfg;
+
+/* One round; its wall time in us, and the sampling thread's CPU. */
+static double one_round(double *cpu_us, uint32_t *threads) {
+    ss_round *r;
+    uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = ss_mono_ns();
+    int rc = ss_native_sample_once(&cfg, &r);
+    uint64_t t1 = ss_mono_ns(), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (rc != 0) {
+        fprintf(stderr, "bench_native: round failed: %d\n", rc);
+        return -1;
     }
-    if (d)
-        closedir(d);
-    return n;
+    if (threads)
+        *threads = r->n_threads;
+    ss_round_unref(r);
+    if (cpu_us)
+        *cpu_us = (double)(c1 - c0) / 1e3;
+    return (double)(t1 - t0) / 1e3;
 }
 
-typedef struct result {
-    double round_us, base_us;
-    double sampler_cpu_us; /* CPU of the thread taking the round */
-    double agent_cpu_us;   /* process CPU of the round minus the threads' own */
-    uint32_t threads, frames;
-    uint64_t signalled, reused;
-    long rss_added_kb;
-} result;
+static void use_unwinder(const char *mode) {
+    setenv("STACKSHOT_UNWIND", mode, 1);
+}
 
-static result run_case(const ss_config *cfg, int n, int depth, int active, int rounds) {
-    result r = {0};
-    atomic_store(&stop_flag, 0);
-    atomic_store(&ready, 0);
-    active_mode = active;
-    pthread_t *t = calloc((size_t)n, sizeof *t);
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setstacksize(&a, 256 * 1024);
-    for (int i = 0; i < n; i++)
-        pthread_create(&t[i], &a, thread_main, (void *)(long)depth);
-    while (atomic_load(&ready) < n)
-        nap_us(1000);
-    nap_us(20000);
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
-    long rss0 = vm_rss_kb();
-    ss_round *round;
-    for (int i = 0; i < 3; i++) { /* warm-up: caches hot, idle stacks known */
-        if (ss_native_sample_once(cfg, &round) == 0)
-            ss_round_unref(round);
-        nap_us(20000);
+static double pct(double *v, uint32_t n, double p) {
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    uint32_t i = (uint32_t)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+static void row(const char *what, const char *target, double value, const char *unit,
+                double base_us, const char *note) {
+    if (strcmp(unit, "%1c") == 0) /* a share of one CPU, in percent */
+        printf("%-58s %-12s %10.4f %-4s", what, target, value, "%");
+    else
+        printf("%-58s %-12s %10.1f %-4s", what, target, value, unit);
+    if (base_us > 0)
+        printf(" %7.2fx", value / base_us * (strcmp(unit, "ms") == 0 ? 1000 : 1));
+    else
+        printf(" %8s", "");
+    printf("  %s\n", note ? note : "");
+}
+
+/* ---- the cases --------------------------------------------------- */
+
+/* First round over fresh blocked threads (caches warm from a group of
+ * the same shape). Returns the mean of `repeats`, and the worst. */
+static void first_round(int n, int depth, int repeats, double *mean_us, double *worst_us,
+                        double *base_us, uint64_t *signals, long *rss_kb, double *cpu_us) {
+    group warm;
+    group_start(&warm, n < 100 ? n : 100, depth, IDLE);
+    for (int i = 0; i < 2; i++)
+        one_round(NULL, NULL);
+    group_stop(&warm);
+    one_round(NULL, NULL); /* forget them */
+    double sum = 0, worst = 0, base = 0;
+    uint64_t sent = 0;
+    long rss0 = vm_rss_kb(), rss = 0;
+    for (int r = 0; r < repeats; r++) {
+        group g;
+        group_start(&g, n, depth, IDLE);
+        ss_native_counts c0, c1;
+        ss_native_sample_counts(&c0);
+        double cpu;
+        double us = one_round(&cpu, NULL);
+        *cpu_us += cpu / repeats;
+        ss_native_sample_counts(&c1);
+        sent += c1.sent - c0.sent;
+        sum += us;
+        if (us > worst)
+            worst = us;
+        base += baseline_us(&g);
+        long now = vm_rss_kb() - rss0;
+        if (now > rss)
+            rss = now;
+        group_stop(&g);
+        one_round(NULL, NULL);
     }
-    uint64_t s0, r0, sig0, sig1, reu0, reu1;
-    ss_native_sample_stats(&s0, &sig0, &reu0);
-    uint64_t total = 0, sampler_cpu = 0, round_cpu = 0, bg_cpu = 0, bg_wall = 0;
-    for (int i = 0; i < rounds; i++) {
-        uint64_t c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-        uint64_t s0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        uint64_t t0 = ss_mono_ns();
-        if (ss_native_sample_once(cfg, &round) == 0) {
-            uint64_t t1 = ss_mono_ns();
-            uint64_t s1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-            uint64_t c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-            total += t1 - t0;
-            sampler_cpu += s1 - s0;
-            round_cpu += c1 - c0;
-            r.threads = round->n_threads;
-            r.frames = round->n_frames;
-            ss_round_unref(round);
-        }
-        /* let active threads run between rounds; what the process burns
-         * meanwhile is the threads' own work, without any sampling */
-        uint64_t w0 = ss_mono_ns(), b0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-        nap_us(20000);
-        bg_cpu += clock_ns(CLOCK_PROCESS_CPUTIME_ID) - b0;
-        bg_wall += ss_mono_ns() - w0;
-    }
-    /* agent CPU: the process's CPU during the rounds, minus what the
-     * threads burn on their own over the same wall time (the rate seen
-     * between rounds). Includes the handlers, which run on the sampled
-     * threads, and the sampler thread itself. */
-    double bg_rate = bg_wall ? (double)bg_cpu / (double)bg_wall : 0;
-    double agent = (double)round_cpu - bg_rate * (double)total;
-    r.agent_cpu_us = (agent > 0 ? agent : 0) / rounds / 1e3;
-    r.sampler_cpu_us = (double)sampler_cpu / rounds / 1e3;
-    ss_native_sample_stats(&r0, &sig1, &reu1);
-    r.rss_added_kb = vm_rss_kb() - rss0;
-    r.signalled = sig1 - sig0;
-    r.reused = reu1 - reu0;
-    r.round_us = (double)total / rounds / 1e3;
-
-    pid_t *tids = calloc((size_t)n + 8, sizeof *tids);
-    int k = list_tids(tids, n + 8);
-    double base = 0;
-    for (int i = 0; i < rounds; i++)
-        base += baseline_round_us(tids, k, SIGRTMAX - 5);
-    r.base_us = base / rounds;
-    free(tids);
-
-    atomic_store(&stop_flag, 1);
-    pthread_mutex_lock(&m);
-    pthread_cond_broadcast(&c);
-    pthread_mutex_unlock(&m);
-    for (int i = 0; i < n; i++)
-        pthread_join(t[i], NULL);
-    free(t);
-    return r;
+    *mean_us = sum / repeats;
+    *worst_us = worst;
+    *base_us = base / repeats;
+    *signals = sent;
+    *rss_kb = rss;
 }
 
 int main(int argc, char **argv) {
-    int rounds = argc > 1 ? atoi(argv[1]) : 20;
-    int only = argc > 2 ? atoi(argv[2]) : 0; /* 1..4: run one case (profiling) */
+    int repeats = argc > 1 ? atoi(argv[1]) : 5;
+    if (repeats < 1)
+        repeats = 1;
+    const char *cases = argc > 2 ? argv[2] : "ABCD";
     ss_log_set_level(SS_LOG_WARN);
-    ss_config cfg;
     ss_config_load(&cfg);
     cfg.enabled = true;
     cfg.interval_ms = 1000;
-    signal(SIGRTMAX - 5, pong_handler);
+    signal(PONG_SIGNAL, pong_handler);
+    use_unwinder("copy");
 
-    struct { int n, depth, active; } cases[] = {
-        {100, 50, 0}, {100, 50, 1}, {1000, 20, 0}, {1000, 20, 1},
-    };
-    printf("%-7s %-5s %-6s %9s %9s %9s %9s %9s %9s %8s %7s %9s %6s %8s\n", "threads", "depth",
-           "mode", "round_us", "cpu_us", "smp_cpu", "us/thread", "ns/frame", "base_us", "ratio",
-           "cpu/b", "signalled", "reused", "rss_KiB");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (only > 0 && (size_t)only != i + 1)
-            continue;
-        result r = run_case(&cfg, cases[i].n, cases[i].depth, cases[i].active, rounds);
-        printf("%-7d %-5d %-6s %9.1f %9.1f %9.1f %9.2f %9.1f %9.1f %7.2fx %6.2fx %9llu %6llu "
-               "%8ld\n",
-               cases[i].n, cases[i].depth, cases[i].active ? "active" : "idle", r.round_us,
-               r.agent_cpu_us, r.sampler_cpu_us, r.threads ? r.round_us / r.threads : 0,
-               r.frames ? r.round_us * 1e3 / r.frames : 0, r.base_us,
-               r.base_us > 0 ? r.round_us / r.base_us : 0,
-               r.base_us > 0 ? r.agent_cpu_us / r.base_us : 0,
-               (unsigned long long)r.signalled / (unsigned)rounds,
-               (unsigned long long)r.reused / (unsigned)rounds, r.rss_added_kb);
+    printf("%-58s %-12s %10s %-4s %8s\n", "case", "target", "measured", "", "/base");
+
+    /* A */
+    if (strchr(cases, 'A')) {
+    double a_mean, a_worst, a_base, a_cpu = 0;
+    uint64_t a_signals;
+    long a_rss;
+    first_round(100, 50, repeats, &a_mean, &a_worst, &a_base, &a_signals, &a_rss, &a_cpu);
+    char note[160];
+    snprintf(note, sizeof note,
+             "sampler CPU %.2f ms, worst %.2f ms; %llu signals sent in %d first rounds; base %.2f ms",
+             a_cpu / 1e3, a_worst / 1e3, (unsigned long long)a_signals, repeats, a_base / 1e3);
+    row("A 100 blocked x 50, first round", "<= 1.5 ms", a_mean / 1e3, "ms", a_base, note);
     }
-    printf("\nround_us: one round with ss_native_sample_once (hot symbol cache), mean of %d\n"
-           "cpu_us:   agent CPU per round: process CPU during the round minus the threads' own\n"
-           "          (their CPU rate between rounds); the handlers plus the sampler thread\n"
-           "smp_cpu:  CPU of the thread that takes the round (lists, /proc, signals, resolves)\n"
-           "us/thread, ns/frame: round_us per listed thread / per frame of the round\n"
-           "base_us:  serial signal round trip to every thread (no unwinding), same threads\n"
-           "ratio:    round_us / base_us; cpu/b: cpu_us / base_us\n"
-           "signalled / reused: stacks per round\n"
-           "rss_KiB:  VmRSS growth from before the first round of the case to after its last\n"
-           "          (the first case includes loading the symbol tables)\n", rounds);
+    char note[160];
+
+    /* B */
+    if (strchr(cases, 'B')) {
+    group b;
+    group_start(&b, 100, 50, ACTIVE);
+    double base_b = 0;
+    for (int i = 0; i < repeats; i++)
+        base_b += baseline_us(&b);
+    base_b /= repeats;
+    const char *modes[] = {"copy", "copy", "gcc", "step"};
+    for (int m = 0; m < 4; m++) {
+        bool forced = m == 0;
+        use_unwinder(modes[m]);
+        ss_native_bench_force_signal(forced);
+        for (int i = 0; i < 3; i++) { /* warm-up: caches, settled stacks */
+            one_round(NULL, NULL);
+            nap_us(20000);
+        }
+        ss_native_counts c0, c1;
+        ss_native_sample_counts(&c0);
+        double sum = 0, cpu_sum = 0;
+        for (int i = 0; i < repeats * 4; i++) {
+            double cpu;
+            sum += one_round(&cpu, NULL);
+            cpu_sum += cpu;
+            nap_us(20000);
+        }
+        ss_native_sample_counts(&c1);
+        int rounds = repeats * 4;
+        double mean = sum / rounds;
+        snprintf(note, sizeof note, "%.1f signals, %.1f read asleep per round; sampler CPU %.2f ms",
+                 (double)(c1.sent - c0.sent) / rounds, (double)(c1.asleep - c0.asleep) / rounds,
+                 cpu_sum / rounds / 1e3);
+        char what[80];
+        snprintf(what, sizeof what, "B 100 ran x 50, %s%s", modes[m],
+                 forced ? ": all signalled and copied" : m == 1 ? ": as sampled" : " in the handler");
+        row(what, forced ? "<= 2 ms" : "", mean / 1e3, "ms", base_b, note);
+        if (forced) {
+            double ns[4096];
+            uint32_t n = ss_native_handler_ns(ns, 4096);
+            double med = pct(ns, n, 0.5), p99 = pct(ns, n, 0.99);
+            snprintf(note, sizeof note, "over %u handlers", n);
+            row("B   time in the copy handler, median", "<= 5 us", med / 1e3, "us", 0, note);
+            row("B   time in the copy handler, p99", "<= 20 us", p99 / 1e3, "us", 0, note);
+        }
+    }
+    ss_native_bench_force_signal(false);
+    use_unwinder("copy");
+    printf("%-58s %-12s %10.1f %-4s\n", "B   baseline: serial signal round trip, 100 threads", "",
+           base_b / 1e3, "ms");
+    group_stop(&b);
+    one_round(NULL, NULL);
+    }
+
+    /* C */
+    if (strchr(cases, 'C')) {
+    double c_mean, c_worst, c_base, c_cpu = 0;
+    uint64_t c_signals;
+    long c_rss;
+    int c_rep = repeats < 3 ? repeats : 3;
+    first_round(1000, 20, c_rep, &c_mean, &c_worst, &c_base, &c_signals, &c_rss, &c_cpu);
+    snprintf(note, sizeof note,
+             "sampler CPU %.2f ms, worst %.2f ms; %llu signals in %d first rounds; base %.2f ms",
+             c_cpu / 1e3, c_worst / 1e3, (unsigned long long)c_signals, c_rep, c_base / 1e3);
+    row("C 1000 blocked x 20, first round", "<= 15 ms", c_mean / 1e3, "ms", c_base, note);
+    {
+        /* a fresh sampler (its symbol tables too), 1000 threads */
+        ss_native_release();
+        malloc_trim(0);
+        group g;
+        group_start(&g, 1000, 20, IDLE);
+        long rss0 = vm_rss_kb();
+        for (int i = 0; i < 3; i++)
+            one_round(NULL, NULL);
+        long agent_kb = vm_rss_kb() - rss0;
+        ss_native_counts cc;
+        ss_native_sample_counts(&cc);
+        snprintf(note, sizeof note,
+                 "VmRSS added by a fresh sampler's first 3 rounds (symbols included); cap "
+                 "STACKSHOT_MAX_MEMORY %llu MiB",
+                 (unsigned long long)(cfg.max_memory >> 20));
+        row("C   agent resident memory, 1000 threads", "in the cap", (double)agent_kb / 1024.0,
+            "MiB", 0, note);
+        group_stop(&g);
+        one_round(NULL, NULL);
+    }
+    }
+
+    /* D */
+    if (strchr(cases, 'D')) {
+        group idle, spin;
+        group_start(&idle, 100, 20, IDLE);
+        group_start(&spin, 2, 20, SPIN);
+        for (int i = 0; i < 3; i++) {
+            one_round(NULL, NULL);
+            nap_us(1000000);
+        }
+        double cpu_sum = 0, wall = 0, handlers = 0;
+        uint64_t p0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), w0 = ss_mono_ns();
+        int rounds = repeats;
+        for (int i = 0; i < rounds; i++) {
+            double cpu;
+            one_round(&cpu, NULL);
+            cpu_sum += cpu;
+            double ns[8];
+            uint32_t n = ss_native_handler_ns(ns, 2);
+            for (uint32_t k = 0; k < n; k++)
+                handlers += ns[k] / 1e3;
+            nap_us(1000000);
+        }
+        wall = (double)(ss_mono_ns() - w0) / 1e3;
+        double host_cpu = (double)(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - p0) / 1e3;
+        double agent = cpu_sum + handlers;
+        snprintf(note, sizeof note,
+                 "of one CPU; %.0f us per round (%.0f in handlers); %.4f %% of the host's CPU",
+                 agent / rounds,
+                 handlers / rounds, 100.0 * agent / host_cpu);
+        row("D 100 idle + 2 spinning, 1 s interval: agent CPU", "< 0.1 %", 100.0 * agent / wall, "%1c",
+            0, note);
+        group_stop(&spin);
+        group_stop(&idle);
+    }
+    printf("\nA, C: a round over threads the sampler has not seen yet (their stacks read from\n"
+           "      /proc without a signal); the mean of the repeats. B: rounds every 20 ms over\n"
+           "      threads that ran since the last one. /base: ratio to the serial signal round\n"
+           "      trip to the same threads (no unwinding), measured in this run. D: the agent's\n"
+           "      CPU (sampling thread + handlers) over wall time, as a share of one CPU.\n");
     ss_native_release();
     return 0;
 }

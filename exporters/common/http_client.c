@@ -13,6 +13,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ typedef struct call {
     const ss_http_request *req;
     ss_http_response *resp;
     size_t body_off;     /* in-memory body: bytes handed to libcurl */
+    bool headers_done;   /* the last response's header block ended */
     int64_t streamed;    /* streamed body: bytes read from body_fn */
     int body_err;        /* body_fn's -errno */
 } call;
@@ -48,6 +50,14 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_FAILED_INIT;
 
 static void global_init(void) {
+    /* OpenSSL cleans itself up in an atexit handler, and those run before
+     * the destructors of shared libraries: before the agent's own (the
+     * core's destructor flushes the exporters at exit), and while an
+     * exporter thread may still be inside a handshake. Asked first, it
+     * registers none (when the host initialised it before us, this is a
+     * no-op and its cleanup stays as it was). Memory it holds at exit is
+     * the process's to give back. */
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
     /* Not undone at exit: the host may use libcurl too, and cleanup would
      * pull OpenSSL from under it. A forked child inherits the result. */
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -117,7 +127,7 @@ static size_t on_body_read(char *buf, size_t size, size_t nitems, void *arg) {
     const ss_http_request *req = k->req;
     size_t room = size * nitems;
     if (req->body || !req->body_fn) {
-        size_t left = req->body_len - k->body_off;
+        size_t left = req->body ? req->body_len - k->body_off : 0; /* no body: empty */
         size_t n = left < room ? left : room;
         if (n)
             memcpy(buf, (const char *)req->body + k->body_off, n);
@@ -196,6 +206,9 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg) {
     size_t n = size * nitems;
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         k->resp->retry_after_ms = -1; /* a new response (after a 1xx) */
+        k->headers_done = false;
+    } else if ((n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n')) {
+        k->headers_done = true;
     } else if (n > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
         k->resp->retry_after_ms = parse_retry_after(data + 12, n - 12);
     }
@@ -258,7 +271,7 @@ static int setup(ss_http_client *c, const ss_http_request *req, call *k,
     curl_easy_reset(e); /* options only: the connection cache is the multi's */
     c->errbuf[0] = '\0';
     bool streamed = !req->body && req->body_fn;
-    int64_t size = streamed ? req->body_size : (int64_t)req->body_len;
+    int64_t size = streamed ? req->body_size : req->body ? (int64_t)req->body_len : 0;
     bool chunked = streamed && req->body_size < 0;
     bool is_get = strcmp(req->method, "GET") == 0;
     bool is_post = strcmp(req->method, "POST") == 0;
@@ -474,7 +487,14 @@ int ss_http_perform(ss_http_client *c, const ss_http_request *req, ss_http_respo
     }
     CURLcode rc = CURLE_OK;
     err = drive(c, req->deadline_ns, &rc);
-    if (err == 0 && rc == CURLE_OK) {
+    if (err == 0 && rc == CURLE_OK && !k.headers_done) {
+        /* libcurl takes a status line followed by the end of the
+         * connection for a whole answer; the headers were cut short, and
+         * nothing says the server finished with the request */
+        err = -ECONNRESET;
+        snprintf(resp->error, sizeof resp->error,
+                 "the connection closed in the middle of the answer's headers");
+    } else if (err == 0 && rc == CURLE_OK) {
         long status = 0;
         curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         resp->status = (int)status;

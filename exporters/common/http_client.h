@@ -22,7 +22,9 @@
  *     query: messages of libcurl that quote them are scrubbed;
  *   - libcurl's global initialisation runs once per process (the first
  *     ss_http_client_new), is never undone, and a client created in a
- *     forked child works. A client made before fork() must not be used or
+ *     forked child works. OpenSSL is asked first for no exit-time cleanup
+ *     (its atexit handler would run before the core's destructor, which
+ *     flushes the exporters over https). A client made before fork() must not be used or
  *     freed in the child (freeing would close the parent's TLS session on
  *     the shared socket): forget it there and create another.
  */

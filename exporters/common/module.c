@@ -21,6 +21,12 @@ static struct {
 } modules[MAX_MODULES];
 static int n_modules;
 
+const ss_exporter_ops *ss_exporter_ops_of(const ss_exporter_def *def) {
+    if (def->ops || !def->module)
+        return def->ops;
+    return ss_module_api(def->module, def->name);
+}
+
 const void *ss_module_api(const char *name, const char *user) {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < n_modules; i++)

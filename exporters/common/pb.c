@@ -92,3 +92,50 @@ void pb_end(ss_buf *b, size_t mark) {
     varint_put(p, body);
     b->len += k;
 }
+
+/* ---- reading ------------------------------------------------------ */
+
+/* A base-128 varint of at most 10 bytes. */
+static bool get_varint(pb_reader *r, uint64_t *v) {
+    *v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->p == r->end)
+            return false;
+        uint8_t c = *r->p++;
+        *v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+bool pb_next(pb_reader *r, uint32_t *field, int *wire_type, uint64_t *value, pb_reader *sub) {
+    uint64_t tag;
+    if (!get_varint(r, &tag) || tag >> 3 == 0 || tag >> 3 > 0x1fffffff)
+        return false;
+    *field = (uint32_t)(tag >> 3);
+    *wire_type = (int)(tag & 7);
+    switch (*wire_type) {
+    case PB_VARINT:
+        return get_varint(r, value);
+    case PB_I64:
+    case PB_I32: {
+        size_t w = *wire_type == PB_I64 ? 8 : 4;
+        if (pb_left(r) < w)
+            return false;
+        r->p += w;
+        return true;
+    }
+    case PB_LEN: {
+        uint64_t len;
+        if (!get_varint(r, &len) || len > pb_left(r))
+            return false;
+        sub->p = r->p;
+        sub->end = r->p + len;
+        r->p += len;
+        return true;
+    }
+    default:
+        return false;
+    }
+}

@@ -1,6 +1,7 @@
 /*
  * pb.h: a tiny protobuf writer, for the encoders of exporters/ (pprof,
- * OTLP profiles).
+ * OTLP logs and profiles), and the one protobuf reader, for what backends
+ * answer (OTLP partial success, google.rpc.Status, RetryInfo).
  *
  * pprof and OTLP profiles are written field by field straight from the
  * aggregator's tables into one ss_buf: no intermediate message structs, no
@@ -35,5 +36,25 @@ void pb_string_nz(ss_buf *b, uint32_t field, const char *s); /* skip "" */
 /* Nested message or packed repeated field. */
 size_t pb_begin(ss_buf *b, uint32_t field);
 void pb_end(ss_buf *b, size_t mark);
+
+/* ---- reading: bytes from the network, every length checked ---------- */
+
+/* The unread part of a message: [p, end). */
+typedef struct pb_reader {
+    const uint8_t *p, *end;
+} pb_reader;
+
+static inline pb_reader pb_reader_of(const void *p, size_t n) {
+    return (pb_reader){(const uint8_t *)p, (const uint8_t *)p + (p ? n : 0)};
+}
+static inline bool pb_more(const pb_reader *r) { return r->p < r->end; }
+static inline size_t pb_left(const pb_reader *r) { return (size_t)(r->end - r->p); }
+
+/* Read the next field: its number (1 .. 2^29-1), wire type, and payload: a
+ * varint in *value, a length-delimited field's bytes in *sub; fixed-width
+ * payloads are skipped. False for a malformed field (a varint over 10
+ * bytes, a length past the end, groups, unknown wire types): the caller
+ * stops there. Never reads past r->end. */
+bool pb_next(pb_reader *r, uint32_t *field, int *wire_type, uint64_t *value, pb_reader *sub);
 
 #endif

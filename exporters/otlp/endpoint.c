@@ -277,15 +277,30 @@ static char *read_pem(const char *key, const char *path) {
     return buf;
 }
 
+/* The configured endpoint, first set wins; *as_is: a signal-specific one
+ * (over HTTP used as it is, where the general one gets the signal's path). */
+static const char *configured_endpoint(const char *signal, char *key, size_t key_len,
+                                       bool *as_is) {
+    *as_is = true;
+    if (strcmp(signal, "LOGS") == 0) {
+        snprintf(key, key_len, "SPLUNK_PROFILER_LOGS_ENDPOINT");
+        const char *v = ss_config_str(key, NULL);
+        if (v)
+            return v;
+    }
+    snprintf(key, key_len, "OTEL_EXPORTER_OTLP_%s_ENDPOINT", signal);
+    const char *v = ss_config_str(key, NULL);
+    if (v)
+        return v;
+    *as_is = false;
+    snprintf(key, key_len, "OTEL_EXPORTER_OTLP_ENDPOINT");
+    return ss_config_str(key, NULL);
+}
+
 static void load_endpoint_url(ss_otlp_endpoint *ep, const char *signal) {
     char key[96];
-    const char *v = NULL;
-    if (strcmp(signal, "LOGS") == 0) {
-        snprintf(key, sizeof key, "SPLUNK_PROFILER_LOGS_ENDPOINT");
-        v = ss_config_str(key, NULL);
-    }
-    if (!v)
-        v = signal_var(signal, "ENDPOINT", key, sizeof key);
+    bool as_is;
+    const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
     if (v) {
         snprintf(ep->url, sizeof ep->url, "%s", v);
         snprintf(ep->url_key, sizeof ep->url_key, "%.63s", key);
@@ -361,6 +376,33 @@ static void load_target(ss_otlp_endpoint *ep, const char *signal) {
     ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls);
 }
 
+/* SPLUNK_ACCESS_TOKEN: sent as X-SF-Token (Splunk Observability Cloud's
+ * access token header), unless the headers already have one. Its value is
+ * never printed, not even in the line about a bad one. */
+static int load_splunk_token(ss_otlp_endpoint *ep) {
+    const char *v = ss_config_str("SPLUNK_ACCESS_TOKEN", NULL);
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < ep->n_headers; i++)
+        if (strcmp(ep->headers[i].key, "x-sf-token") == 0)
+            return 0; /* the one the user wrote wins */
+    const char *b = v, *e = v + strlen(v);
+    trim(&b, &e);
+    if (b == e || !legal_value("x-sf-token", b, (size_t)(e - b))) {
+        ss_error("SPLUNK_ACCESS_TOKEN: the token holds bytes a header cannot carry (control "
+                 "or non-ASCII characters); not sending it");
+        return 0;
+    }
+    char *key = strdup("x-sf-token");
+    char *value = strndup(b, (size_t)(e - b));
+    if (!key || !value) {
+        free(key);
+        free(value);
+        return -ENOMEM;
+    }
+    return header_put(&ep->headers, &ep->n_headers, key, value);
+}
+
 static int load_headers(ss_otlp_endpoint *ep, const char *signal) {
     const char *general = ss_config_str("OTEL_EXPORTER_OTLP_HEADERS", NULL);
     if (general &&
@@ -372,7 +414,7 @@ static int load_headers(ss_otlp_endpoint *ep, const char *signal) {
     const char *own = ss_config_str(key, NULL);
     if (own && ss_otlp_parse_headers(key, own, &ep->headers, &ep->n_headers) == -ENOMEM)
         return -ENOMEM;
-    return 0;
+    return load_splunk_token(ep);
 }
 
 static void load_compression(ss_otlp_endpoint *ep, const char *signal) {
@@ -410,39 +452,217 @@ static void load_timeout(ss_otlp_endpoint *ep, const char *signal) {
     ep->timeout_ms = ms > 86400000 ? 86400000u : (uint32_t)ms;
 }
 
-static void check_protocol(const char *signal) {
+static ss_otlp_protocol load_protocol(const char *signal) {
     char key[96];
     const char *v = signal_var(signal, "PROTOCOL", key, sizeof key);
-    if (v && strcasecmp(v, "grpc") != 0)
-        ss_config_bad(key, v, "only grpc is supported by this agent", "using grpc");
+    if (!v || strcasecmp(v, "grpc") == 0)
+        return SS_OTLP_GRPC;
+    if (strcasecmp(v, "http/protobuf") == 0)
+        return SS_OTLP_HTTP_PROTOBUF;
+    if (strcasecmp(v, "http/json") == 0) {
+        /* an OTLP/HTTP receiver takes protobuf too (the specification
+         * requires both), at the same endpoint */
+        ss_config_bad(key, v, "http/json is not supported by this agent",
+                      "using http/protobuf");
+        return SS_OTLP_HTTP_PROTOBUF;
+    }
+    ss_config_bad(key, v, "not a protocol (grpc or http/protobuf)", "using grpc");
+    return SS_OTLP_GRPC;
 }
 
+/* ---- OTLP/HTTP: the URL requests are posted to ---------------------- */
+
+/* url_in (http://h:p/x, https://..., or h:p/x decided by `insecure`) as
+ * the URL to post to: the signal's path appended when `append` (to what
+ * path the URL has, without its trailing '/'), else as it is. The host
+ * and port are checked; *target gets "host:port" (80 or 443 when the URL
+ * has no port). 0 or -EINVAL. */
+static int http_url(const char *url_in, bool insecure, bool append, const char *path,
+                    char *out, size_t n, char *target, size_t target_len, bool *tls) {
+    while (isspace((unsigned char)*url_in))
+        url_in++;
+    const char *scheme = insecure ? "http" : "https";
+    const char *rest = url_in;
+    if (strncasecmp(url_in, "http://", 7) == 0) {
+        scheme = "http";
+        rest += 7;
+    } else if (strncasecmp(url_in, "https://", 8) == 0) {
+        scheme = "https";
+        rest += 8;
+    } else if (strstr(url_in, "://")) {
+        return -EINVAL;
+    }
+    size_t auth_len = strcspn(rest, "/?#");
+    char check[1100];
+    bool t;
+    snprintf(check, sizeof check, "%s://%.*s", scheme, (int)auth_len, rest);
+    if (ss_otlp_parse_url(check, insecure, target, target_len, &t) != 0)
+        return -EINVAL;
+    *tls = strcmp(scheme, "https") == 0;
+    /* the display target: the URL's own port, or its scheme's */
+    const char *auth_end = rest + auth_len;
+    const char *colon = NULL;
+    for (const char *c = rest; c < auth_end; c++)
+        if (*c == ':')
+            colon = c;
+    if (!colon || (rest[0] == '[' && colon < (const char *)memchr(rest, ']', auth_len)))
+        snprintf(target, target_len, "%.*s:%s", (int)auth_len, rest, *tls ? "443" : "80");
+    const char *tail = auth_end;
+    size_t tail_len = strlen(tail);
+    while (tail_len && isspace((unsigned char)tail[tail_len - 1]))
+        tail_len--;
+    int w;
+    if (append) {
+        size_t keep = strcspn(tail, "?#");
+        if (keep > tail_len)
+            keep = tail_len;
+        while (keep && tail[keep - 1] == '/')
+            keep--;
+        w = snprintf(out, n, "%s://%.*s%.*s%s", scheme, (int)auth_len, rest, (int)keep, tail,
+                     path);
+    } else {
+        w = snprintf(out, n, "%s://%.*s%.*s", scheme, (int)auth_len, rest, (int)tail_len, tail);
+    }
+    return w > 0 && (size_t)w < n ? 0 : -EINVAL;
+}
+
+/* SPLUNK_REALM, for the call-stack logs when no endpoint is configured:
+ * the realm (checked: one line for a bad one), or NULL. */
+static const char *splunk_realm(const char *signal) {
+    char key[96];
+    bool as_is;
+    const char *realm = ss_config_str("SPLUNK_REALM", NULL);
+    if (strcmp(signal, "LOGS") != 0 || !realm || configured_endpoint(signal, key, sizeof key, &as_is))
+        return NULL;
+    bool ok = strlen(realm) < 64;
+    for (const char *c = realm; *c && ok; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-';
+    if (!ok) {
+        ss_config_bad("SPLUNK_REALM", realm, "not a realm name (like us0, eu0)",
+                      "not sending to Splunk Observability Cloud directly");
+        return NULL;
+    }
+    return realm;
+}
+
+/* Splunk Observability Cloud's ingest endpoint of a realm for profiling
+ * logs (docs/otlp.md says where this comes from), over OTLP/HTTP. */
+static void splunk_realm_endpoint(ss_otlp_endpoint *ep, const char *realm) {
+    ep->protocol = SS_OTLP_HTTP_PROTOBUF;
+    snprintf(ep->http_url, sizeof ep->http_url, SS_SPLUNK_INGEST_LOGS, realm);
+    snprintf(ep->target, sizeof ep->target, "ingest.%s.signalfx.com:443", realm);
+    snprintf(ep->url_key, sizeof ep->url_key, "SPLUNK_REALM");
+    snprintf(ep->url, sizeof ep->url, "%s", ep->http_url);
+    ep->tls = true;
+}
+
+static void load_http_target(ss_otlp_endpoint *ep, const char *signal, const char *path) {
+    char key[96], ikey[96];
+    bool as_is;
+    const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
+    bool insecure = load_insecure(signal, ikey, sizeof ikey);
+    if (v && http_url(v, insecure, !as_is, path, ep->http_url, sizeof ep->http_url, ep->target,
+                      sizeof ep->target, &ep->tls) == 0) {
+        snprintf(ep->url_key, sizeof ep->url_key, "%.63s", key);
+        if (ep->tls && insecure && is_https(v)) {
+            ep->skip_verify = true;
+            ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
+                    "server's certificate or name; anyone on the path can impersonate it",
+                    ikey, ep->target);
+        }
+    } else {
+        char fallback[1100];
+        snprintf(fallback, sizeof fallback, "using %s%s", SS_OTLP_DEFAULT_HTTP_ENDPOINT, path);
+        if (v) {
+            char shown[sizeof ep->url];
+            snprintf(shown, sizeof shown, "%s", v);
+            url_for_messages(shown, sizeof shown);
+            ss_config_bad(key, shown,
+                          "not an endpoint (expected http://host:port/path or "
+                          "https://host:port/path)",
+                          fallback);
+        }
+        ep->url_key[0] = '\0';
+        http_url(SS_OTLP_DEFAULT_HTTP_ENDPOINT, true, true, path, ep->http_url,
+                 sizeof ep->http_url, ep->target, sizeof ep->target, &ep->tls);
+    }
+    snprintf(ep->url, sizeof ep->url, "%s", ep->http_url);
+    url_for_messages(ep->url, sizeof ep->url);
+}
+
+/* The PEM files: read whole (gRPC takes their contents; reading them also
+ * checks them, with one line for one that cannot be read), and their
+ * paths kept (libcurl reads them itself). */
 static void load_tls_files(ss_otlp_endpoint *ep, const char *signal) {
     char key[96];
     const char *v = signal_var(signal, "CERTIFICATE", key, sizeof key);
-    if (v)
-        ep->root_certs_pem = read_pem(key, v);
+    if (v && (ep->root_certs_pem = read_pem(key, v)))
+        ep->ca_file = strdup(v);
     const char *k = signal_var(signal, "CLIENT_KEY", key, sizeof key);
-    if (k)
-        ep->client_key_pem = read_pem(key, k);
+    if (k && (ep->client_key_pem = read_pem(key, k)))
+        ep->key_file = strdup(k);
     const char *c = signal_var(signal, "CLIENT_CERTIFICATE", key, sizeof key);
-    if (c)
-        ep->client_cert_pem = read_pem(key, c);
+    if (c && (ep->client_cert_pem = read_pem(key, c)))
+        ep->cert_file = strdup(c);
     if (!ep->client_key_pem != !ep->client_cert_pem) {
         ss_error("OTEL_EXPORTER_OTLP_%s_CLIENT_KEY and _CLIENT_CERTIFICATE must be set "
                  "together; not using a client certificate",
                  signal);
         free(ep->client_key_pem);
         free(ep->client_cert_pem);
-        ep->client_key_pem = ep->client_cert_pem = NULL;
+        free(ep->key_file);
+        free(ep->cert_file);
+        ep->client_key_pem = ep->client_cert_pem = ep->key_file = ep->cert_file = NULL;
     }
 }
 
+int ss_otlp_endpoint_fork_http(ss_otlp_endpoint *ep, const char *http_path) {
+    static const char key[] = "STACKSHOT_OTLP_FORK_ENDPOINT";
+    const char *v = ss_config_str(key, NULL);
+    if (!v)
+        return -ENOENT;
+    char ikey[96], url[sizeof ep->http_url], target[sizeof ep->target];
+    bool insecure = load_insecure(ep->signal, ikey, sizeof ikey), tls;
+    if (http_url(v, insecure, true, http_path, url, sizeof url, target, sizeof target, &tls) != 0) {
+        char shown[sizeof ep->url];
+        snprintf(shown, sizeof shown, "%s", v);
+        url_for_messages(shown, sizeof shown);
+        ss_config_bad(key, shown, "not an endpoint (expected http://host:port or https://...)",
+                      "no OTLP export in forked children");
+        return -EINVAL;
+    }
+    if (tls && !ep->tls)
+        load_tls_files(ep, ep->signal);
+    ep->protocol = SS_OTLP_HTTP_PROTOBUF;
+    ep->tls = tls;
+    ep->skip_verify = tls && insecure && is_https(v);
+    snprintf(ep->http_url, sizeof ep->http_url, "%s", url);
+    snprintf(ep->target, sizeof ep->target, "%s", target);
+    snprintf(ep->url_key, sizeof ep->url_key, "%s", key);
+    snprintf(ep->url, sizeof ep->url, "%s", url);
+    url_for_messages(ep->url, sizeof ep->url);
+    return 0;
+}
+
+static const char *default_http_path(const char *signal) {
+    return strcmp(signal, "PROFILES") == 0 ? "/v1development/profiles" : "/v1/logs";
+}
+
 int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal) {
+    return ss_otlp_endpoint_load_path(ep, signal, default_http_path(signal));
+}
+
+int ss_otlp_endpoint_load_path(ss_otlp_endpoint *ep, const char *signal, const char *http_path) {
     memset(ep, 0, sizeof *ep);
     snprintf(ep->signal, sizeof ep->signal, "%s", signal);
-    load_target(ep, signal);
-    check_protocol(signal);
+    ep->protocol = load_protocol(signal);
+    const char *realm = splunk_realm(signal);
+    if (realm)
+        splunk_realm_endpoint(ep, realm); /* over OTLP/HTTP, whatever the protocol */
+    else if (ep->protocol == SS_OTLP_HTTP_PROTOBUF)
+        load_http_target(ep, signal, http_path);
+    else
+        load_target(ep, signal);
     load_compression(ep, signal);
     load_timeout(ep, signal);
     if (ep->tls)
@@ -463,5 +683,9 @@ void ss_otlp_endpoint_free(ss_otlp_endpoint *ep) {
     if (ep->client_key_pem)
         memset(ep->client_key_pem, 0, strlen(ep->client_key_pem));
     free(ep->client_key_pem);
+    free(ep->ca_file);
+    free(ep->cert_file);
+    free(ep->key_file);
     ep->root_certs_pem = ep->client_key_pem = ep->client_cert_pem = NULL;
+    ep->ca_file = ep->cert_file = ep->key_file = NULL;
 }

@@ -77,6 +77,11 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
 
 static struct ss_grpc_handle *handle(ss_grpc_client *c) { return (struct ss_grpc_handle *)c; }
 
+pid_t ss_grpc_started_in(const char *who) {
+    const ss_grpc_module *m = grpc_module(who);
+    return m ? m->started_pid() : 0;
+}
+
 void ss_grpc_client_destroy(ss_grpc_client *c) {
     if (!c)
         return;

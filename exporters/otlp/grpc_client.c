@@ -499,6 +499,8 @@ static void call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *resu
     }
 }
 
+static pid_t started_pid(void) { return grpc_pid; }
+
 static const ss_grpc_module module = {
     .size = sizeof(ss_grpc_module),
     .client_create = client_create,
@@ -507,6 +509,7 @@ static const ss_grpc_module module = {
     .call_start = call_start,
     .call_poll = call_poll,
     .call_cancel = call_cancel,
+    .started_pid = started_pid,
 };
 
 __attribute__((visibility("default"))) const void *ss_module_grpc_entry(void) {

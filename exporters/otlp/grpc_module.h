@@ -24,6 +24,8 @@ typedef struct ss_grpc_module {
     bool (*call_poll)(ss_grpc_client *c, ss_grpc_call *call, uint64_t wait_ns,
                       ss_grpc_result *result);
     void (*call_cancel)(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *result);
+    /* The process that initialised gRPC, 0 if none did. */
+    pid_t (*started_pid)(void);
 } ss_grpc_module;
 
 #endif

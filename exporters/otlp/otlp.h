@@ -49,13 +49,29 @@ typedef enum ss_otlp_compression {
 } ss_otlp_compression;
 
 #define SS_OTLP_DEFAULT_ENDPOINT "http://localhost:4317"
+#define SS_OTLP_DEFAULT_HTTP_ENDPOINT "http://localhost:4318"
+/* Splunk Observability Cloud's ingest of profiling logs for SPLUNK_REALM
+ * (docs/otlp.md, "Splunk Observability Cloud directly") */
+#define SS_SPLUNK_INGEST_LOGS "https://ingest.%s.signalfx.com/v1/log"
 #define SS_OTLP_DEFAULT_TIMEOUT_MS 10000
+
+/* OTEL_EXPORTER_OTLP[_<SIGNAL>]_PROTOCOL */
+typedef enum ss_otlp_protocol {
+    SS_OTLP_GRPC = 0,          /* "grpc" (the default) */
+    SS_OTLP_HTTP_PROTOBUF = 1, /* "http/protobuf" */
+} ss_otlp_protocol;
 
 typedef struct ss_otlp_endpoint {
     char signal[16];          /* "LOGS", "PROFILES" */
-    char url[1024];           /* the endpoint as configured (for messages) */
+    ss_otlp_protocol protocol;
+    char url[1024];           /* gRPC: the endpoint as configured; HTTP: the URL posted
+                                 to; both without credentials or query (for messages) */
     char url_key[64];         /* the variable it came from, "" for the default */
-    char target[1024];        /* "host:port" for gRPC C core */
+    char target[1024];        /* "host:port" for gRPC C core (and messages) */
+    char http_url[1024];      /* HTTP: the URL requests are POSTed to, as configured */
+    char *ca_file;            /* HTTP: the paths of *_CERTIFICATE, ... */
+    char *cert_file;          /* ... *_CLIENT_CERTIFICATE ... */
+    char *key_file;           /* ... and *_CLIENT_KEY (NULL: none) */
     bool tls;                 /* https://, or no scheme and not INSECURE */
     bool skip_verify;         /* https:// and INSECURE=true: TLS, server not verified */
     char *root_certs_pem;     /* contents of *_CERTIFICATE; NULL: system roots */
@@ -68,13 +84,33 @@ typedef struct ss_otlp_endpoint {
 } ss_otlp_endpoint;
 
 /* Resolve the endpoint of one signal ("LOGS" or "PROFILES") from the
- * configuration. The endpoint is, first set wins: for LOGS
- * SPLUNK_PROFILER_LOGS_ENDPOINT, then OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT,
- * OTEL_EXPORTER_OTLP_ENDPOINT, http://localhost:4317. Every other setting
+ * configuration. The protocol: OTEL_EXPORTER_OTLP_<SIGNAL>_PROTOCOL, then
+ * OTEL_EXPORTER_OTLP_PROTOCOL, grpc by default (http/json: one line,
+ * http/protobuf). The endpoint is, first set wins: for LOGS
+ * SPLUNK_PROFILER_LOGS_ENDPOINT, then OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT
+ * (both used as they are), OTEL_EXPORTER_OTLP_ENDPOINT (HTTP: with the
+ * signal's path appended), for LOGS SPLUNK_REALM (Splunk's ingest, over
+ * OTLP/HTTP), the default: http://localhost:4317 for gRPC,
+ * http://localhost:4318 + the signal's path for HTTP. SPLUNK_ACCESS_TOKEN
+ * adds the header x-sf-token. Every other setting
  * has a per-signal variable that wins over the general one. Bad values get
  * one line each and a safe fallback (a malformed endpoint falls back to the
  * default endpoint). Returns 0, or -ENOMEM. Free with ss_otlp_endpoint_free. */
 int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal);
+/* The same, with the path the signal's requests take over OTLP/HTTP when
+ * the endpoint is the general one (OTEL_EXPORTER_OTLP_ENDPOINT or the
+ * default http://localhost:4318): "/v1/logs", "/v1development/profiles".
+ * Signal-specific endpoints are used as they are (the specification's
+ * rule). ss_otlp_endpoint_load uses /v1/logs for LOGS and
+ * /v1development/profiles for PROFILES. */
+int ss_otlp_endpoint_load_path(ss_otlp_endpoint *ep, const char *signal, const char *http_path);
+
+/* A forked child cannot use gRPC: turn a gRPC endpoint into the OTLP/HTTP
+ * one of STACKSHOT_OTLP_FORK_ENDPOINT (a base URL, http_path appended),
+ * keeping the headers, compression, timeout and TLS files. 0; -ENOENT when
+ * the variable is not set; -EINVAL after one line when it is not an
+ * endpoint (the endpoint then stays as it was). */
+int ss_otlp_endpoint_fork_http(ss_otlp_endpoint *ep, const char *http_path);
 void ss_otlp_endpoint_free(ss_otlp_endpoint *ep);
 
 /* Split an endpoint URL into a gRPC target and the TLS choice:
@@ -178,6 +214,11 @@ void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *
 void ss_grpc_result_init(ss_grpc_result *r);
 void ss_grpc_result_free(ss_grpc_result *r);
 
+/* The process that initialised gRPC (opening the gRPC module if needed), 0
+ * if none did or the module cannot be opened. In a forked child it is the
+ * parent's pid: gRPC cannot be used there. */
+pid_t ss_grpc_started_in(const char *who);
+
 /* Close the channel and free the client. gRPC itself stays initialised
  * (its threads are shared; shutting it down from an exiting agent risks
  * the host's own use). */
@@ -196,6 +237,12 @@ bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns);
  * past n nor writes past msg_len. */
 int ss_otlp_decode_partial_success(const uint8_t *p, size_t n, int64_t *rejected, char *msg,
                                    size_t msg_len);
+
+/* Decode a google.rpc.Status (code=1 int32, message=2 string; what an
+ * OTLP/HTTP receiver puts in the body of a failure): *code (0 when absent)
+ * and the message, as above. 0, or -EINVAL for malformed bytes (then 0 and
+ * ""). Never reads past n nor writes past msg_len. */
+int ss_otlp_decode_status(const uint8_t *p, size_t n, int32_t *code, char *msg, size_t msg_len);
 
 /* ------------------------------------------------------------------ */
 /* Retry policy                                                         */

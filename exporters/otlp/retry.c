@@ -5,10 +5,9 @@
  * come back (google.rpc.RetryInfo in grpc-status-details-bin). Backoff is
  * exponential with jitter, and a server's delay is a floor.
  *
- * The RetryInfo is decoded by hand: it is three tiny messages
- * (google.rpc.Status, google.protobuf.Any, google.rpc.RetryInfo with a
- * google.protobuf.Duration) and a full proto build for them would be more
- * code than this. */
+ * The RetryInfo is decoded with the protobuf reader of common/pb.h: it is
+ * three tiny messages (google.rpc.Status, google.protobuf.Any,
+ * google.rpc.RetryInfo with a google.protobuf.Duration). */
 #include "otlp.h"
 
 #include <string.h>
@@ -61,75 +60,21 @@ bool ss_retry_next(const ss_retry_policy *p, ss_retry_state *st, uint64_t server
     return true;
 }
 
-/* ---- protobuf wire reading, bounds-checked -------------------------- */
-
-typedef struct pb_reader {
-    const uint8_t *p, *end;
-} pb_reader;
-
-static bool read_varint(pb_reader *r, uint64_t *v) {
-    uint64_t x = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return false;
-        uint8_t b = *r->p++;
-        x |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Next field: number, wire type, and for length-delimited the slice. Other
- * wire types are skipped over. */
-static bool next_field(pb_reader *r, uint32_t *num, uint32_t *wt, pb_reader *slice,
-                       uint64_t *value) {
-    uint64_t key;
-    if (!read_varint(r, &key))
-        return false;
-    *num = (uint32_t)(key >> 3);
-    *wt = (uint32_t)(key & 7);
-    switch (*wt) {
-    case 0:
-        return read_varint(r, value);
-    case 1:
-        if (r->end - r->p < 8)
-            return false;
-        r->p += 8;
-        return true;
-    case 5:
-        if (r->end - r->p < 4)
-            return false;
-        r->p += 4;
-        return true;
-    case 2: {
-        uint64_t len;
-        if (!read_varint(r, &len) || len > (uint64_t)(r->end - r->p))
-            return false;
-        slice->p = r->p;
-        slice->end = r->p + len;
-        r->p += len;
-        return true;
-    }
-    default:
-        return false;
-    }
-}
+/* ---- google.rpc.Status / RetryInfo, with the reader of common/pb.h ---- */
 
 /* google.protobuf.Duration{seconds=1 int64, nanos=2 int32} */
 static bool decode_duration(pb_reader r, uint64_t *ns) {
     uint64_t secs = 0, nanos = 0;
-    while (r.p < r.end) {
-        uint32_t num, wt;
+    while (pb_more(&r)) {
+        uint32_t num;
+        int wt;
         pb_reader s;
         uint64_t v = 0;
-        if (!next_field(&r, &num, &wt, &s, &v))
+        if (!pb_next(&r, &num, &wt, &v, &s))
             return false;
-        if (num == 1 && wt == 0)
+        if (num == 1 && wt == PB_VARINT)
             secs = v;
-        else if (num == 2 && wt == 0)
+        else if (num == 2 && wt == PB_VARINT)
             nanos = v;
     }
     if ((int64_t)secs < 0 || secs > 86400 * 365)
@@ -142,13 +87,14 @@ static bool decode_duration(pb_reader r, uint64_t *ns) {
 
 /* google.rpc.RetryInfo{retry_delay=1 Duration} */
 static bool decode_retry_info(pb_reader r, uint64_t *ns) {
-    while (r.p < r.end) {
-        uint32_t num, wt;
+    while (pb_more(&r)) {
+        uint32_t num;
+        int wt;
         pb_reader s;
         uint64_t v;
-        if (!next_field(&r, &num, &wt, &s, &v))
+        if (!pb_next(&r, &num, &wt, &v, &s))
             return false;
-        if (num == 1 && wt == 2)
+        if (num == 1 && wt == PB_LEN)
             return decode_duration(s, ns);
     }
     *ns = 0; /* RetryInfo without a delay: retry, no floor */
@@ -162,16 +108,17 @@ static bool decode_any(pb_reader r, uint64_t *ns) {
     bool is_retry = false;
     pb_reader value = {0};
     bool has_value = false;
-    while (r.p < r.end) {
-        uint32_t num, wt;
+    while (pb_more(&r)) {
+        uint32_t num;
+        int wt;
         pb_reader s;
         uint64_t v;
-        if (!next_field(&r, &num, &wt, &s, &v))
+        if (!pb_next(&r, &num, &wt, &v, &s))
             return false;
-        if (num == 1 && wt == 2)
-            is_retry = (size_t)(s.end - s.p) == sizeof retry_info_type - 1 &&
+        if (num == 1 && wt == PB_LEN)
+            is_retry = pb_left(&s) == sizeof retry_info_type - 1 &&
                        memcmp(s.p, retry_info_type, sizeof retry_info_type - 1) == 0;
-        else if (num == 2 && wt == 2) {
+        else if (num == 2 && wt == PB_LEN) {
             value = s;
             has_value = true;
         }
@@ -187,14 +134,15 @@ static bool decode_any(pb_reader r, uint64_t *ns) {
 
 bool ss_grpc_decode_retry_info(const uint8_t *p, size_t n, uint64_t *delay_ns) {
     /* google.rpc.Status{code=1, message=2, details=3 repeated Any} */
-    pb_reader r = {p, p + n};
-    while (r.p < r.end) {
-        uint32_t num, wt;
+    pb_reader r = pb_reader_of(p, n);
+    while (pb_more(&r)) {
+        uint32_t num;
+        int wt;
         pb_reader s;
         uint64_t v;
-        if (!next_field(&r, &num, &wt, &s, &v))
+        if (!pb_next(&r, &num, &wt, &v, &s))
             return false;
-        if (num == 3 && wt == 2 && decode_any(s, delay_ns))
+        if (num == 3 && wt == PB_LEN && decode_any(s, delay_ns))
             return true;
     }
     return false;

@@ -10,6 +10,7 @@
 #include "../otlp/otlp.h"
 
 #define SS_LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+#define SS_LOGS_HTTP_PATH "/v1/logs"
 #define SS_LOGS_SCOPE_NAME "otel.profiling"
 #define SS_LOGS_SCOPE_VERSION "0.1.0"
 #define SS_LOGS_SOURCETYPE "otel.profiling"

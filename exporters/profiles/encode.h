@@ -41,5 +41,8 @@ typedef struct ss_prof_request_opts {
 /* One ExportProfilesServiceRequest with two profiles (wall, CPU; the CPU
  * one only when some thread was on CPU). */
 int ss_otlp_profiles_encode(ss_agg *a, const ss_prof_request_opts *o, ss_buf *out);
+/* How many Profile messages that request holds (what a backend's partial
+ * success counts): v1development 1 or 2, v1experimental 1. */
+uint32_t ss_otlp_profiles_count(const ss_agg *a, const ss_prof_request_opts *o);
 
 #endif

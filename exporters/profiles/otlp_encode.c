@@ -244,14 +244,25 @@ static void dev_dictionary(ss_buf *b, const ss_agg *a) {
     pb_end(b, d);
 }
 
+static bool any_on_cpu(const ss_agg *a) {
+    for (uint32_t i = 1; i < a->n_samples; i++)
+        if (a->samples[i].cpu > 0)
+            return true;
+    return false;
+}
+
+uint32_t ss_otlp_profiles_count(const ss_agg *a, const ss_prof_request_opts *o) {
+    if (o->version == SS_OTLP_PROF_V1EXPERIMENTAL)
+        return 1;
+    return any_on_cpu(a) ? 2 : 1;
+}
+
 static int encode_dev(ss_agg *a, const ss_prof_request_opts *o, ss_buf *b) {
     agg_obs *obs = NULL;
     uint32_t *first = NULL;
     if (o->timestamps && ss_agg_group_obs(a, &obs, &first) != 0)
         return -ENOMEM;
-    bool any_cpu = false;
-    for (uint32_t i = 1; i < a->n_samples && !any_cpu; i++)
-        any_cpu = a->samples[i].cpu > 0;
+    bool any_cpu = any_on_cpu(a);
     size_t rp, sp;
     resource_and_scope_open(b, o, &rp, &sp);
     dev_profile(b, a, o, false, obs, first);

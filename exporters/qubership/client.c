@@ -7,6 +7,7 @@
  * never reaches the sampler. One difference from the Java agent: an EOF
  * from the collector is a failure at once (the agent polls for 30 s). */
 #include "qb.h"
+#include "dumps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,25 +60,54 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns) {
     }
 }
 
+/* One send: bytes sent, -EAGAIN (then *want says what to poll for), or
+ * -errno. Through TLS when the connection has it. */
+static ssize_t send_some(qb_client *c, const void *p, size_t n, short *want) {
+    *want = POLLOUT;
+    if (c->tls) {
+        ssize_t r = qb_tls_send(c->tls, p, n);
+        *want = qb_tls_want(c->tls);
+        return r;
+    }
+    ssize_t r = send(c->fd, p, n, MSG_NOSIGNAL);
+    if (r < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return r;
+}
+
+static ssize_t recv_some(qb_client *c, void *p, size_t n, short *want) {
+    *want = POLLIN;
+    if (c->tls) {
+        ssize_t r = qb_tls_recv(c->tls, p, n);
+        *want = qb_tls_want(c->tls);
+        return r == -EPIPE ? 0 : r;
+    }
+    ssize_t r = recv(c->fd, p, n, 0);
+    if (r < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return r;
+}
+
 /* Write c->out completely. */
 static int write_out(qb_client *c, uint64_t deadline_ns) {
     size_t off = 0;
     int rc = 0;
     while (off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + off, c->out.len - off, MSG_NOSIGNAL);
+        short want;
+        ssize_t n = send_some(c, c->out.data + off, c->out.len - off, &want);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR)
+        if (n == -EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            rc = wait_fd(c->fd, POLLOUT, deadline_ns);
+        if (n == -EAGAIN) {
+            rc = wait_fd(c->fd, want, deadline_ns);
             if (rc)
                 break;
             continue;
         }
-        rc = n < 0 ? -errno : -EPIPE;
+        rc = n < 0 ? (int)n : -EPIPE;
         break;
     }
     if (rc == 0)
@@ -92,20 +122,21 @@ static int read_some(qb_client *c, bool block, uint64_t deadline_ns) {
     if (c->in_len == sizeof c->in)
         return -EPROTO; /* a reply we cannot parse fills the buffer */
     for (;;) {
-        ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+        short want;
+        ssize_t n = recv_some(c, c->in + c->in_len, sizeof c->in - c->in_len, &want);
         if (n > 0) {
             c->in_len += (size_t)n;
             return 0;
         }
         if (n == 0)
             return -EPIPE;
-        if (errno == EINTR)
+        if (n == -EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -errno;
+        if (n != -EAGAIN)
+            return (int)n;
         if (!block)
             return -EAGAIN;
-        int rc = wait_fd(c->fd, POLLIN, deadline_ns);
+        int rc = wait_fd(c->fd, want, deadline_ns);
         if (rc)
             return rc;
     }
@@ -132,12 +163,20 @@ static void put_string(ss_buf *b, const char *s) {
     ss_qb_put_field(b, s, (uint32_t)n);
 }
 
-/* Parse the acks read so far; answer diagnostic commands with "failed"
- * (this agent runs no diagtools). */
+static void report(qb_client *c, const uint8_t id[16], bool ok) {
+    ss_qb_put_u8(&c->out, QB_CMD_REPORT_COMMAND_RESULT);
+    ss_buf_append(&c->out, id, 16);
+    ss_qb_put_u8(&c->out, ok ? 0x4B : 0xFF); /* 'K' success, 0xFF failure */
+}
+
+/* Parse the acks read so far. Diagnostic commands go to the dumps
+ * exporter (commands.c); one it cannot run fails at once, as the Java
+ * agent answers a command it cannot start. Results of commands run since
+ * are sent with them (spec §3.4.5: between any two commands). */
 static int process_acks(qb_client *c, uint64_t deadline_ns) {
-    uint8_t ids[8][16];
+    qb_reply_cmd cmds[8];
     size_t used, n_cmds;
-    int acks = qb_reply_acks(c->in, c->in_len, &used, ids, 8, &n_cmds);
+    int acks = qb_reply_acks(c->in, c->in_len, &used, cmds, 8, &n_cmds);
     if (acks < 0)
         return -EPROTO;
     consume(c, used);
@@ -145,10 +184,14 @@ static int process_acks(qb_client *c, uint64_t deadline_ns) {
         return -EPROTO; /* more acks than commands: out of step */
     c->pending_acks -= (uint32_t)acks;
     for (size_t i = 0; i < n_cmds && i < 8; i++) {
-        ss_qb_put_u8(&c->out, QB_CMD_REPORT_COMMAND_RESULT);
-        ss_buf_append(&c->out, ids[i], 16);
-        ss_qb_put_u8(&c->out, 0xFF);
+        c->commands++;
+        if (!qb_commands_post(cmds[i].id, cmds[i].what, c->conn))
+            report(c, cmds[i].id, false);
     }
+    qb_command done[16];
+    size_t n = qb_commands_results(c->conn, done, 16);
+    for (size_t i = 0; i < n; i++)
+        report(c, done[i].id, done[i].ok);
     return c->out.len ? write_out(c, deadline_ns) : 0;
 }
 
@@ -190,6 +233,26 @@ static int try_connect(qb_client *c, const struct addrinfo *ai, uint64_t deadlin
     return 0;
 }
 
+/* TLS over the connected socket: the handshake, within the deadline. */
+static int start_tls(qb_client *c, const char *host, uint64_t deadline_ns) {
+    c->tls = qb_tls_new(c->tls_ctx, c->fd, host);
+    if (!c->tls) {
+        snprintf(c->err, sizeof c->err, "TLS: out of memory");
+        return -ENOMEM;
+    }
+    for (;;) {
+        int rc = qb_tls_handshake(c->tls, c->err, sizeof c->err);
+        if (rc != -EAGAIN)
+            return rc;
+        rc = wait_fd(c->fd, qb_tls_want(c->tls), deadline_ns);
+        if (rc) {
+            snprintf(c->err, sizeof c->err, "TLS handshake: %s",
+                     rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
+            return rc;
+        }
+    }
+}
+
 static int resolve_and_connect(qb_client *c, const char *host, int port, uint64_t deadline_ns) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -216,20 +279,29 @@ int qb_client_connect(qb_client *c, const char *host, int port, const char *pod,
     uint64_t d = op_deadline(c, deadline_ns);
     c->in_len = 0;
     c->pending_acks = 0;
+    c->conn++;
     ss_buf_reset(&c->out);
+    c->err[0] = '\0';
     int rc = resolve_and_connect(c, host, port, d);
     /* The agent retries once with esc-static-service replaced by
      * esc-collector-service when the connection is refused. */
     const char *old = "esc-static-service";
     const char *at = strstr(host, old);
+    char alt[512];
+    const char *peer = host;
     if (rc == -ECONNREFUSED && at) {
-        char alt[512];
         snprintf(alt, sizeof alt, "%.*sesc-collector-service%s", (int)(at - host), host,
                  at + strlen(old));
+        peer = alt;
         rc = resolve_and_connect(c, alt, port, d);
     }
     if (rc)
         return c->err[0] && rc == -EHOSTUNREACH ? rc : fail(c, rc, "connect");
+    if (c->tls_ctx) {
+        rc = start_tls(c, peer, d);
+        if (rc)
+            return rc;
+    }
     ss_qb_put_u8(&c->out, QB_CMD_GET_PROTOCOL_VERSION_V2);
     ss_qb_put_be64(&c->out, (uint64_t)QB_PROTOCOL_V3);
     put_string(&c->out, pod && *pod ? pod : "unknown");
@@ -328,6 +400,8 @@ void qb_client_close(qb_client *c, bool graceful, uint64_t deadline_ns) {
             ss_qb_put_u8(&c->out, QB_CMD_CLOSE);
             write_out(c, op_deadline(c, deadline_ns));
         }
+        qb_tls_free(c->tls, graceful);
+        c->tls = NULL;
         close(c->fd);
         c->fd = -1;
     }

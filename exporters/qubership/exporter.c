@@ -24,7 +24,7 @@ typedef struct qb_state {
     qb_client c;
     qb_suspend *susp;
     char host[256];
-    int port;
+    int port, tls_port;
     char node[320];  /* POD_NAME or the host name: node.name */
     char pod[400];   /* <node>_<agent start ms> */
     char service[256];
@@ -49,6 +49,10 @@ static void read_config(qb_state *s, const ss_config *cfg) {
     const ss_process_info *p = ss_process();
     copy_str(s->host, sizeof s->host, ss_config_str("REMOTE_DUMP_HOST", ""));
     s->port = (int)ss_config_int("REMOTE_DUMP_PORT_PLAIN", 1715, 1, 65535);
+    /* the Java agent speaks TLS to REMOTE_DUMP_PORT_SSL when it is set */
+    s->tls_port = (int)ss_config_int("REMOTE_DUMP_PORT_SSL", 0, 0, 65535);
+    if (s->tls_port)
+        s->port = s->tls_port;
     s->window_ms = (uint32_t)ss_config_int("STACKSHOT_QUBERSHIP_WINDOW", 5, 1, 3600) * 1000u;
     s->reconnect_ms = (uint32_t)ss_config_int("STACKSHOT_QUBERSHIP_RECONNECT", 10000, 100, 3600000);
     uint32_t timeout = (uint32_t)ss_config_int("STACKSHOT_QUBERSHIP_TIMEOUT", 30000, 100, 600000);
@@ -84,8 +88,22 @@ static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats)
         free(s);
         return -EDESTADDRREQ;
     }
+    if (s->tls_port) {
+        char why[300] = "";
+        s->c.tls_ctx = qb_tls_ctx_new(why, sizeof why);
+        if (!s->c.tls_ctx) {
+            ss_error("qubership: TLS to %s:%d cannot be set up (%s); the qubership exporter "
+                     "stays off rather than speak without it",
+                     s->host, s->port, why);
+            qb_session_free(&s->q);
+            ss_buf_free(&s->c.out);
+            free(s);
+            return -EPROTO;
+        }
+    }
     s->map = qb_map_create(s->node);
     if (!s->map) {
+        qb_tls_ctx_free(s->c.tls_ctx);
         qb_session_free(&s->q);
         ss_buf_free(&s->c.out);
         free(s);
@@ -330,6 +348,7 @@ static void qb_close(void *state, uint64_t deadline_ns) {
             (unsigned long long)atomic_load(&s->stats->records_dropped),
             (unsigned long long)atomic_load(&s->stats->records_rejected));
     ss_buf_free(&s->c.out);
+    qb_tls_ctx_free(s->c.tls_ctx);
     qb_map_destroy(s->map);
     qb_session_free(&s->q);
     free(s);

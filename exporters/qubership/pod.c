@@ -19,7 +19,6 @@
  * not take the pod's name over), and takes it over otherwise. */
 #include "qb.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <regex.h>
@@ -88,19 +87,11 @@ static void write_pod_file(const qb_pod *pod, bool forked_child) {
         return;
     char path[1200];
     snprintf(path, sizeof path, "%s/pod.name", dir);
-    char old[512] = "";
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
-        ssize_t r = read(fd, old, sizeof old - 1);
-        close(fd);
-        old[r > 0 ? r : 0] = '\0';
-        size_t len = strlen(old);
-        while (len && isspace((unsigned char)old[len - 1]))
-            old[--len] = '\0';
-    }
+    char old[512];
+    qb_read_small(path, old, sizeof old);
     if (old[0] && strcmp(old, pod->name) != 0 && claim_alive(old))
         return; /* the pod's first agent still runs: its name stays */
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 || write(fd, pod->name, strlen(pod->name)) != (ssize_t)strlen(pod->name))
         ss_warn("qubership: cannot write %s: %s; diagtools will not know the pod name %s",
                 path, strerror(errno), pod->name);
@@ -170,16 +161,7 @@ void qb_namespace(char *out, size_t n) {
         return;
     }
     /* inside Kubernetes: the service account's namespace */
-    char buf[256] = "";
-    int fd = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace",
-                  O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        buf[r > 0 ? r : 0] = '\0';
-        size_t len = strlen(buf);
-        while (len && isspace((unsigned char)buf[len - 1]))
-            buf[--len] = '\0';
-    }
+    char buf[256];
+    qb_read_small("/var/run/secrets/kubernetes.io/serviceaccount/namespace", buf, sizeof buf);
     snprintf(out, n, "%s", buf[0] ? buf : "unknown");
 }

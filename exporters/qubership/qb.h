@@ -157,17 +157,49 @@ int qb_reply_handshake(const uint8_t *p, size_t len, int64_t *version);
 /* INIT reply: bytes needed so far (16, then 36) is returned through
  * *need; 0 parsed, -EAGAIN need more, -EPROTO null handle. */
 int qb_reply_init(const uint8_t *p, size_t len, qb_init_reply *r, size_t *need);
+/* A diagnostic command in an ack: its id and its string ("td", "top",
+ * "heap"; a longer one is cut, and is no known command either). */
+typedef struct qb_reply_cmd {
+    uint8_t id[16];
+    char what[16];
+} qb_reply_cmd;
+
 /* Parse ack bytes: each ack is one byte, with n commands (UUID + [S])
  * after a byte 1..127. Consumes whole acks only. Returns the number of
  * acks parsed (>= 0), or -EPROTO (0xFF, invalid byte, bad command).
- * Command ids go to cmd_ids (up to max_cmds; *n_cmds counts all). */
-int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, uint8_t (*cmd_ids)[16],
+ * Commands go to cmds (up to max_cmds; *n_cmds counts all). */
+int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, qb_reply_cmd *cmds,
                   size_t max_cmds, size_t *n_cmds);
+
+/* ---- tls.c: TLS to the collector (OpenSSL) ---------------------------- */
+
+typedef struct qb_tls_ctx qb_tls_ctx;
+typedef struct qb_tls qb_tls;
+
+/* Settings from TLS_CERT_DIR, the Java agent's keystore or the system's
+ * roots, and STACKSHOT_QUBERSHIP_TLS_VERIFY. NULL (why filled) when they
+ * cannot be used. */
+qb_tls_ctx *qb_tls_ctx_new(char *why, size_t n);
+void qb_tls_ctx_free(qb_tls_ctx *t);
+/* A connection on the connected, non-blocking fd to `host`. */
+qb_tls *qb_tls_new(qb_tls_ctx *ctx, int fd, const char *host);
+/* 0 done, -EAGAIN (poll for qb_tls_want), or a failure (why filled). */
+int qb_tls_handshake(qb_tls *t, char *why, size_t n);
+/* Bytes moved, -EAGAIN (poll for qb_tls_want), -EPIPE at the peer's close,
+ * or -errno / -EPROTO. */
+ssize_t qb_tls_send(qb_tls *t, const void *p, size_t n);
+ssize_t qb_tls_recv(qb_tls *t, void *p, size_t n);
+short qb_tls_want(const qb_tls *t);
+void qb_tls_free(qb_tls *t, bool graceful);
 
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct qb_client {
     int fd;
+    qb_tls_ctx *tls_ctx;     /* TLS to the collector, or NULL (plain) */
+    qb_tls *tls;             /* the connection's, when TLS */
+    uint64_t conn;           /* counts connections: commands belong to one */
+    uint64_t commands;       /* diagnostic commands received */
     ss_buf out;              /* bytes to write */
     uint8_t in[4096];
     size_t in_len;
@@ -218,6 +250,10 @@ void qb_pod_get(qb_pod *out);
 bool qb_pod_dir_valid(const char *name);
 /* CLOUD_NAMESPACE, NAMESPACE, the service account's namespace, "unknown". */
 void qb_namespace(char *out, size_t n);
+
+/* Read a small file into buf (terminated; trailing white space removed):
+ * its length, or -errno. */
+ssize_t qb_read_small(const char *path, char *buf, size_t n);
 
 /* ---- suspend ---------------------------------------------------------- */
 

@@ -49,7 +49,7 @@ int qb_reply_init(const uint8_t *p, size_t len, qb_init_reply *r, size_t *need) 
     return 0;
 }
 
-int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, uint8_t (*cmd_ids)[16],
+int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, qb_reply_cmd *cmds,
                   size_t max_cmds, size_t *n_cmds) {
     size_t pos = 0;
     int acks = 0;
@@ -78,8 +78,13 @@ int qb_reply_acks(const uint8_t *p, size_t len, size_t *consumed, uint8_t (*cmd_
                     *n_cmds = before;
                     return acks;
                 }
-                if (*n_cmds < max_cmds && cmd_ids)
-                    memcpy(cmd_ids[*n_cmds], p + q, 16);
+                if (*n_cmds < max_cmds && cmds) {
+                    qb_reply_cmd *c = &cmds[*n_cmds];
+                    memcpy(c->id, p + q, 16);
+                    size_t w = sl < sizeof c->what - 1 ? sl : sizeof c->what - 1;
+                    memcpy(c->what, p + q + 20, w);
+                    c->what[w] = '\0';
+                }
                 (*n_cmds)++;
                 q += 20 + sl;
             }

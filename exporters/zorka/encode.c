@@ -83,6 +83,17 @@ static void put_break(ss_buf *b) {
 /* A text item: valid UTF-8 (what a Java reader decodes and a strict CBOR
  * decoder accepts), at most ZK_MAX_TEXT bytes. */
 static void put_text(enc *e, ss_buf *b, const char *s) {
+    size_t n = 0;
+    while (s[n] && (unsigned char)s[n] < 0x80)
+        n++;
+    if (!s[n] && n <= ZK_MAX_TEXT) { /* ASCII: as it is */
+        unsigned char *p = room(b, 9);
+        if (p) {
+            b->len += cbor_encode_string_start(n, p, 9);
+            ss_buf_append(b, s, n);
+        }
+        return;
+    }
     ss_buf_reset(&e->scratch);
     zk_utf8_clean(s, ZK_MAX_TEXT, &e->scratch);
     if (e->scratch.failed) {
@@ -160,8 +171,25 @@ static uint32_t symbol(enc *e, const char *text) {
     return id;
 }
 
+/* A string literal's symbol, through the session's shortcuts. */
+static uint32_t literal(enc *e, const char *text) {
+    static const char marker = 0;
+    uint32_t id = zk_session_shortcut(e->s, text, &marker);
+    if (id)
+        return id;
+    id = symbol(e, text);
+    if (id)
+        zk_session_remember(e->s, text, &marker, id);
+    return id;
+}
+
 static uint32_t method(enc *e, const zk_rec *r, zk_method_names *names) {
     zk_names_of(r, names);
+    /* the function and its module are interned: once numbered in this
+     * session, they are the same method */
+    uint32_t known = zk_session_shortcut(e->s, r->fn, r->map);
+    if (known)
+        return known;
     uint32_t cls = symbol(e, names->cls);
     uint32_t name = symbol(e, names->method);
     uint32_t sig = symbol(e, names->signature);
@@ -179,13 +207,15 @@ static uint32_t method(enc *e, const zk_rec *r, zk_method_names *names) {
         put_uint(e->agd, name);
         put_uint(e->agd, sig);
     }
+    if (r->fn)
+        zk_session_remember(e->s, r->fn, r->map, mid);
     return mid;
 }
 
 /* ---- records (trc) -------------------------------------------------------- */
 
 static void attr(enc *e, const char *name, const char *value) {
-    uint32_t id = symbol(e, name);
+    uint32_t id = literal(e, name); /* attribute names are literals */
     put_tag(e->trc, 6);
     put_array(e->trc, 2);
     put_uint(e->trc, id);
@@ -210,7 +240,7 @@ static int64_t be64(const uint8_t *p) {
 
 /* TraceBegin and the trace's attributes, on the root record. */
 static void begin(enc *e, const zk_process *p, const zk_trace *t) {
-    uint32_t ttype = symbol(e, ZK_TRACE_TYPE);
+    uint32_t ttype = literal(e, ZK_TRACE_TYPE);
     int64_t parent = t->has_span ? be64(t->span_id) : 0;
     put_tag(e->trc, 5);
     put_array(e->trc, parent ? 4 : 3);

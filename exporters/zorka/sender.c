@@ -79,22 +79,28 @@ static uint64_t stop_deadline(zk_sender *s) {
     return d;
 }
 
-/* Sleep until `until` (monotonic); false when the stop deadline comes first. */
-static bool backoff(zk_sender *s, uint64_t until) {
+static bool stopping(zk_sender *s) {
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        uint64_t now = ss_mono_ns();
-        if (s->stopping && now >= s->stop_deadline) {
-            pthread_mutex_unlock(&s->mu);
-            return false;
-        }
-        if (now >= until)
+    bool stop = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+/* Sleep until `until` (monotonic). 1: slept; 0: the exporter is stopping
+ * (at once, or during the wait): no time for politeness, try once more
+ * now; -1: the stop deadline has passed. */
+static int backoff(zk_sender *s, uint64_t until) {
+    pthread_mutex_lock(&s->mu);
+    int rc = 1;
+    while (ss_mono_ns() < until) {
+        if (s->stopping) {
+            rc = ss_mono_ns() < s->stop_deadline ? 0 : -1;
             break;
-        uint64_t end = s->stopping && s->stop_deadline < until ? s->stop_deadline : until;
-        wait_until_locked(s, end);
+        }
+        wait_until_locked(s, until);
     }
     pthread_mutex_unlock(&s->mu);
-    return true;
+    return rc;
 }
 
 /* ---- one exchange ---------------------------------------------------------- */
@@ -162,11 +168,21 @@ static int exchange(zk_sender *s, const zk_trace *t, char *why, size_t why_len) 
     return post(s, s->trc_url, headers, &s->trc, why, why_len);
 }
 
+/* Once the exporter is stopping there is no time for politeness: a trace
+ * is tried at once, twice when the collector answered the first time (an
+ * expired session needs the attempt with the reset), once when it could
+ * not be reached. */
+#define STOP_TRIES_ANSWERED 2
+#define STOP_TRIES_UNREACHED 1
+
 /* One trace, with the agent's retry rule; frees it. */
 static void send_trace(zk_sender *s, zk_trace *t) {
     uint64_t wait_ns = (uint64_t)s->cfg.retry_ms * 1000000ull;
+    uint32_t stop_tries = 0;
     for (uint32_t attempt = 0;; attempt++) {
         char why[200] = "";
+        if (stopping(s))
+            stop_tries++;
         int rc = exchange(s, t, why, sizeof why);
         if (rc == 0) {
             atomic_fetch_add(&s->stats->records_exported, 1);
@@ -202,12 +218,15 @@ static void send_trace(zk_sender *s, zk_trace *t) {
             drop(s, t, rc > 0);
             return;
         }
-        if (!backoff(s, ss_mono_ns() + wait_ns)) {
+        int slept = 0;
+        if (stop_tries >= (rc > 0 ? STOP_TRIES_ANSWERED : STOP_TRIES_UNREACHED) ||
+            (slept = backoff(s, ss_mono_ns() + wait_ns)) < 0) {
             atomic_fetch_add(&s->late, 1);
-            drop(s, t, false); /* the shutdown deadline came first */
+            drop(s, t, false); /* stopping: its last chance is gone */
             return;
         }
-        wait_ns *= 2;
+        if (slept)
+            wait_ns *= 2;
         atomic_fetch_add(&s->stats->retries, 1);
     }
 }
@@ -345,17 +364,31 @@ void zk_sender_push(zk_sender *s, zk_trace *t) {
     }
 }
 
+/* The part of the shutdown time kept for the cancelled call to return:
+ * an eighth, at most 200 ms. A cancel reaches libcurl between its steps,
+ * and a TLS handshake loading a CA bundle is one long step; a thread left
+ * inside OpenSSL when the process exits crashes in its exit handlers. */
+static uint64_t sending_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    if (deadline_ns <= now)
+        return deadline_ns;
+    uint64_t keep = (deadline_ns - now) / 8;
+    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
+}
+
 void zk_sender_stop(zk_sender *s, uint64_t deadline_ns) {
+    uint64_t until = sending_until(deadline_ns);
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
-    s->stop_deadline = deadline_ns;
+    s->stop_deadline = until;
     pthread_cond_broadcast(&s->cv);
-    while (!s->finished && ss_mono_ns() < deadline_ns)
-        wait_until_locked(s, deadline_ns);
+    while (!s->finished && ss_mono_ns() < until)
+        wait_until_locked(s, until);
     bool finished = s->finished;
     pthread_mutex_unlock(&s->mu);
     if (!finished)
         ss_http_client_cancel(s->client); /* the call in flight returns now */
+    /* the fan-out waits for the exporter until the deadline + 100 ms */
     if (ss_thread_join(s->thread, deadline_ns + 50000000ull) != 0) {
         ss_warn("zorka: the sender did not stop in time; abandoning what it holds");
         return; /* still running: never free what it uses */

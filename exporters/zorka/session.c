@@ -23,17 +23,26 @@ typedef struct sym {
     uint32_t sent_gen; /* == session generation: sent in this session */
 } sym;
 
-typedef struct meth {
-    uint32_t cls, name, sig; /* symbol IDs; cls 0: free slot */
+/* Pairs of 64-bit keys -> IDs, open addressing (id 0: a free slot). The
+ * session keeps two: methods, (class << 32 | name, signature) -> method ID;
+ * and shortcuts, (pointer, pointer) of things that never change (an
+ * interned function and its module, a string literal) -> an ID defined in
+ * this session. Both are emptied by every reset. */
+typedef struct pair {
+    uint64_t a, b;
     uint32_t id;
-} meth;
+} pair;
+
+typedef struct pairmap {
+    pair *e;
+    uint32_t n, cap;
+} pairmap;
 
 struct zk_session {
     sym *syms;
     uint32_t n_syms, cap_syms;
     uint32_t next_sym;
-    meth *meths;
-    uint32_t n_meths, cap_meths;
+    pairmap methods, shortcuts;
     uint32_t next_meth;
     uint32_t gen;       /* bumped by every reset: older sent marks are void */
     uint32_t epoch;     /* bumped when symbol IDs start again from 1 */
@@ -51,13 +60,6 @@ static uint64_t hash_text(const char *s) {
     return h;
 }
 
-static uint64_t hash_method(uint32_t c, uint32_t n, uint32_t s) {
-    uint64_t h = (uint64_t)c * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)n * 0xC2B2AE3D27D4EB4Full;
-    h ^= (uint64_t)s * 0x165667B19E3779F9ull;
-    return h ^ (h >> 29);
-}
-
 static void account(zk_session *s, size_t add, size_t remove) {
     s->bytes += add;
     s->bytes -= remove;
@@ -65,6 +67,55 @@ static void account(zk_session *s, size_t add, size_t remove) {
         ss_mem_charge(add);
     if (remove)
         ss_mem_release(remove);
+}
+
+static uint32_t pair_slot(uint64_t a, uint64_t b, uint32_t cap) {
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static uint32_t pair_get(const pairmap *m, uint64_t a, uint64_t b) {
+    if (!m->cap)
+        return 0;
+    for (uint32_t j = pair_slot(a, b, m->cap); m->e[j].id; j = (j + 1) & (m->cap - 1))
+        if (m->e[j].a == a && m->e[j].b == b)
+            return m->e[j].id;
+    return 0;
+}
+
+/* Add or replace (a, b) -> id. 0 or -ENOMEM. */
+static int pair_put(zk_session *s, pairmap *m, uint64_t a, uint64_t b, uint32_t id) {
+    if ((m->n + 1) * 2 > m->cap) {
+        uint32_t cap = m->cap ? m->cap * 2 : 256;
+        pair *tab = calloc(cap, sizeof *tab);
+        if (!tab)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (!m->e[i].id)
+                continue;
+            uint32_t j = pair_slot(m->e[i].a, m->e[i].b, cap);
+            while (tab[j].id)
+                j = (j + 1) & (cap - 1);
+            tab[j] = m->e[i];
+        }
+        account(s, (size_t)cap * sizeof *tab, (size_t)m->cap * sizeof *tab);
+        free(m->e);
+        m->e = tab;
+        m->cap = cap;
+    }
+    uint32_t j = pair_slot(a, b, m->cap);
+    while (m->e[j].id && !(m->e[j].a == a && m->e[j].b == b))
+        j = (j + 1) & (m->cap - 1);
+    if (!m->e[j].id)
+        m->n++;
+    m->e[j] = (pair){a, b, id};
+    return 0;
+}
+
+static void pair_clear(zk_session *s, pairmap *m) {
+    account(s, 0, (size_t)m->cap * sizeof *m->e);
+    free(m->e);
+    *m = (pairmap){0};
 }
 
 zk_session *zk_session_new(void) {
@@ -79,6 +130,8 @@ zk_session *zk_session_new(void) {
     return s;
 }
 
+static void clear_methods(zk_session *s);
+
 static void clear_symbols(zk_session *s) {
     size_t text = 0;
     for (uint32_t i = 0; i < s->cap_syms; i++)
@@ -92,13 +145,12 @@ static void clear_symbols(zk_session *s) {
     s->n_syms = s->cap_syms = 0;
     s->next_sym = 1;
     s->epoch++;
+    clear_methods(s); /* they name the old IDs */
 }
 
 static void clear_methods(zk_session *s) {
-    account(s, 0, (size_t)s->cap_meths * sizeof *s->meths);
-    free(s->meths);
-    s->meths = NULL;
-    s->n_meths = s->cap_meths = 0;
+    pair_clear(s, &s->methods);
+    pair_clear(s, &s->shortcuts);
     s->next_meth = 1;
 }
 
@@ -181,42 +233,25 @@ uint32_t zk_session_symbol(zk_session *s, const char *text, bool *define) {
     return s->syms[j].id;
 }
 
-static int grow_meths(zk_session *s) {
-    uint32_t cap = s->cap_meths ? s->cap_meths * 2 : 1024;
-    meth *tab = calloc(cap, sizeof *tab);
-    if (!tab)
-        return -ENOMEM;
-    for (uint32_t i = 0; i < s->cap_meths; i++) {
-        meth *m = &s->meths[i];
-        if (!m->cls)
-            continue;
-        uint32_t j = (uint32_t)hash_method(m->cls, m->name, m->sig) & (cap - 1);
-        while (tab[j].cls)
-            j = (j + 1) & (cap - 1);
-        tab[j] = *m;
-    }
-    account(s, (size_t)cap * sizeof *tab, (size_t)s->cap_meths * sizeof *tab);
-    free(s->meths);
-    s->meths = tab;
-    s->cap_meths = cap;
-    return 0;
-}
-
 uint32_t zk_session_method(zk_session *s, uint32_t cls, uint32_t name, uint32_t sig,
                            bool *define) {
     *define = false;
     if (!cls || !name || !sig)
         return 0;
-    if ((s->n_meths + 1) * 4 > s->cap_meths * 3 && grow_meths(s) != 0)
+    uint64_t a = (uint64_t)cls << 32 | name;
+    uint32_t id = pair_get(&s->methods, a, sig);
+    if (id)
+        return id; /* defined when it was numbered, in this session */
+    if (pair_put(s, &s->methods, a, sig, s->next_meth) != 0)
         return 0;
-    uint32_t j = (uint32_t)hash_method(cls, name, sig) & (s->cap_meths - 1);
-    for (; s->meths[j].cls; j = (j + 1) & (s->cap_meths - 1)) {
-        meth *m = &s->meths[j];
-        if (m->cls == cls && m->name == name && m->sig == sig)
-            return m->id; /* defined when it was numbered, in this session */
-    }
-    s->meths[j] = (meth){.cls = cls, .name = name, .sig = sig, .id = s->next_meth++};
-    s->n_meths++;
     *define = true;
-    return s->meths[j].id;
+    return s->next_meth++;
+}
+
+uint32_t zk_session_shortcut(const zk_session *s, const void *a, const void *b) {
+    return pair_get(&s->shortcuts, (uintptr_t)a, (uintptr_t)b);
+}
+
+void zk_session_remember(zk_session *s, const void *a, const void *b, uint32_t id) {
+    pair_put(s, &s->shortcuts, (uintptr_t)a, (uintptr_t)b, id); /* only a shortcut */
 }

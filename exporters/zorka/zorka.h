@@ -113,6 +113,11 @@ uint32_t zk_session_symbol(zk_session *s, const char *text, bool *define);
 /* The method ID of (class, method, signature) symbols, as symbol. */
 uint32_t zk_session_method(zk_session *s, uint32_t cls, uint32_t name, uint32_t sig,
                            bool *define);
+/* A shortcut to an ID defined in this session, keyed by two pointers to
+ * things that never change (an interned function and its module; a string
+ * literal and a marker): 0 when none. Every reset forgets them. */
+uint32_t zk_session_shortcut(const zk_session *s, const void *a, const void *b);
+void zk_session_remember(zk_session *s, const void *a, const void *b, uint32_t id);
 /* Changes when symbol IDs start again from 1 (IDs handed out before are
  * void: encode again). */
 uint32_t zk_session_epoch(const zk_session *s);

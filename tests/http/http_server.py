@@ -22,6 +22,7 @@ server. Paths (any method):
     /silent                 reads the request, never answers
     /garbage                answers bytes that are not HTTP, closes
     /close                  closes without an answer
+    /halfheaders            a status line and half the headers, then closes
     /big                    200 with a 200,000-byte body
 """
 import argparse
@@ -120,6 +121,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query))
         path = url.path
         if path == "/close":
+            self.close_connection = True
+            return
+        if path == "/halfheaders":
+            self.read_body()
+            self.wfile.write(b"HTTP/1.1 202 Accepted\r\nServer: test\r\nContent-Le")
+            self.wfile.flush()
             self.close_connection = True
             return
         if path == "/garbage":

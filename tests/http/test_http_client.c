@@ -400,7 +400,7 @@ static void test_refused_and_secrets(void **state) {
     assert_string_equal(shown, want);
 }
 
-/* Not HTTP, and no answer at all. */
+/* Not HTTP, no answer at all, an answer cut in its headers. */
 static void test_garbage_and_close(void **state) {
     (void)state;
     ss_http_client *c = ss_http_client_new(NULL);
@@ -413,6 +413,12 @@ static void test_garbage_and_close(void **state) {
     ss_buf_free(&r.body);
     url(u, sizeof u, "http", port_plain, "/close");
     assert_int_equal(post(c, "POST", u, "x", 1, &r), -ECONNRESET);
+    ss_buf_free(&r.body);
+    /* libcurl alone would take this for a whole 202 */
+    url(u, sizeof u, "http", port_plain, "/halfheaders");
+    assert_int_equal(post(c, "POST", u, "x", 1, &r), -ECONNRESET);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.error, "headers"));
     ss_buf_free(&r.body);
     ss_http_client_free(c);
 }
@@ -560,6 +566,52 @@ static void test_fork_child(void **state) {
     ss_http_client_free(c);
 }
 
+/* The agent flushes its exporters from the core's destructor, and the
+ * destructors of shared objects run after the atexit handlers: OpenSSL's
+ * own exit-time cleanup must not have run by then. A forked child exits
+ * normally; its destructor (below) makes an https call. */
+static char at_exit_url[128], at_exit_result[300];
+
+__attribute__((destructor)) static void call_after_exit_handlers(void) {
+    if (!at_exit_url[0])
+        return;
+    ss_http_tls tls = {.ca_file = ca_file};
+    ss_http_client *c = ss_http_client_new(&tls);
+    ss_http_response r;
+    int rc = c ? post(c, "POST", at_exit_url, "late", 4, &r) : -ENOMEM;
+    FILE *f = fopen(at_exit_result, "w");
+    if (f) {
+        fprintf(f, "%d %d %s\n", rc, rc == 0 ? r.status : 0, rc == 0 ? "" : r.error);
+        fclose(f);
+    }
+    if (c) {
+        ss_buf_free(&r.body);
+        ss_http_client_free(c);
+    }
+}
+
+static void test_tls_after_exit_handlers(void **state) {
+    (void)state;
+    ss_http_tls tls = {.ca_file = ca_file};
+    ss_http_client_free(ss_http_client_new(&tls)); /* libcurl and OpenSSL initialised here */
+    snprintf(at_exit_result, sizeof at_exit_result, "%s/at_exit", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        url(at_exit_url, sizeof at_exit_url, "https", port_tls, "/echo");
+        exit(0); /* atexit handlers, then destructors */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    FILE *f = fopen(at_exit_result, "r");
+    assert_non_null(f);
+    char line[300] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    if (strncmp(line, "0 200", 5) != 0)
+        fail_msg("https from a destructor at exit: %s", line);
+}
+
 /* Bad requests: no method, malformed URL, another scheme. */
 static void test_bad_requests(void **state) {
     (void)state;
@@ -592,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_client_certificate),
         cmocka_unit_test(test_fork_child),
+        cmocka_unit_test(test_tls_after_exit_handlers),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

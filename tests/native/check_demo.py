@@ -6,6 +6,11 @@ text file and checks, for each named thread, its state line and the
 frames (function, source file and line) against the "marker: <name>"
 comments of the demo's source, and that no agent thread is reported.
 
+With the default unwinder (STACKSHOT_UNWIND unset or copy) it also checks
+that the sleeping threads were read without a signal (none fell back to
+one) and that their stacks equal, function for function, those libunwind
+takes in the handler (STACKSHOT_UNWIND=step) in a third run.
+
 usage: check_demo.py <stackshot-demo> <libstackshot.so> <stackshot-demo.c> <tmpdir> [preload-prefix]
 """
 import os
@@ -13,6 +18,9 @@ import re
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stackdump  # noqa: E402
 
 demo, lib, source, tmp = sys.argv[1:5]
 preload = (sys.argv[5] + " " if len(sys.argv) > 5 and sys.argv[5] else "") + lib
@@ -37,42 +45,7 @@ def markers(path):
     return out
 
 
-FRAME = re.compile(r"^\tat (.*)\((.*)\)$")
-HEADER = re.compile(r'^"(.*)" #(\d+) .* nid=0x([0-9a-f]+) (.*)$')
-
-
-def parse(path):
-    """List of rounds; each round is a list of threads (dicts)."""
-    rounds, cur, th = [], None, None
-    with open(path, errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("Full thread dump stackshot round"):
-                cur = []
-                rounds.append(cur)
-                th = None
-                continue
-            m = HEADER.match(line)
-            if m and cur is not None:
-                th = {"name": m.group(1), "number": int(m.group(2)),
-                      "nid": int(m.group(3), 16), "status": m.group(4),
-                      "state": None, "frames": []}
-                cur.append(th)
-                continue
-            if th is None:
-                continue
-            if line.startswith("   native.Thread.State: "):
-                th["state"] = line[len("   native.Thread.State: "):]
-                continue
-            m = FRAME.match(line)
-            if m:
-                qual, loc = m.group(1), m.group(2)
-                # "<ns>.<name>": C functions are in "global"; strip symbol versions
-                func = qual.split(".", 1)[1] if "." in qual else qual
-                func = func.split("@", 1)[0]
-                file, _, ln = loc.partition(":")
-                th["frames"].append((func, file, int(ln) if ln.isdigit() else 0))
-    return rounds
+parse = stackdump.parse
 
 
 def fmatch(f, func):
@@ -93,9 +66,15 @@ def main():
         os.unlink(os.path.join(tmp, f))
     env = dict(os.environ, LD_PRELOAD=preload, SPLUNK_PROFILER_ENABLED="true",
                SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
-               STACKSHOT_EXPORTERS="text")
+               STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="debug")
     p = subprocess.run([demo, "2"], env=env, capture_output=True, text=True, timeout=60)
     check(p.returncode == 0, "demo exit code %d: %s" % (p.returncode, p.stderr))
+    if COPY_MODE:
+        c = stackdump.debug_counters(p.stderr)
+        print("native sampler counters: %s" % c)
+        if check(c is not None, "no debug line of the native sampler: %r" % p.stderr[-800:]):
+            check(c["fallbacks"] == 0, "sleeping threads signalled after all: %s" % c)
+            check(c["asleep"] >= 5, "stacks read without a signal: %s" % c)
     files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
     if not check(len(files) == 1, "one text file expected, got %r" % files):
         return
@@ -138,8 +117,12 @@ def main():
     window = rounds[-8:-2] if len(rounds) >= 10 else rounds[-3:-2]
     for name, (state, status, frames) in expect.items():
         seen = [t for t in ({x["name"]: x for x in rnd}.get(name) for rnd in window) if t]
-        if not check(seen and r.get(name) is not None,
-                     "thread %s missing (have %s)" % (name, sorted(r))):
+        # present in most of the window (a busy thread that got no CPU
+        # within the answer timeout on a loaded machine is left out of
+        # that round, counted as skipped)
+        if not check(2 * len(seen) >= len(window) and seen,
+                     "thread %s in %d of %d rounds (have %s)" % (name, len(seen), len(window),
+                                                                sorted(r))):
             continue
         good = [t for t in seen if t["state"] == state and t["status"] == status]
         t = good[-1] if good else seen[-1]
@@ -180,22 +163,11 @@ def demo_frames(frames):
 
 def gdb_stacks(pid):
     """thread name -> [(function, line)] of the demo's own frames, by gdb."""
-    try:
-        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
-                              "-ex", "thread apply all bt"],
-                             capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    g = stackdump.gdb_stacks(pid, timeout=60)
+    if g is None:
         return None
-    stacks, cur = {}, None
-    for line in out.splitlines():
-        m = re.match(r'^Thread \d+ \(.*LWP \d+\) "(.*)"\):', line)
-        if m:
-            cur = stacks.setdefault(m.group(1), [])
-            continue
-        m = re.match(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+) \(.*\) at .*stackshot-demo\.c:(\d+)", line)
-        if m and cur is not None:
-            cur.append((m.group(1), int(m.group(2))))
-    return stacks or None
+    return {k: [(stackdump.short(f), l) for f, fl, l in v if fl == "stackshot-demo.c"]
+            for k, v in g.items() if isinstance(k, str)}
 
 
 def compare_with_gdb():
@@ -227,8 +199,44 @@ def p_pid(rounds, fname):
     return int(fname.rsplit(".", 2)[-2])
 
 
+def usual_stacks(env_extra):
+    """The demo run 3 s with env_extra: per thread, the function list seen
+    most often in its last rounds (a thread waking every 50 ms may
+    truthfully be caught running in one of them)."""
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    env = dict(os.environ, LD_PRELOAD=preload, SPLUNK_PROFILER_ENABLED="true",
+               SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
+               STACKSHOT_EXPORTERS="text")
+    env.update(env_extra)
+    subprocess.run([demo, "3"], env=env, capture_output=True, text=True, timeout=60)
+    files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
+    rounds = parse(os.path.join(tmp, files[0])) if files else []
+    seen = {}
+    for rnd in rounds[1:-1][-8:]:  # not the first (symbols), not the last (exit)
+        for t in rnd:
+            seen.setdefault(t["name"], []).append(tuple(stackdump.functions(t["frames"])))
+    return {k: max(set(v), key=v.count) for k, v in seen.items()}
+
+
+def compare_with_step():
+    """The sleeping threads' stacks, read without a signal, equal those
+    libunwind takes in the handler, function for function."""
+    copy = usual_stacks({})
+    step = usual_stacks({"STACKSHOT_UNWIND": "step"})
+    for name in ("sleeper", "mutex-waiter", "cond-waiter", "recursive", "stackshot-demo"):
+        if not check(name in copy and name in step,
+                     "copy/step: %s missing (copy has %s, step %s)" % (name, sorted(copy), sorted(step))):
+            continue
+        check(copy[name] == step[name],
+              "%s: copy %s != step %s" % (name, list(copy[name][:8]), list(step[name][:8])))
+
+
+COPY_MODE = os.environ.get("STACKSHOT_UNWIND", "copy") == "copy"
 main()
 compare_with_gdb()
+if COPY_MODE:
+    compare_with_step()
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)

@@ -118,9 +118,11 @@ static void test_proc_readers(void **state) {
     assert_int_equal(st.state, 'R');
     assert_int_equal(ss_proc_blocks_signal(tid_blocker, SIGRTMAX - 3), 1);
     assert_int_equal(ss_proc_blocks_signal(tid_sleeper, SIGRTMAX - 3), 0);
-    uint64_t a = ss_thread_cpu_ns(tid_spinner);
-    nap_ms(50);
-    uint64_t b = ss_thread_cpu_ns(tid_spinner);
+    uint64_t a = ss_thread_cpu_ns(tid_spinner), b = a;
+    for (int i = 0; i < 100 && b == a; i++) { /* a loaded machine may not run it at once */
+        nap_ms(20);
+        b = ss_thread_cpu_ns(tid_spinner);
+    }
     assert_true(a != SS_UNKNOWN_U64 && b > a);
     assert_int_equal(ss_proc_read_stat(999999999, &st), -ENOENT);
     pid_t *tids = NULL;
@@ -141,6 +143,9 @@ static void test_kept_files(void **state) {
     memset(&f, 0, sizeof f);
     ss_proc_stat st;
     ss_proc_syscall sc;
+    /* the first kept read also keeps /proc/self/task open (opens go from there) */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    ss_task_files_close(&f);
     uint32_t kept0 = ss_proc_fds_kept();
     assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
     assert_string_equal(st.name, "t-sleeper");
@@ -255,12 +260,18 @@ static void test_rounds(void **state) {
     (void)state;
     ss_config cfg;
     ss_config_load(&cfg);
-    ss_round *r1, *r2;
+    ss_round *r1, *r2 = NULL;
     uint64_t rounds, sig0, reu0, sig1, reu1;
     assert_int_equal(ss_native_sample_once(&cfg, &r1), 0);
     ss_native_sample_stats(&rounds, &sig0, &reu0);
-    nap_ms(60);
-    assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
+    /* a spinner that gets no CPU within the answer timeout (a loaded
+     * machine) is left out of that round: take another */
+    for (int i = 0; i < 5 && (!r2 || !find(r2, "t-spinner")); i++) {
+        if (r2)
+            ss_round_unref(r2);
+        nap_ms(60);
+        assert_int_equal(ss_native_sample_once(&cfg, &r2), 0);
+    }
     ss_native_sample_stats(&rounds, &sig1, &reu1);
 
     /* A thread that blocks the signal and sleeps in a system call is
@@ -297,9 +308,16 @@ static void test_rounds(void **state) {
 
     /* the stack is cut at max depth, leaf side kept */
     cfg.max_depth = 2; /* spinner, start_thread, clone3: 3 frames */
-    ss_round *r3;
-    assert_int_equal(ss_native_sample_once(&cfg, &r3), 0);
-    const ss_thread_sample *sp3 = find(r3, "t-spinner");
+    ss_round *r3 = NULL;
+    const ss_thread_sample *sp3 = NULL;
+    /* a spinner that gets no CPU within the answer timeout (a loaded
+     * machine) is left out of that round: take another */
+    for (int i = 0; i < 5 && !sp3; i++) {
+        if (r3)
+            ss_round_unref(r3);
+        assert_int_equal(ss_native_sample_once(&cfg, &r3), 0);
+        sp3 = find(r3, "t-spinner");
+    }
     assert_non_null(sp3);
     assert_int_equal(sp3->frame_count, 2);
     assert_true(sp3->truncated);

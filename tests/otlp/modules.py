@@ -6,8 +6,8 @@
 Runs the native demo under LD_PRELOAD and reads its /proc/<pid>/maps while
 the agent runs:
   text        only the text exporter: the core is mapped, and no gRPC,
-              abseil, libstdc++, protobuf-c, OpenSSL's libssl, nor the gRPC
-              module;
+              abseil, libstdc++, protobuf-c, OpenSSL's libssl, libcurl,
+              libcbor, nor any module;
   otlp_logs   the gRPC module (libstackshot-grpc.so) and gRPC are mapped;
   missing     the loader and the core copied alone to a directory without
               the module, exporters otlp_logs and text: exactly one line says
@@ -23,8 +23,10 @@ import sys
 import tempfile
 import time
 
-HEAVY = re.compile(r"/(libgrpc|libgpr|libabsl|libstdc\+\+|libprotobuf-c|libssl|"
-                   r"libstackshot-grpc)[^/]*\.so")
+# libcurl.so (OpenSSL's; libdw brings libcurl-gnutls for debuginfod, a
+# different file), libcbor (zorka), and the modules themselves
+HEAVY = re.compile(r"/(libgrpc|libgpr|libabsl|libstdc\+\+|libprotobuf-c|libssl|libcbor|"
+                   r"libcurl\.so|libstackshot-(grpc|http|zorka))[^/]*\.so")
 
 
 def run(lib, demo, exporters, out_dir, extra=None):

@@ -17,10 +17,20 @@ that the agent's reconnect can be observed):
   --fault ack-ff --after N      answer the first RCV_DATA after N commands with 0xFF, close
   --fault garbage               answer the handshake with 8 bytes of garbage
   --fault blacklist             answer every handshake with 88888888 (all connections)
+
+TLS (REMOTE_DUMP_PORT_SSL): --tls-cert FILE --tls-key FILE serves TLS with
+that certificate; a failed handshake is logged ("c1 tls error <why>").
+
+Diagnostic commands (spec §3.4.4): --commands td,top,heap --commands-after N
+puts those commands into the ack of the N-th RCV_DATA or REQUEST_ACK_FLUSH
+of the first connection; every command sent and every REPORT_COMMAND_RESULT
+received is logged ("c1 command sent <hex id> <what>", "c1 command result
+<hex id> K|FF").
 """
 import argparse
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -46,6 +56,7 @@ class Conn:
         self.inits = 0
         self.datas = 0
         self.flushes = 0
+        self.acks = 0
         self.max_piece = 0
         self.faulty = n <= server.args.fault_conns
 
@@ -67,10 +78,36 @@ class Conn:
             raise ValueError("field length %d" % n)
         return self.read(n)
 
+    def ack(self):
+        """One ack byte, or the commands of --commands at the chosen ack."""
+        a = self.server.args
+        self.acks += 1
+        cmds = [c for c in (a.commands or "").split(",") if c]
+        if not cmds or self.n != 1 or self.acks != a.commands_after:
+            self.sock.sendall(b"\x00")
+            return
+        out = bytes([len(cmds)])
+        for c in cmds:
+            cid = uuid.uuid4().bytes
+            out += cid + struct.pack(">i", len(c)) + c.encode()
+            self.log("command sent %s %s" % (cid.hex(), c))
+        self.sock.sendall(out)
+
     def fault(self, name):
         return self.faulty and self.server.args.fault == name
 
     def run(self):
+        ctx = self.server.tls
+        if ctx:
+            try:
+                self.sock.settimeout(10)
+                self.sock = ctx.wrap_socket(self.sock, server_side=True)
+                self.sock.settimeout(None)
+                self.log("tls %s" % self.sock.version())
+            except (ssl.SSLError, OSError) as e:
+                self.log("tls error %s" % e)
+                self.sock.close()
+                return
         try:
             while True:
                 self.command()
@@ -147,14 +184,14 @@ class Conn:
             self.datas += 1
             self.max_piece = max(self.max_piece, len(data))
             self.server.count("data", len(data))
-            self.sock.sendall(b"\x00")
+            self.ack()
         elif cmd == 0x11:
             self.server.count("flush", 1)
             self.flushes += 1
-            self.sock.sendall(b"\x00")
+            self.ack()
         elif cmd == 0x13:
-            self.read(17)
-            self.log("command result")
+            r = self.read(17)
+            self.log("command result %s %s" % (r[:16].hex(), {0x4B: "K", 0xFF: "FF"}.get(r[16], "%02x" % r[16])))
         elif cmd == 0x04:
             self.log("close data=%d flushes=%d max_piece=%d" % (self.datas, self.flushes,
                                                                  self.max_piece))
@@ -173,6 +210,10 @@ class Server:
         self.conns = 0
         os.makedirs(args.out, exist_ok=True)
         self.events = open(os.path.join(args.out, "events.log"), "a")
+        self.tls = None
+        if args.tls_cert:
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(args.tls_cert, args.tls_key)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", args.port))
@@ -216,6 +257,10 @@ def parse(argv=None):
     p.add_argument("--stall-seconds", type=float, default=3600)
     p.add_argument("--period", type=int, default=300000)
     p.add_argument("--size", type=int, default=2097152)
+    p.add_argument("--commands", default="")
+    p.add_argument("--tls-cert", default="")
+    p.add_argument("--tls-key", default="")
+    p.add_argument("--commands-after", type=int, default=10)
     return p.parse_args(argv)
 
 

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (qb_reply_init(data, size, &r, &need) == 0 && (size < 36 || r.seq < 0))
         abort();
     size_t used = 0, n_cmds = 0, total = 0;
-    uint8_t ids[4][16];
+    qb_reply_cmd ids[4];
     while (total < size) {
         int acks = qb_reply_acks(data + total, size - total, &used, ids, 4, &n_cmds);
         if (acks < 0)

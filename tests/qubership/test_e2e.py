@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import collector  # noqa: E402
+from certs import make_certs  # noqa: E402
 
 FAILED = []
 
@@ -309,9 +310,20 @@ def sc_native(args, out):
     srv = run_collector(out)
     env = agent_env(srv.port, {"LD_PRELOAD": args.lib, "DEMO_SECONDS": "4"})
     t0 = time.time()
-    p = subprocess.run([args.demo] + args.demo_args, env=env, capture_output=True, text=True,
-                       timeout=120)
+    proc = subprocess.Popen([args.demo] + args.demo_args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    try:
+        with open("/proc/%d/maps" % proc.pid) as f:
+            maps = f.read()
+    except OSError:
+        maps = ""
+    stdout, stderr = proc.communicate(timeout=120)
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     sys.stdout.write(p.stderr)
+    # plain TCP, no heap dump to zip: the module with OpenSSL and minizip stays unloaded
+    check(maps and "libstackshot-core" in maps and "libstackshot-qubership" not in maps
+          and "libminizip" not in maps, "native: libstackshot-qubership.so (OpenSSL, minizip) not mapped")
     if "sampler did not start" in p.stderr or "native sampler" in p.stderr and "stays off" in p.stderr:
         print("native: the native sampler is not available in this build: skipped")
         sys.exit(77)
@@ -361,6 +373,61 @@ def sc_jvm(args, out):
     check({"main", "sleeper", "parked", "monitor-waiter"} <= names, "jvm: thread names %s" % sorted(names))
     check("w\u00f6rker-\u7ebf\u7a0b" in names or "wörker-线程" in names,
           "jvm: a non-ASCII thread name survives UTF-16")
+
+
+# ---- TLS (REMOTE_DUMP_PORT_SSL) ------------------------------------------
+
+def tls_run(args, out, certs, cert, extra, tag):
+    c = os.path.join(out, tag)
+    srv = run_collector(c, tls_cert=os.path.join(certs, cert + ".crt"),
+                        tls_key=os.path.join(certs, cert + ".key"))
+    env = {"REMOTE_DUMP_PORT_SSL": str(srv.port), "REMOTE_DUMP_PORT_PLAIN": "1",
+           "REMOTE_DUMP_HOST": "localhost", "STACKSHOT_QUBERSHIP_RECONNECT": "500"}
+    env.update(extra)
+    p, took = drive(args, srv.port, seconds=1.5, extra=env)
+    check(p.returncode == 0 and took < 6, "%s: host exits 0 in %.1f s" % (tag, took))
+    return p, events(c), c
+
+
+def sc_tls(args, out):
+    """The streams over TLS, verified against a test CA (TLS_CERT_DIR)."""
+    certs = os.path.join(out, "certs")
+    make_certs(certs)
+    p, ev, c = tls_run(args, out, certs, "srv", {"TLS_CERT_DIR": os.path.join(certs, "ca")}, "tls")
+    check(any(e.startswith("c1 tls TLSv1.") for e in ev), "tls: a TLS connection: %s" % ev[:3])
+    hs = handshakes(ev)
+    check(len(hs) == 1 and "pod=demo-svc-5d8f7c9b4-x2x9k_" in hs[0], "tls: the handshake inside TLS")
+    calls = calls_of(decode_conn(args, c, 1))
+    st = stats_line(p.stderr)
+    check(st is not None and st[2] == len(calls) > 0 and st[3] == 0,
+          "tls: every call exported: %s, %d recorded" % (st, len(calls)))
+
+
+def sc_tls_verify(args, out):
+    """A collector the agent cannot trust gets nothing; the check follows
+    STACKSHOT_QUBERSHIP_TLS_VERIFY; the Java agent's PKCS#12 keystore."""
+    certs = os.path.join(out, "certs")
+    make_certs(certs)
+    # signed by a CA the agent does not know
+    p, ev, _ = tls_run(args, out, certs, "srv", {"TLS_CERT_DIR": os.path.join(certs, "rogue")}, "rogue")
+    check(not handshakes(ev) and any("tls error" in e for e in ev), "rogue: no byte of the protocol sent")
+    check(re.search(r"qubership: localhost:\d+: TLS: the collector's certificate: "
+                    r"(unable to get local issuer certificate|certificate signature failure)", p.stderr),
+          "rogue: the reason in one line")
+    st = stats_line(p.stderr)
+    check(st is not None and st[2] == 0 and st[3] > 0, "rogue: calls counted as dropped: %s" % (st,))
+    # a certificate for another name: refused by default, accepted with chain
+    extra = {"TLS_CERT_DIR": os.path.join(certs, "ca")}
+    p, ev, _ = tls_run(args, out, certs, "other", extra, "wrong-name")
+    check(not handshakes(ev) and "certificate: hostname mismatch" in p.stderr, "wrong name: refused (full)")
+    p, ev, _ = tls_run(args, out, certs, "other", dict(extra, STACKSHOT_QUBERSHIP_TLS_VERIFY="chain"),
+                       "chain")
+    check(len(handshakes(ev)) == 1, "wrong name: accepted with STACKSHOT_QUBERSHIP_TLS_VERIFY=chain")
+    # the Java agent's keystore as the trust store
+    p, ev, _ = tls_run(args, out, certs, "srv", {"NC_DIAGNOSTIC_KEYSTORE": os.path.join(certs, "keystore.p12"),
+                                                 "NC_DIAGNOSTIC_KEYSTORE_PASSWD": "changeit"}, "keystore")
+    check(len(handshakes(ev)) == 1, "keystore: trusted through NC_DIAGNOSTIC_KEYSTORE")
+    check("changeit" not in p.stderr, "keystore: its password appears in no line")
 
 
 SCENARIOS = {k[3:]: v for k, v in globals().items() if k.startswith("sc_")}

@@ -203,7 +203,7 @@ static void replies(void **st) {
     assert_int_equal(r.seq, 5);
 
     size_t used, n_cmds;
-    uint8_t ids[4][16];
+    qb_reply_cmd ids[4];
     unhex("00 00 00", b);
     assert_int_equal(qb_reply_acks(b, 3, &used, ids, 4, &n_cmds), 3);
     assert_int_equal(used, 3);
@@ -212,7 +212,8 @@ static void replies(void **st) {
     assert_int_equal(qb_reply_acks(b, n, &used, ids, 4, &n_cmds), 3);
     assert_int_equal(used, n);
     assert_int_equal(n_cmds, 1);
-    assert_int_equal(ids[0][0], 0xAA);
+    assert_int_equal(ids[0].id[0], 0xAA);
+    assert_string_equal(ids[0].what, "td");
     /* the same, cut short: only the first ack is whole */
     assert_int_equal(qb_reply_acks(b, n - 3, &used, ids, 4, &n_cmds), 1);
     assert_int_equal(used, 1);

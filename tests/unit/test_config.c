@@ -76,7 +76,10 @@ static void test_valid_values(void **state) {
     assert_int_equal(c.interval_ms, 250);
     assert_true(c.include_internal);
     assert_string_equal(c.output_dir, "/var/tmp/out");
-    assert_int_equal(c.exporters, ss_exporter_bit("text") | ss_exporter_bit("qubership") | ss_exporter_bit("otlp_logs"));
+    /* qubership_dumps runs along with qubership (its table row's .with) */
+    assert_int_equal(c.exporters, ss_exporter_bit("text") | ss_exporter_bit("qubership") |
+                                      ss_exporter_bit("otlp_logs") |
+                                      ss_exporter_bit("qubership_dumps"));
     assert_int_equal(c.max_depth, 64);
     assert_int_equal(c.max_memory, 16u << 20);
     assert_int_equal(c.log_level, SS_LOG_DEBUG);

@@ -160,10 +160,15 @@ def common(name, code, stderr, out, dump, expect_failures=False):
           (ctr["exported"], ctr["dropped"], ctr["rejected"]),
           "%s: the accounting line agrees with the counters" % name)
     check(acc["consumed"] + ctr["rdropped"] == ctr["in"], "%s: rounds in = consumed + dropped" % name)
+    time.sleep(0.3)  # a request the exit cut short may still be in the collector's hands
     st = stats()
-    check(st["accepted_trc"] == acc["exported"],
-          "%s: the collector accepted %d traces, the agent counted %d exported" % (
-              name, st["accepted_trc"], acc["exported"]))
+    # a trace whose call the shutdown deadline cancelled after its body
+    # went out may have arrived all the same: counted dropped, accepted
+    m = re.search(r"zorka: (\d+) records not delivered before the shutdown deadline", stderr)
+    late = int(m.group(1)) if m else 0
+    check(acc["exported"] <= st["accepted_trc"] <= acc["exported"] + late,
+          "%s: the collector accepted %d traces, the agent counted %d exported (%d cut at exit)" % (
+              name, st["accepted_trc"], acc["exported"], late))
     check(not st["violations"], "%s: no violation (%s)" % (name, st["violations"][:3]))
     if not expect_failures:
         check(ctr["failures"] == 0 and ctr["retries"] == 0,
@@ -371,11 +376,15 @@ def scenario_https(a, out):
     acc, _ = common("https", code, se, out, a.dump)
     if acc:
         check(acc["exported"] > 0 and acc["exported"] == acc["taken"], "https: delivered, verified")
+    time.sleep(0.3)
     before = stats()["accepted_trc"]
     code, so, se = run([a.drive, "1"], agent_env(url))
     ctr = counters(se)
     check(code == 0 and ctr and ctr["exported"] == 0 and stats()["accepted_trc"] == before,
-          "https: without the test CA nothing is sent")
+          "https: without the test CA nothing is sent (exit %s, %s, %d accepted before, %d after)"
+          % (code, ctr, before, stats()["accepted_trc"]))
+    if not ctr:
+        print(se)
     check("certificate" in se, "https: the line says why (the certificate)")
     srv.shutdown()
 

@@ -41,6 +41,10 @@ void zkd_free(zkd *d);
  * in out), -ENOMEM. */
 int zkd_request_print(zkd *d, const zkd_request *rq, ss_buf *out);
 
+/* Every request of a ZICO dump (JSON lines: uri, headers, base64 body).
+ * Returns 0, or 1 when a line or a body did not decode (said in out). */
+int zkd_dump_jsonl(zkd *d, const char *name, const ss_buf *text, ss_buf *out);
+
 /* `stackshot-dump zorka ...` (argv[0] is "zorka"). */
 int ss_zorka_dump_main(int argc, char **argv);
 

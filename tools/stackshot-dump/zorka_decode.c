@@ -495,7 +495,12 @@ static void span_attr(span *s, const char *key, const char *val) {
 }
 
 static const char *trace_id_text(const zkd_request *rq) {
-    return rq->trace_id && strcmp(rq->trace_id, "-") ? rq->trace_id : "null";
+    if (!rq->trace_id || !strcmp(rq->trace_id, "-"))
+        return "null";
+    for (const char *p = rq->trace_id; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return "<not printable>";
+    return rq->trace_id;
 }
 
 static void print_chunk(trc_state *st, const span *s, int64_t tstop, int32_t flags) {
@@ -1146,8 +1151,12 @@ static int genc_request(zkd *d, const zkd_request *rq, ss_buf *out) {
     const char *sid = rq->sid ? rq->sid : "-";
     const char *reset = rq->reset ? rq->reset : "-";
     bool trc = is_trc(rq);
-    ss_buf_printf(out, "REQ %s sid=%s reset=%s tid=%s len=%zu\n",
-                  rq->uri ? rq->uri : "?", sid, reset, rq->trace_id ? rq->trace_id : "-", rq->len);
+    /* the header values come from a capture: escaped like any text */
+    const char *fields[] = {"REQ ", rq->uri ? rq->uri : "?", " sid=", sid, " reset=", reset,
+                            " tid=", rq->trace_id ? rq->trace_id : "-"};
+    for (size_t i = 0; i < 8; i++)
+        put_text(out, (const uint8_t *)fields[i], strlen(fields[i]));
+    ss_buf_printf(out, " len=%zu\n", rq->len);
     rd r = {.buf = rq->body, .len = rq->len};
     int rc;
     if (!trc) {

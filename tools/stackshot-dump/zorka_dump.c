@@ -254,7 +254,7 @@ static int jrequest(const char *line, size_t n, dump_req *r) {
 
 static const char *or_null(bool has, ss_buf *b) { return has ? (b->data ? b->data : "") : "null"; }
 
-static int dump_jsonl(zkd *d, const char *name, const ss_buf *text, ss_buf *out) {
+int zkd_dump_jsonl(zkd *d, const char *name, const ss_buf *text, ss_buf *out) {
     int status = 0;
     size_t line_no = 0;
     for (const char *p = text->data ? text->data : "", *end = p + text->len; p < end;) {
@@ -302,7 +302,7 @@ static int dump_file(zkd *d, const char *name, const opts *o, ss_buf *out) {
         return 1;
     }
     if (ends_with(name, ".jsonl")) {
-        status = dump_jsonl(d, name, &raw, out);
+        status = zkd_dump_jsonl(d, name, &raw, out);
     } else {
         const ss_buf *b = &raw;
         if (ends_with(name, ".hex") || ends_with(name, ".b64")) {

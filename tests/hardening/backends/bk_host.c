@@ -4,7 +4,10 @@
  *   bk_host <run ms> [workers] [sleepers] [depth] [pause us]
  *
  * With <run ms> 0 the run lasts until standard input ends (the tests
- * decide when, by what the backends saw).
+ * decide when, by what the backends saw); a line read before that ("m")
+ * takes the early resident set again, then (the tests send it once the
+ * agent's exporter has opened, and with it the module it loads: the
+ * libraries of a module are part of the start, not growth).
  * `workers` threads (default 2, named "bk-worker-N") run a hash loop for
  * `run ms` and count the loop's iterations; `sleepers` threads (default 0,
  * "bk-sleeper-N") wait `depth` calls deep (default 8), so that every round
@@ -156,7 +159,7 @@ int main(int argc, char **argv) {
     } else {
         char buf[64];
         while (read(0, buf, sizeof buf) > 0)
-            ;
+            rss_early = status_kb("VmRSS");
     }
     atomic_store(&stop, true);
     uint64_t ops = 0;

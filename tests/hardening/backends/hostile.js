@@ -19,9 +19,14 @@
 //   grpc-stall     never answers a call
 //   grpc-badproto  answers OK with a message that is not protobuf
 //   grpc-badframe  answers with a gRPC frame shorter than its length prefix
+// OTLP/HTTP modes (valid HTTP/1.1, see HttpServer):
+//   http-stall     never answers a request
+//   http-badproto  answers 200 with a body that is not protobuf
+//   http-503       answers every request 503, Retry-After: 1
 'use strict';
 
 const crypto = require('crypto');
+const http = require('http');
 const http2 = require('http2');
 const net = require('net');
 
@@ -113,6 +118,65 @@ class GrpcServer {
     async close() {
         for (const s of this.held) s.destroy();
         for (const s of this.sessions) s.destroy();
+        await new Promise((resolve) => this.server.close(() => resolve()));
+    }
+}
+
+// A good OTLP/HTTP server (HTTP/1.1): every POST to any path is answered
+// 200 with an empty body (a valid empty Export*ServiceResponse), unless
+// `mode` makes it misbehave. Keeps what it received (bodies as sent:
+// the matrix sends uncompressed).
+class HttpServer {
+    constructor(mode = 'ok') {
+        this.mode = mode;
+        this.calls = []; // {t, path, bytes: Buffer}
+        this.sockets = new Set();
+        this.held = [];
+    }
+
+    async start(port = 0) {
+        this.accepted = 0;
+        this.server = http.createServer((req, res) => this._request(req, res));
+        this.server.on('connection', (s) => {
+            this.accepted++;
+            this.sockets.add(s);
+            s.on('close', () => this.sockets.delete(s));
+            s.on('error', () => {});
+        });
+        this.port = await listen(this.server, port);
+        return this.port;
+    }
+
+    _request(req, res) {
+        const chunks = [];
+        req.on('error', () => {});
+        req.on('data', (d) => chunks.push(d));
+        req.on('end', () => {
+            this.calls.push({t: Date.now(), path: req.url, bytes: Buffer.concat(chunks)});
+            if (this.mode === 'http-stall') {
+                this.held.push(res); // answered never
+                return;
+            }
+            try {
+                if (this.mode === 'http-503') {
+                    res.writeHead(503, {'retry-after': '1'});
+                    return res.end();
+                }
+                res.writeHead(200, {'content-type': 'application/x-protobuf'});
+                // badproto: field 15 with wire type 7 (invalid), then noise
+                res.end(this.mode === 'http-badproto'
+                    ? Buffer.concat([Buffer.from([0x7f, 0xff, 0xff]), crypto.randomBytes(29)])
+                    : Buffer.alloc(0));
+            } catch (e) { /* the client gave up meanwhile */ }
+        });
+    }
+
+    delivered(needle, since = 0) {
+        return this.calls.filter((c) => c.t >= since && c.bytes.includes(needle));
+    }
+
+    async close() {
+        for (const s of this.sockets) s.destroy();
         await new Promise((resolve) => this.server.close(() => resolve()));
     }
 }
@@ -213,8 +277,9 @@ class RawServer {
 
 const RAW_MODES = ['absent', 'silent', 'reset', 'garbage', 'slow', 'midclose'];
 const GRPC_MODES = ['grpc-stall', 'grpc-badproto', 'grpc-badframe'];
+const HTTP_MODES = ['http-stall', 'http-badproto', 'http-503'];
 
-module.exports = {GrpcServer, RawServer, freePort, RAW_MODES, GRPC_MODES};
+module.exports = {GrpcServer, HttpServer, RawServer, freePort, RAW_MODES, GRPC_MODES, HTTP_MODES};
 
 // CLI, to poke at an exporter by hand:  node hostile.js <mode> [port]
 if (require.main === module) {

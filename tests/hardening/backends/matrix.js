@@ -6,7 +6,8 @@
 //        when BK_HOST links the agent itself), QB_COLLECTOR (collector.py),
 //        PYTHON (python3)
 //
-// One case = one exporter x one mode. The host runs with the agent
+// One case = one exporter x one mode (the OTLP exporters over gRPC, and
+// over OTLP/HTTP: "otlp_logs/http"). The host runs with the agent
 // sampling every 50 ms; the backend misbehaves until the agent has said it
 // failed (PHASE1_MS at least), then a good server takes the same port
 // until it has the host's data, and DRAIN_MS more; then the host is told to
@@ -31,7 +32,14 @@ const {spawn} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {GrpcServer, RawServer, freePort, RAW_MODES, GRPC_MODES} = require('./hostile.js');
+const {GrpcServer, HttpServer, RawServer, freePort, RAW_MODES, GRPC_MODES, HTTP_MODES} =
+    require('./hostile.js');
+// Exporters that bring their own backend and cases: every cases_*.js here
+// exports {exporter, goodServer(dir, {Collector}), env(port, dir), needle,
+// cases()}.
+const PLUGINS = fs.readdirSync(__dirname).filter((f) => /^cases_.*\.js$/.test(f))
+    .map((f) => require(`./${f}`));
+const plugin = (exporter) => PLUGINS.find((p) => p.exporter === exporter);
 
 const RUN_MS = Number(process.env.BK_RUN_MS || 5000); // cases without phases
 const PHASE1_MS = Number(process.env.BK_PHASE1_MS || 2500); // hostile, at least
@@ -52,7 +60,11 @@ const NEEDLE = Buffer.from('bk-sleeper');
 // modes whose answers gRPC may take as a success (a response it cannot
 // parse, or one cut short at the end of the stream), so no failure need be
 // counted
-const ANSWERS_OK = new Set(['grpc-badproto', 'grpc-badframe']);
+const ANSWERS_OK = new Set(['grpc-badproto', 'grpc-badframe', 'http-badproto']);
+// ... and over OTLP/HTTP, midclose: libcurl (as curl(1)) takes a status
+// line followed by a close in the middle of the headers as a whole answer,
+// and the good server behind the proxy did get the request
+const answersOk = (c) => ANSWERS_OK.has(c.mode) || (c.transport === 'http' && c.mode === 'midclose');
 // what the exporters say when a backend fails them
 const FAILURE_LINE = /export to .* failed|reconnecting in/;
 const NEEDLE16 = Buffer.from('bk-worker', 'utf16le').swap16();
@@ -67,14 +79,18 @@ function sleep(ms) {
 }
 
 // ---- the qubership collector (tests/qubership/collector.py) -----------
+// (or another Python collector that prints its port first: opts.script,
+// opts.python, opts.args; plugins get this class)
 
 class Collector {
-    constructor(dir) {
+    constructor(dir, opts = {}) {
         this.dir = dir;
+        this.opts = opts;
     }
     start(port) {
         return new Promise((resolve, reject) => {
-            this.proc = spawn(PYTHON, [COLLECTOR, '--port', String(port), '--out', this.dir],
+            this.proc = spawn(this.opts.python || PYTHON, [this.opts.script || COLLECTOR,
+                '--port', String(port), '--out', this.dir, ...(this.opts.args || [])],
                 {stdio: ['ignore', 'pipe', 'inherit']});
             this.proc.on('error', reject);
             this.proc.stdout.once('data', (d) => {
@@ -107,16 +123,18 @@ class Collector {
 // collector (started once per case, before the host: Python takes a while
 // to start on a busy machine). Raw modes front it where they need one, and
 // after recovery a transparent proxy on the case's port leads to it.
-async function goodServer(exporter, dir) {
+async function goodServer(exporter, dir, transport) {
+    if (plugin(exporter)) return plugin(exporter).goodServer(dir, {Collector});
     const srv = exporter === 'qubership' ? new Collector(path.join(dir, 'good'))
-        : new GrpcServer('ok');
+        : transport === 'http' ? new HttpServer('ok') : new GrpcServer('ok');
     await srv.start(0);
     return srv;
 }
 
 // The misbehaving backend on `port`; returns {close()}.
 async function hostile(mode, port, upstream) {
-    const srv = GRPC_MODES.includes(mode) ? new GrpcServer(mode) : new RawServer(mode, upstream);
+    const srv = GRPC_MODES.includes(mode) ? new GrpcServer(mode)
+        : HTTP_MODES.includes(mode) ? new HttpServer(mode) : new RawServer(mode, upstream);
     await srv.start(port);
     return srv;
 }
@@ -135,7 +153,7 @@ async function recovered(port, upstream) {
     }
 }
 
-function envFor(exporter, port, dir) {
+function envFor(exporter, port, dir, transport) {
     const env = {
         ...process.env,
         SPLUNK_PROFILER_ENABLED: 'true',
@@ -157,6 +175,8 @@ function envFor(exporter, port, dir) {
         STACKSHOT_QUBERSHIP_RECONNECT: '300',
         STACKSHOT_QUBERSHIP_TIMEOUT: '1000',
     };
+    for (const p of PLUGINS) Object.assign(env, p.env(port, dir));
+    if (transport === 'http') env.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
     if (LIB) env.LD_PRELOAD = LIB;
     return env;
 }
@@ -170,6 +190,7 @@ function runHost(env, args) {
     const done = new Promise((resolve) => {
         const p = spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']});
         out.finish = () => p.stdin.end();
+        out.mark = () => p.stdin.write('m\n');
         p.stdout.on('data', (d) => {
             out.stdout += d;
             if (!out.opsAt && out.stdout.includes('\n')) out.opsAt = Date.now();
@@ -184,6 +205,8 @@ function runHost(env, args) {
     });
     done.stderrSoFar = () => out.stderr;
     done.finish = () => out.finish();
+    // the host takes its early resident set again now (see bk_host.c)
+    done.mark = () => out.mark();
     return done;
 }
 
@@ -195,6 +218,15 @@ function parseCounters(stderr, exporter) {
     const [inn, rdrop, exp, drop, rej, retries, failures] = m.slice(1).map(Number);
     return {in: inn, roundsDropped: rdrop, exported: exp, dropped: drop, rejected: rej, retries,
         failures};
+}
+
+// The fan-out's line: "pid P <exporter>: T rounds taken = D delivered + X
+// dropped + F refused + H held".
+function parseFanout(stderr, exporter) {
+    const m = stderr.match(new RegExp(`pid \\d+ ${exporter}: (\\d+) rounds taken = (\\d+) ` +
+        'delivered \\+ (\\d+) dropped \\+ (\\d+) refused \\+ (\\d+) held'));
+    return m ? {taken: Number(m[1]), delivered: Number(m[2]), dropped: Number(m[3]),
+        refused: Number(m[4]), held: Number(m[5])} : null;
 }
 
 function parseAccounting(stderr, exporter) {
@@ -215,15 +247,20 @@ function floods(stderr) {
     return {lines: lines.length, repeated};
 }
 
+function needleFor(exporter) {
+    if (plugin(exporter)) return plugin(exporter).needle;
+    return exporter === 'qubership' ? NEEDLE16 : NEEDLE;
+}
+
 async function runCase(c) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bk-${c.exporter}-${c.mode}-`));
     const port = await freePort();
     const problems = [];
-    const env = envFor(c.exporter, port, dir);
+    const env = envFor(c.exporter, port, dir, c.transport);
     if (c.setup) c.setup(env, dir);
     let bad = null, goodSrv = null, front = null;
     if (c.exporter !== 'text') {
-        goodSrv = await goodServer(c.exporter, dir);
+        goodSrv = await goodServer(c.exporter, dir, c.transport);
         bad = await hostile(c.mode, port, goodSrv.port);
     }
     // The host runs until we close its input: the phases follow what the
@@ -231,11 +268,21 @@ async function runCase(c) {
     // the first round may come seconds late).
     const run = runHost(env, ['0', '1', '16', '24', '2000']);
     const t0 = Date.now();
+    // The resident set's baseline: once the exporter has opened (an OTLP
+    // exporter loads its module then, gRPC's libraries with it, a start-up
+    // cost and not growth; on a busy machine that can come after the host's
+    // own early sample at 300 ms)
+    if (c.exporter.startsWith('otlp')) {
+        while (Date.now() - t0 < MAX_PHASE_MS && !/ sending /.test(run.stderrSoFar()))
+            await sleep(50);
+        await sleep(200);
+        run.mark();
+    }
     let recoveredAt = 0;
     if (bad && !c.norecover) {
         // the hostile phase lasts until the exporter has met it
         const met = () => FAILURE_LINE.test(run.stderrSoFar()) ||
-            (ANSWERS_OK.has(c.mode) && bad.accepted > 0);
+            (answersOk(c) && bad.accepted > 0);
         while (Date.now() - t0 < MAX_PHASE_MS && (Date.now() - t0 < PHASE1_MS || !met()))
             await sleep(100);
         await bad.close();
@@ -243,7 +290,7 @@ async function runCase(c) {
         recoveredAt = Date.now();
         // then until the good server has the host's data, and the backlog
         // had DRAIN_MS to go
-        const needle = c.exporter === 'qubership' ? NEEDLE16 : NEEDLE;
+        const needle = needleFor(c.exporter);
         const t1 = Date.now();
         while (Date.now() - t1 < MAX_PHASE_MS && !goodSrv.delivered(needle, recoveredAt).length)
             await sleep(100);
@@ -285,12 +332,23 @@ async function runCase(c) {
             problems.push(`only ${ctr.in} rounds reached the exporter`);
         }
         if (c.exporter !== 'text') {
+            const fan = parseFanout(r.stderr, c.exporter);
+            if (!fan) problems.push('no fan-out accounting line');
+            else if (fan.held) problems.push(`${fan.held} rounds held at exit`);
             if (!acc) {
                 problems.push('no accounting line');
             } else {
-                if (acc.consumed + ctr.roundsDropped !== ctr.in)
+                // qubership counts as dropped, besides what its queue
+                // dropped, rounds it consumed whose data never reached the
+                // collector (and rounds refused while blacklisted): the
+                // fan-out's equation holds, and every round consumed was in
+                if (c.exporter === 'qubership') {
+                    if (acc.consumed > ctr.in)
+                        problems.push(`rounds: ${acc.consumed} consumed > ${ctr.in} in`);
+                } else if (acc.consumed + ctr.roundsDropped !== ctr.in) {
                     problems.push(`rounds: ${ctr.in} in != ${acc.consumed} consumed + ` +
                         `${ctr.roundsDropped} dropped`);
+                }
                 const out = ctr.exported + ctr.dropped + ctr.rejected;
                 if (acc.taken !== out)
                     problems.push(`records: ${acc.taken} taken != ${out} exported+dropped+rejected`);
@@ -300,7 +358,7 @@ async function runCase(c) {
         }
     }
     // the hostile phase was met and counted
-    if (bad && !c.norecover && ctr && ctr.failures === 0 && !ANSWERS_OK.has(c.mode))
+    if (bad && !c.norecover && ctr && ctr.failures === 0 && !answersOk(c))
         problems.push('no failure counted: the exporter never met the hostile backend');
     // one line per failure kind, not one per round
     const peak = r.stderr.match(/memory: peak (\d+) bytes queued, limit (\d+)/);
@@ -316,7 +374,7 @@ async function runCase(c) {
     if (abandoned) problems.push(`exporter thread abandoned at exit: ${abandoned[0]}`);
     // recovery
     if (goodSrv && !c.norecover) {
-        const got = goodSrv.delivered(c.exporter === 'qubership' ? NEEDLE16 : NEEDLE, recoveredAt);
+        const got = goodSrv.delivered(needleFor(c.exporter), recoveredAt);
         if (!got.length)
             problems.push('nothing of the host reached the good server after recovery (it got ' +
                 `${goodSrv.calls ? goodSrv.calls.length + ' calls' : 'no file'}, the front ` +
@@ -331,7 +389,7 @@ async function runCase(c) {
             problems.push(`the backlog did not drain after recovery: ${left[0]}`);
     }
     if (goodSrv) await goodSrv.close();
-    const summary = `${c.exporter}/${c.mode}${c.norecover ? ' (down to the end)' : ''}: exit +${exitDelay} ms, rss +${growKb} kB, ` +
+    const summary = `${c.exporter}${c.transport ? '/' + c.transport : ''}/${c.mode}${c.norecover ? ' (down to the end)' : ''}: exit +${exitDelay} ms, rss +${growKb} kB, ` +
         (ctr ? `rounds ${ctr.in} in/${ctr.roundsDropped} dropped, records ` +
             `${ctr.exported} exported/${ctr.dropped} dropped, ${ctr.failures} failures` : '') +
         `, ${fl.lines} log lines`;
@@ -361,6 +419,17 @@ function cases() {
     list.push({exporter: 'otlp_logs', mode: 'grpc-stall', norecover: true, setup: defaults});
     list.push({exporter: 'otlp_profiles', mode: 'grpc-stall', norecover: true, setup: defaults});
     list.push({exporter: 'qubership', mode: 'silent', norecover: true, setup: defaults});
+    // OTLP/HTTP (http/protobuf): otlp_logs against every raw and HTTP mode,
+    // otlp_profiles against a few; both stalled to the end
+    for (const mode of RAW_MODES.concat(HTTP_MODES))
+        list.push({exporter: 'otlp_logs', transport: 'http', mode});
+    for (const mode of ['absent', 'garbage', 'http-503'])
+        list.push({exporter: 'otlp_profiles', transport: 'http', mode});
+    list.push({exporter: 'otlp_logs', transport: 'http', mode: 'http-stall', norecover: true,
+        setup: defaults});
+    list.push({exporter: 'otlp_profiles', transport: 'http', mode: 'http-stall', norecover: true,
+        setup: defaults});
+    for (const p of PLUGINS) list.push(...p.cases());
     // text: the output directory cannot be used
     // the text file is created at the first write: a directory that cannot
     // be made is said once, and every round is counted lost
@@ -388,7 +457,8 @@ async function main() {
         console.log('SKIP: BK_HOST not set or missing');
         process.exit(77);
     }
-    let todo = cases().filter((c) => !only || `${c.exporter}/${c.mode}`.includes(only));
+    let todo = cases().filter((c) => !only ||
+        `${c.exporter}${c.transport ? '/' + c.transport : ''}/${c.mode}`.includes(only));
     if (!COLLECTOR || !fs.existsSync(COLLECTOR)) {
         console.log('note: QB_COLLECTOR missing: qubership cases skipped');
         todo = todo.filter((c) => c.exporter !== 'qubership');

@@ -174,6 +174,11 @@ async function main() {
         const pods = qb.handshakes();
         console.log(`qubership: ${pods.length} handshakes, ${new Set(pods).size} distinct pod names`);
         assert.ok(pods.length >= 1 + kids.length, `qubership handshakes ${pods.length}`);
+        // one pod name per process (the collector drops an older
+        // connection of the same pod), also for children forked at once;
+        // a reconnect greets again with the same name
+        assert.ok(new Set(pods).size >= 1 + kids.length,
+            `qubership pod names: ${new Set(pods).size} distinct for ${1 + kids.length} processes`);
     } else {
         // the rate is the machine's (2 shared cores, children that exec
         // load the agent again): reported against a run without the

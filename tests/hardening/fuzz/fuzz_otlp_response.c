@@ -8,7 +8,11 @@
  *     accept the bytes they agree; the message buffer is sized from the
  *     input so that any write past it is an ASan report;
  *   2 round trips: a Status carrying RetryInfo{Duration} and a partial
- *     success built from the input's numbers, decoded back to them.
+ *     success built from the input's numbers, decoded back to them;
+ *   3 the protobuf reader itself (pb_next, exporters/common/pb.c, under
+ *     every decoder above): a walk of nested messages that only moves
+ *     forward and stays inside its input, and the google.rpc.Status
+ *     decoder of OTLP/HTTP error bodies (ss_otlp_decode_status).
  * Invariants: no crash, no read past the input, deterministic, a delay of
  * at most a year, values as encoded. */
 #include "exporters/otlp/otlp.h"
@@ -172,13 +176,54 @@ static void round_trips(const uint8_t *d, size_t n) {
     CHECK(got == rejected && strlen(msg) == tl && memcmp(msg, text, tl) == 0);
 }
 
+/* Walk every field, descending into length-delimited ones (as if each
+ * were a message) to a depth of 8. Each step moves forward and every
+ * slice lies inside its parent. Returns the fields seen. */
+static size_t walk(pb_reader r, int depth) {
+    size_t fields = 0;
+    while (pb_more(&r)) {
+        const uint8_t *before = r.p, *end = r.end;
+        uint32_t num;
+        int wt;
+        uint64_t v;
+        pb_reader sub = {0};
+        if (!pb_next(&r, &num, &wt, &v, &sub))
+            break;
+        CHECK(r.p > before && r.p <= end && r.end == end);
+        CHECK(num >= 1 && num <= 0x1fffffff);
+        fields++;
+        if (wt == PB_LEN) {
+            CHECK(sub.p >= before && sub.end <= r.p && sub.p <= sub.end);
+            if (depth < 8)
+                fields += walk(sub, depth + 1);
+        }
+    }
+    return fields;
+}
+
+static void fuzz_reader(const uint8_t *d, size_t n) {
+    uint8_t *copy = malloc(n ? n : 1); /* exact size: ASan sees over-reads */
+    memcpy(copy, d, n);
+    CHECK(walk(pb_reader_of(copy, n), 0) == walk(pb_reader_of(copy, n), 0));
+    size_t msg_len = 1 + (n ? d[0] % 48 : 0);
+    char *msg = malloc(msg_len);
+    int32_t code = -1;
+    int rc = ss_otlp_decode_status(copy, n, &code, msg, msg_len);
+    CHECK(rc == 0 || rc == -EINVAL);
+    CHECK(memchr(msg, '\0', msg_len) != NULL);
+    CHECK(rc == 0 || (code == 0 && msg[0] == '\0'));
+    free(msg);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: fuzz_retry_info(data + 1, size - 1); break;
     case 1: fuzz_partial(data + 1, size - 1); break;
     case 2: round_trips(data + 1, size - 1); break;
+    case 3: fuzz_reader(data + 1, size - 1); break;
     }
     return 0;
 }

@@ -114,6 +114,22 @@ static void test_partial_success_malformed(void **state) {
     assert_int_equal(rej, 0);
 }
 
+/* The body of an OTLP/HTTP failure: google.rpc.Status{code, message}; a
+ * truncated one says nothing. */
+static void test_status_body(void **state) {
+    (void)state;
+    static const uint8_t b[] = {0x08, 0x08, 0x12, 0x09, 's', 'l', 'o', 'w', ' ', 'd', 'o', 'w', 'n'};
+    int32_t code;
+    char msg[8];
+    assert_int_equal(ss_otlp_decode_status(b, sizeof b, &code, msg, sizeof msg), 0);
+    assert_int_equal(code, 8);
+    assert_string_equal(msg, "slow do");
+    assert_int_equal(ss_otlp_decode_status(b, sizeof b - 1, &code, msg, sizeof msg), -EINVAL);
+    assert_int_equal(code, 0);
+    assert_string_equal(msg, "");
+    assert_int_equal(ss_otlp_decode_status(NULL, 0, &code, msg, sizeof msg), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resource_keys_equal_after_utf8_fix),
@@ -122,6 +138,7 @@ int main(void) {
         cmocka_unit_test(test_partial_success_merge),
         cmocka_unit_test(test_partial_success_bounds),
         cmocka_unit_test(test_partial_success_malformed),
+        cmocka_unit_test(test_status_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

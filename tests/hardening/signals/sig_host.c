@@ -10,11 +10,18 @@
  *                           for 3 agent rounds first)
  *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
  *                           by one long nanosleep
+ *   sig_host sleep5         the main thread calls sleep(5) once: how long it slept
+ *   sig_host quiet ROUNDS   threads loop on nanosleep, poll, epoll_wait and
+ *                           select (50 ms timeouts) until the agent wrote
+ *                           ROUNDS rounds, counting EINTR
+ *   sig_host undumpable ROUNDS  makes itself non-dumpable (run it as an
+ *                           unprivileged user), a napping and a busy thread
  *
  * Every mode prints one result line on stdout; the checks are in
  * check_signals.py. [sig] defaults to SIGRTMAX-3, the agent's default. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -315,6 +325,111 @@ static int mode_eintr(int seconds) {
     return 0;
 }
 
+/* ---- sleep5: one sleep(5) on the main thread ---------------------- */
+
+static int mode_sleep5(void) {
+    uint64_t t0 = mono_ms();
+    unsigned left = sleep(5); /* returns early (the seconds left) when interrupted */
+    printf("sleep5: slept_ms=%llu left_s=%u\n", (unsigned long long)(mono_ms() - t0), left);
+    return 0;
+}
+
+/* ---- quiet: timed waits in a loop, counting EINTR ------------------ */
+
+static int quiet_pipe[2];
+static atomic_int eintr_nanosleep, eintr_poll, eintr_epoll, eintr_select, quiet_loops;
+
+__attribute__((noinline)) static void *loop_nanosleep(void *arg) {
+    (void)arg;
+    while (!atomic_load(&done)) {
+        struct timespec ts = {0, 50 * 1000000L};
+        if (nanosleep(&ts, NULL) != 0 && errno == EINTR)
+            atomic_fetch_add(&eintr_nanosleep, 1);
+        atomic_fetch_add(&quiet_loops, 1);
+    }
+    return NULL;
+}
+
+__attribute__((noinline)) static void *loop_poll(void *arg) {
+    (void)arg;
+    struct pollfd p = {quiet_pipe[0], POLLIN, 0};
+    while (!atomic_load(&done))
+        if (poll(&p, 1, 50) < 0 && errno == EINTR)
+            atomic_fetch_add(&eintr_poll, 1);
+    return NULL;
+}
+
+__attribute__((noinline)) static void *loop_epoll(void *arg) {
+    (void)arg;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = quiet_pipe[0]};
+    epoll_ctl(ep, EPOLL_CTL_ADD, quiet_pipe[0], &ev);
+    while (!atomic_load(&done)) {
+        struct epoll_event out;
+        if (epoll_wait(ep, &out, 1, 50) < 0 && errno == EINTR)
+            atomic_fetch_add(&eintr_epoll, 1);
+    }
+    close(ep);
+    return NULL;
+}
+
+__attribute__((noinline)) static void *loop_select(void *arg) {
+    (void)arg;
+    while (!atomic_load(&done)) {
+        fd_set r;
+        FD_ZERO(&r);
+        FD_SET(quiet_pipe[0], &r);
+        struct timeval tv = {0, 50000};
+        if (select(quiet_pipe[0] + 1, &r, NULL, NULL, &tv) < 0 && errno == EINTR)
+            atomic_fetch_add(&eintr_select, 1);
+    }
+    return NULL;
+}
+
+/* Until the agent wrote `rounds` rounds (at most 60 s). */
+static int mode_quiet(int rounds) {
+    if (pipe(quiet_pipe) != 0)
+        return 1;
+    void *(*fns[])(void *) = {loop_nanosleep, loop_poll, loop_epoll, loop_select};
+    const char *names[] = {"q-nanosleep", "q-poll", "q-epoll", "q-select"};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        pthread_create(&th[i], NULL, fns[i], NULL);
+        pthread_setname_np(th[i], names[i]);
+    }
+    int got = 0;
+    for (int i = 0; i < 1200 && (got = rounds_written()) < rounds; i++)
+        nap_ms(50);
+    atomic_store(&done, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    printf("quiet: rounds=%d loops=%d nanosleep=%d poll=%d epoll=%d select=%d\n", got,
+           atomic_load(&quiet_loops), atomic_load(&eintr_nanosleep), atomic_load(&eintr_poll),
+           atomic_load(&eintr_epoll), atomic_load(&eintr_select));
+    return 0;
+}
+
+/* ---- undumpable: the host makes itself non-dumpable ---------------- */
+
+/* Its /proc/self/task/<tid>/syscall then belongs to root: an unprivileged
+ * agent cannot read where a thread sleeps and must signal it as before. */
+static int mode_undumpable(int rounds) {
+    prctl(PR_SET_DUMPABLE, 0);
+    pthread_t a, b;
+    pthread_create(&a, NULL, napper, NULL);
+    pthread_setname_np(a, "ud-napper");
+    pthread_create(&b, NULL, busy, NULL);
+    pthread_setname_np(b, "ud-busy");
+    int got = 0;
+    for (int i = 0; i < 400 && (got = rounds_written()) < rounds; i++)
+        nap_ms(50);
+    atomic_store(&done, 1);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    printf("undumpable: rounds=%d dumpable=%d\n", got, prctl(PR_GET_DUMPABLE));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "late") == 0)
@@ -327,6 +442,12 @@ int main(int argc, char **argv) {
         return mode_prof(argc > 2 && strcmp(argv[2], "wait") == 0);
     if (strcmp(mode, "eintr") == 0 && argc > 2)
         return mode_eintr(atoi(argv[2]));
-    fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS [sig]\n");
+    if (strcmp(mode, "sleep5") == 0)
+        return mode_sleep5();
+    if (strcmp(mode, "quiet") == 0 && argc > 2)
+        return mode_quiet(atoi(argv[2]));
+    if (strcmp(mode, "undumpable") == 0 && argc > 2)
+        return mode_undumpable(atoi(argv[2]));
+    fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS|sleep5|quiet ROUNDS [sig]\n");
     return 2;
 }

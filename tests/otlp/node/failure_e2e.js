@@ -257,7 +257,7 @@ cases.bad_config = async () => {
         OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://bad host name:1',
         OTEL_EXPORTER_OTLP_HEADERS: 'tokenwithoutequals,x-ok=1',
         OTEL_EXPORTER_OTLP_TIMEOUT: 'ten',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc/web',
         OTEL_RESOURCE_ATTRIBUTES: 'a=1,b=%zz',
         STACKSHOT_LOGS_BATCH_SIZE: 'many',
         STACKSHOT_SHUTDOWN_TIMEOUT: '1000',
@@ -273,7 +273,7 @@ cases.bad_config = async () => {
     one(/OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http:\/\/bad host name:1: not an endpoint.*; using http:\/\/localhost:4317/);
     one(/OTEL_EXPORTER_OTLP_HEADERS: header item 1 has no '='; skipping that header/);
     one(/OTEL_EXPORTER_OTLP_TIMEOUT=ten: not an integer number of milliseconds; using 10000/);
-    one(/OTEL_EXPORTER_OTLP_PROTOCOL=http\/protobuf: only grpc is supported/);
+    one(/OTEL_EXPORTER_OTLP_PROTOCOL=grpc\/web: not a protocol \(grpc or http\/protobuf\); using grpc/);
     one(/OTEL_RESOURCE_ATTRIBUTES=.*ignoring the whole variable/);
     one(/STACKSHOT_LOGS_BATCH_SIZE=many/);
     assert.ok(!/tokenwithoutequals/.test(res.stderr), 'a header item was printed');

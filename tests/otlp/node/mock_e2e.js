@@ -1,6 +1,6 @@
 // mock_e2e.js: otlp_logs against a receiver this project did not write.
 //
-//   node mock_e2e.js <case>
+//   node mock_e2e.js <case> [grpc|http|http-gzip]
 //
 // Starts @elastic/mockotlpserver (its own bundled official protos) on a
 // free loopback port, runs a program with the agent exporting to it
@@ -15,10 +15,18 @@
 //   driver   the agent core with a scripted source (tests/otlp/otlp_driver)
 //   preload  the native demo with LD_PRELOAD=libstackshot.so (real sampler)
 // Paths come from the environment: OTLP_DRIVER, OTLP_DEMO, STACKSHOT_LIB.
+//
+// Transports: grpc (the default), http (OTEL_EXPORTER_OTLP_PROTOCOL=
+// http/protobuf to the server's OTLP/HTTP port: the general endpoint, so
+// the agent appends /v1/logs), http-gzip (the same with gzip: a proxy in
+// front of the server checks "Content-Encoding: gzip" on every request and
+// gunzips it, the server decoding what the agent compressed).
 'use strict';
 
 const assert = require('assert/strict');
+const http = require('http');
 const os = require('os');
+const zlib = require('zlib');
 const lib = require('./lib');
 
 lib.requireDeps();
@@ -115,32 +123,89 @@ function checkRecord(rec, block) {
     assert.equal(a['thread.state'], state[1]);
 }
 
+// In front of the OTLP/HTTP server: every request must come gzipped; it is
+// passed on gunzipped (without the Content-Encoding header).
+function gunzipProxy(port, seen) {
+    const proxy = http.createServer((req, res) => {
+        const chunks = [];
+        req.on('data', (c) => chunks.push(c));
+        req.on('end', () => {
+            const body = Buffer.concat(chunks);
+            seen.push({encoding: req.headers['content-encoding'], type: req.headers['content-type'],
+                path: req.url, bytes: body.length});
+            let plain;
+            try {
+                plain = zlib.gunzipSync(body);
+            } catch (e) {
+                res.writeHead(400);
+                return res.end();
+            }
+            const headers = {...req.headers, 'content-length': String(plain.length)};
+            delete headers['content-encoding'];
+            const up = http.request({host: '127.0.0.1', port, method: 'POST', path: req.url, headers},
+                (r) => {
+                    res.writeHead(r.statusCode, r.headers);
+                    r.pipe(res);
+                });
+            up.end(plain);
+        });
+    });
+    return new Promise((resolve) => proxy.listen(0, '127.0.0.1', () => resolve(proxy)));
+}
+
 async function main() {
     const name = process.argv[2] || 'driver';
+    const transport = process.argv[3] || 'grpc';
     const c = cases[name]();
     if (!c.program) lib.skip(`no program for case ${name} (environment not set)`);
     const got = [];
+    const viaHttp = transport !== 'grpc';
     const server = new MockOtlpServer({
-        services: ['grpc'],
+        services: [viaHttp ? 'http' : 'grpc'],
         grpcHostname: '127.0.0.1',
         grpcPort: 0,
+        httpHostname: '127.0.0.1',
+        httpPort: 0,
         logLevel: 'warn',
         onLogs: (logs) => got.push(normalizeLogs(logs)),
     });
     await server.start();
+    let port = viaHttp ? server.httpUrl.port : server.grpcUrl.port;
+    const seen = [];
+    let proxy = null;
+    const env = {};
+    if (viaHttp) env.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
+    if (transport === 'http-gzip') {
+        proxy = await gunzipProxy(port, seen);
+        port = proxy.address().port;
+        env.OTEL_EXPORTER_OTLP_COMPRESSION = 'gzip';
+    }
     const out = lib.tmpDir(name);
     const res = await lib.run(c.program, c.args, {
         SPLUNK_PROFILER_ENABLED: 'true',
         SPLUNK_PROFILER_CALL_STACK_INTERVAL: String(INTERVAL),
         STACKSHOT_EXPORTERS: 'otlp_logs,text',
         STACKSHOT_OUTPUT_DIR: out,
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.grpcUrl.port}`,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
         OTEL_SERVICE_NAME: 'otlp-e2e',
         OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test%2Cci',
+        ...env,
         ...c.env,
     });
     await lib.sleep(200);
+    if (proxy) proxy.close();
     await server.close();
+    if (viaHttp) {
+        assert.match(res.stderr, /otlp_logs: sending call stacks to http:\/\/127\.0\.0\.1:\d+\/v1\/logs over http\/protobuf/);
+    }
+    if (proxy) {
+        assert.ok(seen.length >= 1, 'no request reached the gzip proxy');
+        for (const s of seen) {
+            assert.equal(s.encoding, 'gzip', 'Content-Encoding: gzip');
+            assert.equal(s.type, 'application/x-protobuf');
+            assert.equal(s.path, '/v1/logs');
+        }
+    }
     if (c.skipIf && c.skipIf(res)) lib.skip(c.skipIf(res));
     process.stderr.write(res.stderr);
     assert.equal(res.code, 0, 'the host program exits normally');
@@ -206,13 +271,16 @@ async function main() {
             // other threads named like the program: the sanitizer runtime's
             else if (comm !== c.exeName) assert.equal(internal, '1', `not internal: ${l}`);
         }
-        assert.ok(listed.some((l) => /grpc|event_engine|executor/.test(l)), res.stdout);
+        if (!viaHttp)
+            assert.ok(listed.some((l) => /grpc|event_engine|executor/.test(l)), res.stdout);
+        else
+            assert.ok(listed.some((l) => /stackshot-ohttp internal=1/.test(l)), res.stdout);
     }
     const k = lib.counters(res.stderr);
     assert.equal(k.exported, total, 'counters: every record exported');
     assert.equal(k.dropped, 0);
     assert.equal(k.failures, 0);
-    console.log(`ok: ${name}: ${rounds.length} rounds, ${total} records, decoded by mockotlpserver`);
+    console.log(`ok: ${name} over ${transport}: ${rounds.length} rounds, ${total} records, decoded by mockotlpserver`);
 }
 
 main().catch((e) => {

@@ -2,15 +2,27 @@
 // sends with protobufjs loading the .proto files (independent of the C
 // encoder), then checks every dictionary invariant and concrete values.
 //
-//   node otlp_check.js <v1development|v1experimental> <synth|demo> -- <command...>
+//   node otlp_check.js <v1development|v1experimental> <synth|demo|unimplemented|
+//                      partial|unavailable> -- <command...>
 //
 // Starts a gRPC server on 127.0.0.1 (both method paths), runs the command
 // with OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT pointing at it, waits for it to
 // exit, then checks the requests received. Exit 1 on a failed check.
+// "partial": the receiver answers a partial success rejecting one of the
+// request's two profiles; "unavailable": it answers the first call
+// UNAVAILABLE and takes the retry (both with the synthetic rounds).
+//
+// OTLP_CHECK_TRANSPORT=http (or http-gzip): the receiver is an OTLP/HTTP
+// one instead (node's http: POST /v1development/profiles or
+// /v1experimental/profiles, application/x-protobuf, gzip checked when
+// asked), the exporter set to http/protobuf with the general endpoint (it
+// appends the path of its version).
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const { spawn } = require('child_process');
+const http = require('http');
+const zlib = require('zlib');
 let grpc, protobuf;
 try {
   grpc = require('@grpc/grpc-js');
@@ -240,32 +252,99 @@ async function main() {
   // exporter's method is unknown to the receiver.
   const want = version === 'v1experimental' ? EXP : DEV;
   const pkgs = expect === 'unimplemented' ? [want === DEV ? EXP : DEV] : [DEV, EXP];
+  let calls = 0;
+  const answer = (pkg) => {
+    if (expect !== 'partial') return Buffer.alloc(0);
+    const Resp = root.lookupType(pkg + '.ExportProfilesServiceResponse');
+    return Buffer.from(Resp.encode(Resp.fromObject({
+      partial_success: { rejected_profiles: 1, error_message: 'one bad profile' } })).finish());
+  };
   for (const pkg of pkgs) {
     server.addService(service(pkg), {
-      Export: (call, cb) => { got.push({ pkg, bytes: call.request }); cb(null, Buffer.alloc(0)); },
+      Export: (call, cb) => {
+        if (expect === 'unavailable' && calls++ === 0)
+          return cb({ code: grpc.status.UNAVAILABLE, details: 'warming up' });
+        got.push({ pkg, bytes: call.request });
+        cb(null, answer(pkg));
+      },
     });
   }
-  const port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0',
-    grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  const transport = process.env.OTLP_CHECK_TRANSPORT || 'grpc';
+  let port, httpServer = null;
+  const extra = {};
+  if (transport === 'grpc') {
+    port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0',
+      grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    extra.OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT = 'http://127.0.0.1:' + port;
+    extra.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:1';
+  } else {
+    // OTLP/HTTP: the path names the version, as the Collector's receiver does
+    const paths = { '/v1development/profiles': DEV, '/v1experimental/profiles': EXP };
+    httpServer = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        let body = Buffer.concat(chunks);
+        const pkg = paths[req.url];
+        if (!pkg || !pkgs.includes(pkg)) { res.writeHead(404); return res.end(); }
+        check(req.headers['content-type'] === 'application/x-protobuf', 'content type');
+        if (transport === 'http-gzip') {
+          check(req.headers['content-encoding'] === 'gzip', 'not gzipped');
+          body = zlib.gunzipSync(body);
+        }
+        if (expect === 'unavailable' && calls++ === 0) { res.writeHead(503); return res.end(); }
+        got.push({ pkg, bytes: body });
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+        res.end(answer(pkg));
+      });
+    });
+    port = await new Promise((res) => httpServer.listen(0, '127.0.0.1', () => res(httpServer.address().port)));
+    extra.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
+    extra.OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:' + port;
+    if (transport === 'http-gzip') extra.OTEL_EXPORTER_OTLP_COMPRESSION = 'gzip';
+  }
   const env = Object.assign({}, process.env, {
-    OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT: 'http://127.0.0.1:' + port,
-    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1',
     STACKSHOT_PROFILES_VERSION: version,
-  });
+    STACKSHOT_OTLP_RETRY_INITIAL: '100',
+  }, extra);
   const child = spawn(cmd[0], cmd.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '', stderr = '';
   child.stdout.on('data', (b) => { stdout += b; });
   child.stderr.on('data', (b) => { stderr += b; process.stderr.write(b); });
   const code = await new Promise((res) => child.on('close', (c) => res(c)));
   server.forceShutdown();
+  if (httpServer) httpServer.close();
   if (expect === 'unimplemented') {
     // The driver exits 1 when records were dropped; it must say why, once.
     check(code === 1, `command exited ${code}, want 1 (records dropped)`);
     check(got.length === 0, 'a request reached the wrong service');
-    const lines = stderr.split('\n').filter((l) => l.includes('answers UNIMPLEMENTED'));
+    const lines = stderr.split('\n').filter((l) => l.includes(
+      transport === 'grpc' ? 'answers UNIMPLEMENTED' : 'answers HTTP 404'));
     check(lines.length === 1, `${lines.length} UNIMPLEMENTED lines, want 1`);
-    check(/otlp_profiles: exported 0 dropped 90/.test(stdout), 'counters: ' + stdout.trim());
+    check(/otlp_profiles: exported 0 dropped 90 /.test(stdout), 'counters: ' + stdout.trim());
     console.log('otlp_check: ok ' + version + ' unimplemented: ' + stdout.trim());
+    process.exit(0);
+  }
+  if (expect === 'partial') {
+    // 1 of 2 profiles rejected: half of the 90 observations, counted once.
+    check(code === 0, `command exited ${code}`);
+    const lines = stderr.split('\n').filter((l) => l.includes('accepted a batch partially'));
+    check(lines.length === 1 &&
+          /1 of 2 profiles rejected \(one bad profile\); not retried/.test(lines[0]),
+          'partial success lines: ' + JSON.stringify(lines));
+    check(/otlp_profiles: exported 45 dropped 0 rejected 45/.test(stdout), 'counters: ' + stdout.trim());
+    check(/90 records taken: 45 exported, 0 dropped, 45 rejected/.test(stderr), 'no balanced accounting line');
+    console.log('otlp_check: ok ' + version + ' partial: ' + stdout.trim());
+    process.exit(0);
+  }
+  if (expect === 'unavailable') {
+    check(code === 0, `command exited ${code}`);
+    check(calls === 2 && got.length === 1, `${calls} calls, ${got.length} delivered; want 2 and 1`);
+    check(/otlp_profiles: export to .* failed: (UNAVAILABLE: warming up|HTTP 503); retrying in \d+ ms/.test(stderr),
+          'no retry line');
+    check(/otlp_profiles: delivering to .* again/.test(stderr), 'no recovery line');
+    check(/otlp_profiles: exported 90 dropped 0 rejected 0/.test(stdout), 'counters: ' + stdout.trim());
+    console.log('otlp_check: ok ' + version + ' unavailable: ' + stdout.trim());
     process.exit(0);
   }
   check(code === 0, `command exited ${code}`);
@@ -317,7 +396,7 @@ async function main() {
     }
     summary = { requests: got.length, wall: r.wallTotal, cpu_ns: r.cpuTotal };
   }
-  console.log('otlp_check: ok ' + version + ' ' + expect + ' ' + JSON.stringify(summary));
+  console.log('otlp_check: ok ' + version + ' ' + expect + ' over ' + transport + ' ' + JSON.stringify(summary));
   process.exit(0);
 }
 

@@ -1,0 +1,94 @@
+/* td.c: a round as the thread dump jstack prints (the .td.txt upload).
+ *
+ *   2026-11-24 10:41:33
+ *   Full thread dump OpenJDK 64-Bit Server VM (17.0.15+6-Debian-1deb12u1 mixed mode, sharing):
+ *
+ *   "main" #1 prio=5 os_prio=0 cpu=... elapsed=... tid=0x... nid=0x... waiting on condition
+ *      java.lang.Thread.State: TIMED_WAITING (sleeping)
+ *   	at java.lang.Thread.sleep(java.base@17.0.15/Native Method)
+ *   ...
+ *
+ * The first line is the local time of the round, as the VM prints its
+ * own (os::local_time_string); the second names the VM as jstack does.
+ * The thread blocks are the ones the text exporter writes, which equal
+ * jstack's for every thread the agent samples. What jstack adds and a
+ * round does not know is left out: the "Threads class SMR info" list, lock
+ * lines ("- locked <0x...>"), the stack address after the status, the VM's
+ * own threads (VM Thread, GC and compiler threads) and the JNI references
+ * line. Virtual threads, which jstack does not list, are left out too.
+ * A native process gets the same shape, its threads in
+ * "native.Thread.State:" blocks. */
+#include "dumps.h"
+
+#include "exporters/common/common.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The feature release of the running JDK ("17.0.15+6-...": 17, "1.8.0_392": 8). */
+static int jdk_major(const char *version) {
+    int v = atoi(version);
+    if (v == 1 && strncmp(version, "1.", 2) == 0)
+        v = atoi(version + 2);
+    return v;
+}
+
+/* The thread's header line as jstack prints it on JDK 21 and later:
+ * "name" #<id> [<os tid>] [daemon ]prio=... nid=<decimal> <status> */
+static void header21(const ss_thread_sample *t, ss_buf *out) {
+    ss_buf_putc(out, '"');
+    for (const char *c = t->name; *c; c++)
+        ss_buf_putc(out, (*c == '\n' || *c == '\r') ? ' ' : *c);
+    ss_buf_printf(out, "\" #%" PRId64 " [%" PRId32 "] ", t->number, t->nid);
+    if (t->daemon)
+        ss_buf_puts(out, "daemon ");
+    double cpu_ms = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
+    double elapsed_s = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
+    ss_buf_printf(out,
+                  "prio=%" PRId32 " os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs "
+                  "tid=0x%016" PRIx64 " nid=%" PRId32 " %s\n",
+                  t->prio, t->os_prio, cpu_ms, elapsed_s, t->tid, t->nid,
+                  t->status ? t->status : "runnable");
+}
+
+int qb_td_format(const ss_round *r, ss_buf *out) {
+    time_t secs = (time_t)(r->time_ns / 1000000000ull);
+    struct tm tm;
+    localtime_r(&secs, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    const ss_process_info *p = ss_process();
+    bool jvm = r->runtime == SS_RUNTIME_JVM && p->runtime_banner[0];
+    if (jvm)
+        ss_buf_printf(out, "%s\nFull thread dump %s:\n\n", when, p->runtime_banner);
+    else
+        ss_buf_printf(out, "%s\nFull thread dump %s (native process %d, stackshot %s):\n\n",
+                      when, p->exe_name[0] ? p->exe_name : "process", (int)p->pid, SS_VERSION);
+    /* JDK 21 added the os thread id after the number and prints nid in
+     * decimal: the dump takes the spelling of the VM it comes from */
+    bool new_header = jvm && jdk_major(p->runtime_version) >= 21;
+    ss_buf block;
+    ss_buf_init(&block);
+    for (uint32_t i = 0; i < r->n_threads; i++) {
+        const ss_thread_sample *t = &r->threads[i];
+        if (t->is_virtual)
+            continue;
+        if (!new_header) {
+            ss_text_format_thread(r, t, out);
+        } else {
+            ss_buf_reset(&block);
+            ss_text_format_thread(r, t, &block);
+            const char *nl = block.data ? memchr(block.data, '\n', block.len) : NULL;
+            header21(t, out);
+            if (nl)
+                ss_buf_append(out, nl + 1, block.len - (size_t)(nl + 1 - block.data));
+        }
+        ss_buf_putc(out, '\n');
+    }
+    bool failed = block.failed;
+    ss_buf_free(&block);
+    return out->failed || failed ? -12 : 0;
+}
