@@ -326,7 +326,8 @@ ss_round *ss_round_builder_finish(ss_round_builder *b, uint32_t skipped,
 typedef struct ss_jvm_services {
     /* Make an OutOfMemoryError write a heap dump into dir (the manageable
      * flags HeapDumpOnOutOfMemoryError and HeapDumpPath, unless the user
-     * set them). 0 or -errno; `why` says what was done or why not. */
+     * set them). 0, 1 (the user's HeapDumpPath points elsewhere) or
+     * -errno; `why` says what was done or why not. */
     int (*heap_dump_on_oom)(const char *dir, char *why, size_t n);
     /* Write a heap dump (live objects) to path now. 0 or -errno, `why`. */
     int (*dump_heap)(const char *path, char *why, size_t n);

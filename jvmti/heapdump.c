@@ -225,11 +225,13 @@ static int set_heap_flags(JNIEnv *env, const char *dir, char *why, size_t n) {
     if (rc == 0) {
         if (set_on && set_path)
             snprintf(why, n, "an OutOfMemoryError writes a heap dump into %s", dir);
-        else if (!set_path && strcmp(path_value, dir) != 0 && path_value[0])
+        else if (!set_path && strcmp(path_value, dir) != 0 && path_value[0]) {
             snprintf(why, n,
                      "HeapDumpOnOutOfMemoryError=%s, HeapDumpPath=%s kept as set; dumps written "
                      "outside %s are not uploaded",
                      set_on ? "true" : on_value, path_value, dir);
+            rc = 1;
+        }
         else
             snprintf(why, n, "HeapDumpOnOutOfMemoryError=%s kept as set; dumps go to %s",
                      set_on ? "true" : on_value, path_value[0] ? path_value : dir);

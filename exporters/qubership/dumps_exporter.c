@@ -42,10 +42,12 @@ static void heap_setup(dumps_state *s) {
         return;
     s->heap = true;
     char why[1500] = "";
-    if (jvm->heap_dump_on_oom && jvm->heap_dump_on_oom(s->cfg.logs_dir, why, sizeof why) == 0)
-        ss_info("qubership_dumps: %s", why);
-    else
+    int rc = jvm->heap_dump_on_oom ? jvm->heap_dump_on_oom(s->cfg.logs_dir, why, sizeof why)
+                                   : -ENOTSUP;
+    if (rc < 0)
         ss_warn("qubership_dumps: heap dumps on OutOfMemoryError: %s", why);
+    else /* said when it means dumps that are not uploaded; else debug */
+        ss_log(rc > 0 ? SS_LOG_INFO : SS_LOG_DEBUG, "qubership_dumps: %s", why);
     if (jvm->exhausted)
         s->exhausted_seen = jvm->exhausted();
 }
@@ -178,15 +180,18 @@ static void dumps_close(void *state, uint64_t deadline_ns) {
     qb_uploader_stop(s->up, deadline_ns, &s->ust);
     publish_stats(s);
     qb_upload_stats *u = &s->ust;
-    ss_info("qubership_dumps: accounting: thread dumps %llu taken: %llu uploaded, %llu failed, "
-            "%llu dropped; top dumps %llu taken: %llu uploaded, %llu failed, %llu dropped; heap "
-            "dumps %llu zipped, %llu uploaded, %llu failed attempts",
-            (unsigned long long)u->td_taken, (unsigned long long)u->td_sent,
-            (unsigned long long)u->td_failed, (unsigned long long)u->td_dropped,
-            (unsigned long long)u->top_taken, (unsigned long long)u->top_sent,
-            (unsigned long long)u->top_failed, (unsigned long long)u->top_dropped,
-            (unsigned long long)u->heap_found, (unsigned long long)u->heap_sent,
-            (unsigned long long)u->heap_failed);
+    /* said when a dump was lost or an upload failed; else debug */
+    bool lost = u->td_failed || u->td_dropped || u->top_failed || u->top_dropped || u->heap_failed;
+    ss_log(lost ? SS_LOG_INFO : SS_LOG_DEBUG,
+           "qubership_dumps: accounting: thread dumps %llu taken: %llu uploaded, %llu failed, "
+           "%llu dropped; top dumps %llu taken: %llu uploaded, %llu failed, %llu dropped; heap "
+           "dumps %llu zipped, %llu uploaded, %llu failed attempts",
+           (unsigned long long)u->td_taken, (unsigned long long)u->td_sent,
+           (unsigned long long)u->td_failed, (unsigned long long)u->td_dropped,
+           (unsigned long long)u->top_taken, (unsigned long long)u->top_sent,
+           (unsigned long long)u->top_failed, (unsigned long long)u->top_dropped,
+           (unsigned long long)u->heap_found, (unsigned long long)u->heap_sent,
+           (unsigned long long)u->heap_failed);
     qb_top_destroy(s->top);
     if (s->latest)
         ss_round_unref(s->latest);

@@ -54,6 +54,7 @@ static void *source_main(void *arg) {
     uint64_t interval_ns = (uint64_t)cfg->interval_ms * 1000000u;
     uint64_t end = ss_mono_ns() + (uint64_t)(seconds * 1e9);
     uint64_t busy_cpu = 0, n = 0;
+    uint64_t next = ss_mono_ns();
     while (!atomic_load(&stop_flag) && ss_mono_ns() < end) {
         ss_round_builder_begin(b, ss_wall_ns(), cfg->interval_ms, SS_RUNTIME_NATIVE);
         static const char *const idle[] = {"main", "run_loop", "nanosleep"};
@@ -92,7 +93,13 @@ static void *source_main(void *arg) {
         if (used > atomic_load(&max_mem))
             atomic_store(&max_mem, used);
         n++;
-        ss_sleep_ns(interval_ns);
+        /* absolute deadlines, as a sampler keeps them: a slow round on a
+         * loaded machine does not push every later one back (a window
+         * would then hold one sample less than it stands for) */
+        next += interval_ns;
+        uint64_t now = ss_mono_ns();
+        if (next > now)
+            ss_sleep_ns(next - now);
     }
     ss_round_builder_destroy(b);
     return NULL;

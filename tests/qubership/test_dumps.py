@@ -48,7 +48,7 @@ def agent_env(base, extra=None):
         "SPLUNK_PROFILER_ENABLED": "true",
         "STACKSHOT_EXPORTERS": "qubership_dumps",
         "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "200",
-        "STACKSHOT_LOG_LEVEL": "info",
+        "STACKSHOT_LOG_LEVEL": "debug",  # the accounting lines at exit are debug when all went well
         "DIAGNOSTIC_DUMP_INTERVAL": "1s",
         "NC_DIAGNOSTIC_AGENT_SERVICE": base,
         "POD_NAME": POD,
@@ -335,25 +335,34 @@ def sc_jvm(args, work):
     classes = compile_java(args, work, ["Demo"])
     n = dc.Nginx(work).start()
     jstack = os.path.join(args.java_home, "bin", "jstack")
+    def tds_after(t):
+        # tds whose round (its name's second) began after t
+        return [u for u in n.uploads() if u.kind == "td" and
+                calendar.timegm(time.strptime(u.name[:15], "%Y%m%dT%H%M%S")) > t]
+
     try:
-        p = subprocess.Popen(java(args, classes, None, ["Demo", "6"]), env=agent_env(n.base),
+        p = subprocess.Popen(java(args, classes, None, ["Demo", "60"]), env=agent_env(n.base),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         p.stdout.readline()  # "ready": every thread in its place
         time.sleep(1.0)
         js = subprocess.run([jstack, str(p.pid)], capture_output=True, text=True, timeout=60).stdout
         js_done = time.time()
         top_when, top_text = real_top(p.pid)
+        # a jstack may take seconds on a loaded machine: wait for the next td
+        deadline = time.time() + 20
+        while not tds_after(js_done) and time.time() < deadline:
+            time.sleep(0.2)
+        p.terminate()  # SIGTERM: the JVM exits, VMDeath stops the agent
         out, err = p.communicate(timeout=120)
         sys.stdout.write(err)
         time.sleep(0.3)
         ups = n.uploads()
+        after = tds_after(js_done)
     finally:
         n.stop()
-    check(p.returncode == 0, "jvm: exits 0")
+    check(p.returncode == 143 and "qubership_dumps: accounting:" in err, "jvm: exits (SIGTERM) through VMDeath")
     check_rules(ups, "jvm")
     tds = [u for u in ups if u.kind == "td"]
-    # the first td whose round (its name's second) began after jstack returned
-    after = [u for u in tds if calendar.timegm(time.strptime(u.name[:15], "%Y%m%dT%H%M%S")) > js_done]
     check(after, "jvm: a td taken after jstack (%d tds)" % len(tds))
     if not after:
         return
@@ -550,7 +559,8 @@ def sc_fault(args, work, mode):
     # 3 s of work, then at most the shutdown timeout (2 s) at exit
     check(rc == 0 and took < 3 + 2 + 1.5, "%s: host exits 0 in %.1f s" % (mode, took))
     acc = accounting(err)
-    check(balanced(acc) and acc["td"][1] == 0 and acc["top"][1] == 0 and acc["td"][0] >= 1,
+    # (a td needs a round: on a loaded machine the first may come late)
+    check(balanced(acc) and acc["td"][1] == 0 and acc["top"][1] == 0 and acc["top"][0] >= 1,
           "%s: nothing uploaded, every dump accounted for: %s" % (mode, acc))
     want = {"down": r"not uploaded to \S+ \(.*(connect|refused)",
             "silent": r"dumps? not uploaded before the exit \(dropped\)|not uploaded to \S+ \(",

@@ -77,9 +77,20 @@ def drive(args, port, seconds=3.5, extra=None, threads=0, pause_at=None):
     return subprocess.CompletedProcess(p.args, p.returncode, out, err), took
 
 
-def events(out):
-    with open(os.path.join(out, "events.log")) as f:
-        return [l.split(" ", 1)[1].strip() for l in f]
+def events(out, settle=True):
+    """The collector's events, once every connection it accepted ended
+    (its threads may still be reading the last bytes when the host has
+    exited; up to 3 s on a loaded machine)."""
+    deadline = time.time() + 3
+    while True:
+        with open(os.path.join(out, "events.log")) as f:
+            ev = [l.split(" ", 1)[1].strip() for l in f]
+        accepted = set(e.split()[0] for e in ev if e.endswith(" accept"))
+        ended = set(e.split()[0] for e in ev
+                    if re.match(r"c\d+ (eof|error|close|tls error|fault stall)", e))
+        if not settle or accepted <= ended or time.time() > deadline:
+            return ev
+        time.sleep(0.05)
 
 
 def dump(args, files, *opts):
