@@ -327,7 +327,7 @@ const cases = {
     async unavailable_503() {
         const recv = new HttpReceiver((i) => (i < 2 ? {status: 503, body: status(14, 'warming up')} : {}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         assert.equal(lines(res.stderr, /failed: HTTP 503: warming up; retrying in \d+ ms/).length, 1);
@@ -340,7 +340,7 @@ const cases = {
     async bad_request_400() {
         const recv = new HttpReceiver(() => ({status: 400, body: status(3, 'bad data')}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         assert.equal(lines(res.stderr, /failed: HTTP 400: bad data; dropping the batch/).length, 1);
@@ -355,7 +355,7 @@ const cases = {
     async not_found_404() {
         const recv = new HttpReceiver(() => ({status: 404}));
         const port = await recv.start();
-        const res = await driver(2, baseEnv(port));
+        const res = await driver(2, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         const l = lines(res.stderr, /404/);
@@ -370,7 +370,7 @@ const cases = {
             partial_success: {rejected_log_records: 1, error_message: 'one bad record'}})).finish());
         const recv = new HttpReceiver((i) => (i === 0 ? {body} : {}));
         const port = await recv.start();
-        const res = await driver(2, baseEnv(port));
+        const res = await driver(2, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         assert.equal(lines(res.stderr, /accepted a batch partially: 1 of \d+ records rejected \(one bad record\); not retried/).length, 1);
