@@ -67,12 +67,7 @@ static void drop_oldest_locked(exporter_slot *s) {
 }
 
 static void wait_locked(exporter_slot *s, uint64_t wait_ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + wait_ns;
-    ts.tv_sec = (time_t)(abs / 1000000000ull);
-    ts.tv_nsec = (long)(abs % 1000000000ull);
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    ss_cond_wait_until(&s->cv, &s->mu, ss_mono_ns() + wait_ns);
 }
 
 /* ---- the exporter thread ------------------------------------------- */
@@ -147,11 +142,7 @@ int ss_exporters_start(const ss_config *cfg) {
         s->def = def;
         s->name = def->name;
         pthread_mutex_init(&s->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->cv, &ca);
-        pthread_condattr_destroy(&ca);
+        ss_cond_init_mono(&s->cv);
         atomic_store(&s->accepting, true);
         /* thread "stackshot-<role>"; an exporter in a module: its name */
         int rc = ss_thread_start(&s->thread, def->ops ? def->ops->role : def->name,

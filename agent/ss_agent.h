@@ -43,6 +43,11 @@
 uint64_t ss_wall_ns(void);  /* CLOCK_REALTIME, nanoseconds since the epoch */
 uint64_t ss_mono_ns(void);  /* CLOCK_MONOTONIC, nanoseconds */
 void ss_sleep_ns(uint64_t ns);
+/* A condition variable whose timed waits run on ss_mono_ns's clock, and
+ * such a wait until deadline_ns (monotonic): pthread_cond_timedwait's
+ * result. */
+void ss_cond_init_mono(pthread_cond_t *cv);
+int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
 
 /* ------------------------------------------------------------------ */
 /* Logging                                                              */

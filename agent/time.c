@@ -1,4 +1,4 @@
-/* time.c: the two clocks the agent uses. */
+/* time.c: the two clocks the agent uses, and waits on the monotonic one. */
 #include "ss_agent.h"
 
 #include <errno.h>
@@ -18,4 +18,18 @@ void ss_sleep_ns(uint64_t ns) {
                           .tv_nsec = (long)(ns % 1000000000ull)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+void ss_cond_init_mono(pthread_cond_t *cv) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns) {
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
+    return pthread_cond_timedwait(cv, mu, &ts);
 }

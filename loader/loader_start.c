@@ -30,8 +30,10 @@
  * Launchers: a process whose threads all wait for children or signals
  * while a child runs another program (timeout, runuser, a shell waiting
  * for its command) has nothing to show but that wait; its start is put
- * off by one interval at a time for as long as it stays so. Its child,
- * the program, starts its own agent.
+ * off by one interval at a time for as long as it stays so. One whose
+ * child runs another program but that is not waiting yet is looked at
+ * again every 50 ms, for a second at most. Its child, the program,
+ * starts its own agent.
  *
  * fork(): a child of an armed process arms again (its first round is due
  * when its parent's is, but not before min(interval, 100 ms) after the
@@ -165,37 +167,48 @@ static bool child_runs_other_program(const char *tid, const char *self_exe) {
     return false;
 }
 
+typedef enum launcher_state {
+    NOT_LAUNCHER = 0,
+    LAUNCHING,        /* a child runs another program; we are not waiting yet */
+    LAUNCHER_AT_REST, /* ... and every thread waits for it or for a signal */
+} launcher_state;
+
 /* Every thread but ours waits for a child or a signal, and a child runs
  * another program: timeout, runuser, sudo's parent, a shell running a
  * command. Anything unreadable means "no". */
-static bool launcher_at_rest(void) {
+static launcher_state launcher(void) {
     char self_exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (len <= 0)
-        return false;
+        return NOT_LAUNCHER;
     self_exe[len] = '\0';
     DIR *d = opendir("/proc/self/task");
     if (!d)
-        return false;
+        return NOT_LAUNCHER;
     pid_t me = (pid_t)syscall(SYS_gettid);
     bool waiting = true, launched = false;
     struct dirent *e;
-    while (waiting && (e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || atoi(e->d_name) == me)
             continue;
-        waiting = waits_for_child(thread_syscall(e->d_name));
-        if (waiting && !launched)
+        if (waiting)
+            waiting = waits_for_child(thread_syscall(e->d_name));
+        if (!launched)
             launched = child_runs_other_program(e->d_name, self_exe);
     }
     closedir(d);
-    return waiting && launched;
+    return !launched ? NOT_LAUNCHER : waiting ? LAUNCHER_AT_REST : LAUNCHING;
 }
 
 /* ---- the start thread -------------------------------------------------- */
 
+#define LAUNCH_SETTLE_NS 50000000ull /* 50 ms */
+#define LAUNCH_SETTLE_TRIES 20         /* a second at most */
+
 static void *start_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "stackshot-start");
+    int settling = 0;
     pthread_mutex_lock(&lock);
     for (;;) {
         while (!cancel && mono_ns() < due_ns) {
@@ -208,11 +221,20 @@ static void *start_main(void *arg) {
             return NULL;
         }
         pthread_mutex_unlock(&lock);
-        bool rest = launcher_at_rest();
+        launcher_state ls = launcher();
         pthread_mutex_lock(&lock);
-        if (!rest)
+        if (ls == LAUNCHER_AT_REST) {
+            due_ns = mono_ns() + interval_ns; /* look again one interval later */
+            settling = 0;
+        } else if (ls == LAUNCHING && settling < LAUNCH_SETTLE_TRIES) {
+            /* it launched a program and is on its way to wait for it (a
+             * loaded machine may not have run it that far): look again
+             * soon, a few times */
+            due_ns = mono_ns() + LAUNCH_SETTLE_NS;
+            settling++;
+        } else {
             break;
-        due_ns = mono_ns() + interval_ns; /* look again one interval later */
+        }
     }
     state = START_RUNNING;
     pthread_mutex_unlock(&lock);
@@ -268,6 +290,27 @@ static start_state stop_thread_locked(void) {
 
 /* ---- fork ---------------------------------------------------------------- */
 
+#define FORK_WAIT_START_NS 500000000ull /* a fork waits this long at most */
+
+/* A fork that comes while the start thread opens and starts the core
+ * would copy a half-built agent (its locks held by a thread the child
+ * does not have): it waits for the start to end, a bounded time (the
+ * start itself could be waiting for glibc's at-fork lock, held during
+ * this handler, if a library's constructor registered a handler). Only
+ * the one fork that meets the start waits, once per process. */
+static void atfork_prepare(void) {
+    if (atomic_load(&state) != START_RUNNING)
+        return;
+    uint64_t until = mono_ns() + FORK_WAIT_START_NS;
+    pthread_mutex_lock(&lock);
+    while (state == START_RUNNING && mono_ns() < until) {
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
+                              .tv_nsec = (long)(until % 1000000000ull)};
+        pthread_cond_timedwait(&cond, &lock, &ts);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 static void atfork_child(void) {
     /* only this thread exists: our lock may have been held by another */
     pthread_mutex_init(&lock, NULL);
@@ -287,12 +330,16 @@ static void atfork_child(void) {
         if (due_ns < soonest)
             due_ns = soonest;
         const ss_core_api *api = ss_loader_core();
-        if (api && api->running()) {
-            state = START_DONE; /* started after all: the core restarts itself */
+        bool started = api && api->running();
+        /* The core (if open) forgets what the start thread was building
+         * when the fork came: its locks may be held by that thread, which
+         * is not here. Started already, it restarts itself. */
+        if (api)
             api->fork_child(true);
-        } else {
+        if (started)
+            state = START_DONE;
+        else
             spawn_locked();
-        }
         return;
     }
     const ss_core_api *api = ss_loader_core();
@@ -314,7 +361,7 @@ static bool chromium_helper(int argc, char **argv) {
 void ss_start_fork_handler(void) {
     static atomic_flag installed = ATOMIC_FLAG_INIT;
     if (!atomic_flag_test_and_set(&installed))
-        pthread_atfork(NULL, NULL, atfork_child);
+        pthread_atfork(atfork_prepare, NULL, atfork_child);
 }
 
 void ss_start_arm(int argc, char **argv) {

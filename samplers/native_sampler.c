@@ -33,6 +33,8 @@
 #include "stack_walk.h"
 
 #include <errno.h>
+#include <link.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -909,15 +911,76 @@ static int unwind_wanted(void) {
     return SS_UNWIND_COPY;
 }
 
+/* Is the program a Go executable? The Go linker writes a note owned by
+ * "Go" (type 4, the Go build id) into every ELF it links, cgo or not; the
+ * program's notes are in memory (its first entry of dl_iterate_phdr). */
+static int find_go_note(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    bool *is_go = arg;
+    for (int i = 0; i < info->dlpi_phnum && !*is_go; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr);
+        const uint8_t *end = p + ph->p_memsz;
+        while (p + 12 <= end) {
+            uint32_t namesz, descsz, type;
+            memcpy(&namesz, p, 4);
+            memcpy(&descsz, p + 4, 4);
+            memcpy(&type, p + 8, 4);
+            const uint8_t *name = p + 12;
+            /* the Go linker writes the name "Go\0\0" (namesz 4) */
+            if ((namesz == 3 || namesz == 4) && type == 4 && name + 3 <= end &&
+                memcmp(name, "Go", 3) == 0)
+                *is_go = true;
+            p = name + ((namesz + 3u) & ~3u) + ((descsz + 3u) & ~3u);
+        }
+    }
+    return 1; /* the program is the first entry */
+}
+
+static bool go_program(void) {
+    static int known = -1;
+    if (known < 0) {
+        bool is_go = false;
+        dl_iterate_phdr(find_go_note, &is_go);
+        known = is_go;
+    }
+    return known;
+}
+
+/* STACKSHOT_SIGNAL, unless set: SIGRTMAX-3 (config), but SIGRTMIN in a Go
+ * program: the Go runtime installs its handler on every signal but 32 and
+ * 33 (glibc's) and 34 (musl's), and keeps the signals it does not use to
+ * itself (Go 1.19's sigfwdgo forwards to an earlier handler only signals
+ * it does not handle, or synchronous ones). 34 is SIGRTMIN under glibc. */
+static int signal_wanted(const ss_config *cfg) {
+    bool is_go = go_program();
+    ss_sig_note_go(is_go);
+    if (!is_go || ss_config_raw("STACKSHOT_SIGNAL"))
+        return cfg->signal;
+    static bool said;
+    if (!said) {
+        said = true;
+        ss_debug("a Go program: the sampling signal is SIGRTMIN (%d), the one real-time signal "
+                 "the Go runtime leaves to others (STACKSHOT_SIGNAL sets another)",
+                 SIGRTMIN);
+    }
+    return SIGRTMIN;
+}
+
 /* STACKSHOT_STACK_COPY: bytes of stack a handler copies (copy mode). */
 static uint32_t copy_wanted(void) {
     return (uint32_t)ss_config_size("STACKSHOT_STACK_COPY", 64u * 1024u, 4u * 1024u,
                                     1024u * 1024u);
 }
 
-static int prepare(const ss_config *cfg) {
+static int prepare(const ss_config *given) {
     if (ss_gettid() == getpid())
         ss_walker_note_main((uint64_t)pthread_self());
+    ss_config c = *given;
+    const ss_config *cfg = &c;
+    c.signal = signal_wanted(given);
     int mode = unwind_wanted();
     uint32_t copy_bytes = copy_wanted();
     int rc = ss_sig_start(cfg->signal, cfg->max_depth, mode, copy_bytes);

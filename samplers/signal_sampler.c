@@ -17,11 +17,15 @@
  * kept, never freed) only when it must grow. So whatever a late handler
  * reads is memory that still exists.
  *
- * The handler does only async-signal-safe work: atomics, local unwinding
- * (libunwind, or libgcc's unwinder; no malloc), a few syscalls (gettid,
- * futex), and it saves errno.
+ * Copy mode (the default) sends rt_tgsigqueueinfo with the slot in
+ * si_value (round generation << 32 | index): the handler claims that slot,
+ * copies the registers and the stack from SP (rep movsb, bounded, see
+ * copy_context) and answers with one FUTEX_WAKE, its only system call. The
+ * in-handler modes send tgkill; their handler finds its slot by tid and
+ * unwinds in place (libunwind, or libgcc's unwinder; no malloc) with a
+ * few syscalls (gettid, the CPU clock, futex). Every handler saves errno.
  *
- * Cost of the default unw_step path: Debian's libunwind (1.6) is built
+ * Cost of the unw_step path (STACKSHOT_UNWIND=step): Debian's libunwind (1.6) is built
  * without per-thread caches, so UNW_CACHE_PER_THREAD silently behaves as
  * UNW_CACHE_GLOBAL: every unw_step takes the global cache's mutex with all
  * signals blocked, i.e. two rt_sigprocmask syscalls per frame (measured
@@ -710,32 +714,58 @@ static void wait_batch(uint32_t from, uint32_t to, uint64_t deadline_ns) {
 /* Is our handler still the one on the signal? The host may install its
  * own at any time (sigaction is not ours to intercept); sending it our
  * signal would then run the host's handler for nothing, or worse. One
- * sigaction call, made before every batch of signals. Once the handler
- * is lost, the sampler never signals again and never re-installs over
- * the host: it says so once and native sampling ends. */
-static bool still_ours(void) {
+ * sigaction call, made before every batch of signals.
+ *
+ * A foreign handler is judged by answer, not by address: runtimes that
+ * install a handler on every signal (HotSpot with libjsig, Android's
+ * sigchain...) pass a signal they do not use on to the handler installed
+ * before theirs, and the agent's signal still reaches the agent. So the
+ * first batch after the change sends one signal only (a probe): if its
+ * handler answers, the foreign handler forwards (remembered, sampling goes
+ * on); if not, the host took the signal: the sampler never signals again,
+ * never re-installs over the host, says so once, and native sampling by
+ * signal ends. */
+enum { HANDLER_OURS, HANDLER_FORWARDS, HANDLER_UNKNOWN, HANDLER_LOST };
+
+static void *forwarder; /* a foreign handler seen to pass our signal on */
+static bool go_program; /* for the message: the Go runtime takes every other signal */
+
+void ss_sig_note_go(bool is_go) { go_program = is_go; }
+
+static void *current_handler(const struct sigaction *cur) {
+    return (cur->sa_flags & SA_SIGINFO) ? (void *)cur->sa_sigaction : (void *)cur->sa_handler;
+}
+
+static int handler_state(void) {
     if (lost)
-        return false;
+        return HANDLER_LOST;
     struct sigaction cur;
     if (sigaction(the_signal, NULL, &cur) != 0)
-        return true; /* cannot tell; the signal number was valid at start */
+        return HANDLER_OURS; /* cannot tell; the signal number was valid at start */
     if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == handler)
-        return true;
+        return HANDLER_OURS;
+    if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)
+        return HANDLER_LOST; /* no probe: the process reset it (a signal would kill it) */
+    return current_handler(&cur) == forwarder ? HANDLER_FORWARDS : HANDLER_UNKNOWN;
+}
+
+static void declare_lost(void) {
     lost = true;
     atomic_store_explicit(&active, false, memory_order_release);
+    struct sigaction cur;
+    memset(&cur, 0, sizeof cur);
+    sigaction(the_signal, NULL, &cur);
     /* SIG_DFL or SIG_IGN count as taken over too: the process reset it */
     const char *what = (cur.sa_flags & SA_SIGINFO) ? "installed its own handler for"
                        : cur.sa_handler == SIG_DFL ? "reset to SIG_DFL"
                        : cur.sa_handler == SIG_IGN ? "set SIG_IGN on"
                                                    : "installed its own handler for";
-    ss_error("the process %s signal %d (STACKSHOT_SIGNAL) after the agent started; the "
-             "native sampler leaves it to the process and stops sampling (set "
-             "STACKSHOT_SIGNAL to a signal the process does not use)",
-             what, the_signal);
-    return false;
-}
-
-bool ss_sig_lost(void) { return lost; }
+    ss_error("the process %s signal %d (STACKSHOT_SIGNAL) after the agent started, which "
+             "does not pass it on; the native sampler leaves it to the process and stops "
+             "sampling (set STACKSHOT_SIGNAL to a signal the process does not use%s)",
+             what, the_signal,
+             go_program ? "; in a Go program, SIGRTMIN: the Go runtime handles every other" : "");
+}bool ss_sig_lost(void) { return lost; }
 
 uint64_t ss_sig_no_room_total(void) {
     return atomic_load_explicit(&no_room_total, memory_order_relaxed);
@@ -781,6 +811,51 @@ static void unwind_batch(uint32_t from, uint32_t to, ss_sig_unwind_fn fn, void *
     }
 }
 
+/* Request and signal one slot. false: not signalled (no buffer, or the
+ * thread is gone). */
+static bool send_one(pid_t pid, ss_sig_slot *s, bool copy) {
+    if (copy && !pool_get(s))
+        return false; /* no buffer (memory): stays FREE, not signalled */
+    /* everything the handler reads is written before this store
+     * (release), which its claim (acquire) pairs with */
+    atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
+    int rc = copy ? send_copy(pid, s)
+                  : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
+    sent_total += rc == 0;
+    if (rc != 0) {
+        int expected = SLOT_REQUESTED; /* exited: nobody will answer */
+        atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
+        pool_put(s);
+        return false;
+    }
+    return true;
+}
+
+/* A foreign handler is on the signal: send one signal (to the first slot
+ * of [from, to) whose thread still exists) and see whether it comes back
+ * to us. Returns the index after the probed slot, or `to` when lost. */
+static uint32_t probe(pid_t pid, uint32_t from, uint32_t to, uint64_t deadline_ns, bool copy) {
+    struct sigaction cur;
+    memset(&cur, 0, sizeof cur);
+    sigaction(the_signal, NULL, &cur);
+    for (uint32_t i = from; i < to; i++) {
+        if (!send_one(pid, round_slots[i], copy))
+            continue;
+        wait_batch(i, i + 1, deadline_ns);
+        if (atomic_load_explicit(&round_slots[i]->state, memory_order_acquire) == SLOT_DONE) {
+            if (forwarder != current_handler(&cur))
+                ss_info("the process installed its own handler for signal %d (STACKSHOT_SIGNAL); "
+                        "it passes the agent's signal on: native sampling goes on",
+                        the_signal);
+            forwarder = current_handler(&cur);
+            return i + 1;
+        }
+        break; /* not answered: the signal stays with the process */
+    }
+    declare_lost();
+    return to;
+}
+
 uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg) {
     pid_t pid = atomic_load(&own_pid);
     bool copy = unwind_mode == SS_UNWIND_COPY;
@@ -788,27 +863,18 @@ uint32_t ss_sig_collect(uint64_t deadline_ns, ss_sig_unwind_fn unwind, void *arg
     n_sent = n_round;
     for (uint32_t b = first; b < n_round; b += BATCH) {
         uint32_t e = n_round - b < BATCH ? n_round : b + BATCH;
-        if (!still_ours()) {
-            /* nobody signalled from here on: their slots answer nothing */
-            for (uint32_t i = b; i < n_round; i++)
-                atomic_store_explicit(&round_slots[i]->state, SLOT_FREE, memory_order_release);
-            break;
+        uint32_t from = b;
+        int st = handler_state();
+        if (st == HANDLER_UNKNOWN) {
+            from = probe(pid, b, e, deadline_ns, copy);
+            st = lost ? HANDLER_LOST : HANDLER_FORWARDS;
+        } else if (st == HANDLER_LOST && !lost) {
+            declare_lost();
         }
-        for (uint32_t i = b; i < e; i++) {
-            ss_sig_slot *s = round_slots[i];
-            if (copy && !pool_get(s))
-                continue; /* no buffer (memory): stays FREE, not signalled */
-            /* everything the handler reads is written before this store
-             * (release), which its claim (acquire) pairs with */
-            atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
-            int rc = copy ? send_copy(pid, s)
-                          : (int)syscall(SYS_tgkill, pid, atomic_load(&s->tid), the_signal);
-            sent_total += rc == 0;
-            if (rc != 0) {
-                int expected = SLOT_REQUESTED; /* exited: nobody will answer */
-                atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE);
-            }
-        }
+        if (st == HANDLER_LOST)
+            break; /* nobody signalled from here on: their slots stay FREE */
+        for (uint32_t i = from; i < e; i++)
+            send_one(pid, round_slots[i], copy);
         wait_batch(b, e, deadline_ns);
         if (copy)
             unwind_batch(b, e, unwind, arg);

@@ -1,17 +1,21 @@
 /*
- * signal_sampler.h: taking raw stacks of other threads with a signal.
+ * signal_sampler.h: taking the stacks of running threads with a signal.
  * Private to samplers/.
  *
  * The sampler thread owns a set of preallocated slots. For one round it
  * assigns a slot to each thread it wants (ss_sig_assign), then signals
- * them all and waits a bounded time for the answers (ss_sig_collect).
- * Each thread's handler finds its slot by tid, unwinds its own stack with
- * libunwind into the slot's ip array, and reports back.
+ * them all and waits a bounded time for the answers (ss_sig_collect). In
+ * copy mode (the default) each handler copies its registers and the top
+ * of its stack into a buffer and answers; the sampler unwinds the copies
+ * batch by batch (the ss_sig_unwind_fn callback). In the in-handler modes
+ * (step, fast, gcc) each handler finds its slot by tid and unwinds its
+ * own stack into the slot's ip array.
  *
- * Slots are never freed or moved while the handler is installed (it stays
- * installed for the life of the process, a no-op once stopped), so a late
- * handler never touches freed memory; a slot whose handler is still
- * running at the deadline is not handed to another thread until it ends.
+ * Slots and copy buffers are never freed or moved while the handler is
+ * installed (it stays installed for the life of the process, a no-op once
+ * stopped), so a late handler never touches freed memory; a slot whose
+ * handler is still running at the deadline is not handed to another
+ * thread, nor its buffer, until it ends.
  */
 #ifndef SS_SIGNAL_SAMPLER_H
 #define SS_SIGNAL_SAMPLER_H
@@ -86,9 +90,14 @@ void ss_sig_descriptor_layout(int tid_off, int stack_off, int stack_size_off);
  * plus margin). With less, it answers "not sampled". */
 #define SS_SIG_STACK_NEED (16u * 1024u)
 
-/* The host replaced our handler after start: the sampler stopped
+/* The host replaced our handler after start with one that does not pass
+ * our signal on (judged by answer: one probe signal): the sampler stopped
  * signalling (said once on stderr). Sticky for the process. */
 bool ss_sig_lost(void);
+
+/* The process is a Go program (said in the message when the signal is
+ * lost: the Go runtime handles every signal but 32-34). */
+void ss_sig_note_go(bool is_go);
 
 /* Answers refused since start for lack of stack room (alternate stacks). */
 uint64_t ss_sig_no_room_total(void);

@@ -1,8 +1,10 @@
 /*
  * ss_samplers.h: how stacks are taken, as the rest of the agent sees it.
  *
- *   - the native sampler (signal + libunwind), a source of rounds for any
- *     Linux process the library is preloaded into;
+ *   - the native sampler, a source of rounds for any Linux process the
+ *     library is preloaded into: sleeping threads read from /proc and
+ *     their memory, running ones by a signal whose handler copies their
+ *     stack, unwound on the sampler thread (docs/native.md);
  *   - the symbol resolver (elfutils libdw), addresses to functions, files,
  *     lines and inline chains, cached by address;
  *   - thread facts read from /proc (name, state, nice, CPU, start time), in
@@ -13,8 +15,8 @@
 
 #include "../agent/ss_agent.h"
 
-/* The native sampler: a "stackshot-sampler" thread that signals every
- * thread of the process once per interval. */
+/* The native sampler: a "stackshot-sampler" thread that takes the stack
+ * of every thread of the process once per interval. */
 extern const ss_source_ops ss_native_source;
 
 /* Take one round now on the calling thread (which is left out of it),

@@ -426,6 +426,8 @@ static bool parse_cie(const uint8_t *b, size_t total, uint64_t addr, cie_info *c
     uint8_t version = rd_u8(&c);
     const char *aug = (const char *)c.p;
     size_t aug_len = strnlen(aug, (size_t)(c.end - c.p));
+    if (aug_len == (size_t)(c.end - c.p))
+        return false; /* no NUL within the record: read no further */
     skip(&c, aug_len + 1);
     if (strstr(aug, "eh"))
         skip(&c, 8);

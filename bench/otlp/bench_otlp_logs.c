@@ -7,15 +7,26 @@
  * same run:
  *   1. encoding: records/s and bytes per record of the OTLP request, plain
  *      and gzip-compressed, against formatting the same bodies as text only;
- *   2. export on loopback to an in-process gRPC C-core server that answers
- *      OK: records/s, without and with gzip, against encoding alone;
- *   3. resident memory the exporter adds (gRPC initialised, channel,
- *      resource, one request in flight), measured before the server exists;
+ *   2. export on loopback through each transport of the OTLP sender (gRPC
+ *      to an in-process gRPC C-core server, http/protobuf to an in-process
+ *      HTTP/1.1 server, both answering OK), without and with gzip:
+ *      records/s against encoding alone, and the bytes on the wire per
+ *      record (counted by a relay between the two, both directions);
+ *   3. resident memory the gRPC client adds (gRPC initialised, channel,
+ *      one request), measured before the servers exist;
  *   4. cost on a host workload while the agent runs with the receiver down
- *      (otlp_logs to a closed port, a round every 20 ms) against the agent
- *      running with no exporter at all: the ratio of the workload's time.
+ *      (otlp_logs to a closed port over each transport, a round every
+ *      20 ms) against the agent running with no exporter at all: the ratio
+ *      of the workload's time.
  * Timings are never asserted; they vary with the machine. */
 #include "exporters/otlp_logs/logs.h"
+#include "exporters/otlp/transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -164,6 +175,187 @@ static int start_server(void) {
     return port;
 }
 
+/* ---- an OK-answering HTTP/1.1 server, keep-alive, on its own thread -- */
+
+static int listen_loopback(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    return fd;
+}
+
+static int port_of(int fd) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    return ntohs(a.sin_port);
+}
+
+/* One connection: requests with Content-Length bodies, each answered 200. */
+static void *http_conn(void *arg) {
+    int c = (int)(intptr_t)arg;
+    static __thread char buf[1 << 16];
+    size_t have = 0;
+    for (;;) {
+        char *end;
+        while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+            ssize_t r = read(c, buf + have, sizeof buf - have);
+            if (r <= 0)
+                goto out;
+            have += (size_t)r;
+        }
+        size_t head = (size_t)(end - buf) + 4, body = 0;
+        char *cl = memmem(buf, head, "ontent-Length:", 14);
+        if (!cl)
+            cl = memmem(buf, head, "ontent-length:", 14);
+        if (cl)
+            body = strtoul(cl + 14, NULL, 10);
+        size_t in_buf = have - head < body ? have - head : body;
+        size_t left = body - in_buf;
+        while (left) {
+            ssize_t r = read(c, buf, left < sizeof buf ? left : sizeof buf);
+            if (r <= 0)
+                goto out;
+            left -= (size_t)r;
+        }
+        memmove(buf, buf + head + in_buf, have - head - in_buf);
+        have -= head + in_buf;
+        static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\n"
+                                 "Content-Length: 0\r\n\r\n";
+        if (write(c, ok, sizeof ok - 1) < 0)
+            break;
+    }
+out:
+    close(c);
+    return NULL;
+}
+
+static void *http_main(void *arg) {
+    int l = (int)(intptr_t)arg;
+    for (;;) {
+        int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        pthread_t t;
+        pthread_create(&t, NULL, http_conn, (void *)(intptr_t)c);
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+static int start_http_server(void) {
+    int l = listen_loopback();
+    pthread_t t;
+    pthread_create(&t, NULL, http_main, (void *)(intptr_t)l);
+    pthread_detach(t);
+    return port_of(l);
+}
+
+/* ---- a relay that counts the bytes on the wire ------------------------ */
+
+static _Atomic uint64_t wire_bytes;
+
+typedef struct relay {
+    int listen_fd, upstream;
+} relay;
+
+static void *relay_main(void *arg) {
+    relay *r = arg;
+    for (;;) {
+        int c = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->upstream),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(u, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(c);
+            close(u);
+            continue;
+        }
+        /* one connection at a time: the exporter keeps one */
+        struct pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
+        char buf[1 << 16];
+        for (bool open = true; open;) {
+            if (poll(p, 2, -1) <= 0)
+                continue;
+            for (int i = 0; i < 2 && open; i++) {
+                if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                    continue;
+                ssize_t n = read(p[i].fd, buf, sizeof buf);
+                if (n <= 0) {
+                    open = false;
+                    break;
+                }
+                atomic_fetch_add(&wire_bytes, (uint64_t)n);
+                for (ssize_t off = 0; off < n;) {
+                    ssize_t w = write(p[1 - i].fd, buf + off, (size_t)(n - off));
+                    if (w <= 0) {
+                        open = false;
+                        break;
+                    }
+                    off += w;
+                }
+            }
+        }
+        close(c);
+        close(u);
+    }
+    return NULL;
+}
+
+/* A relay on a port of its own to 127.0.0.1:upstream; returns its port. */
+static int start_relay(int upstream) {
+    relay *r = malloc(sizeof *r);
+    r->listen_fd = listen_loopback();
+    r->upstream = upstream;
+    pthread_t t;
+    pthread_create(&t, NULL, relay_main, r);
+    pthread_detach(t);
+    return port_of(r->listen_fd);
+}
+
+/* ---- export through a transport -------------------------------------- */
+
+/* Send `rounds` requests of one round each through the transport the
+ * environment selects; returns the time, *ok the calls answered OK. */
+static uint64_t export_rounds(ss_logs_encoder *enc, ss_otlp_resource *res, ss_round *r,
+                              int rounds, ss_buf *out, int *ok) {
+    ss_otlp_endpoint ep;
+    ss_otlp_endpoint_load(&ep, "LOGS");
+    const ss_otlp_transport *tr = ep.protocol == SS_OTLP_HTTP_PROTOBUF
+                                      ? &ss_otlp_transport_http
+                                      : &ss_otlp_transport_grpc;
+    ss_otlp_signal sig = {.who = "bench", .signal = "LOGS", .grpc_method = SS_LOGS_METHOD,
+                          .http_path = SS_LOGS_HTTP_PATH, .items = "records"};
+    void *t = NULL;
+    *ok = 0;
+    if (tr->open(&t, &ep, &sig) != 0) {
+        ss_otlp_endpoint_free(&ep);
+        return 1;
+    }
+    uint32_t n, dropped;
+    uint64_t t0 = ss_mono_ns();
+    for (int k = 0; k < rounds; k++) {
+        ss_logs_encode(enc, res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), out, &n,
+                       &dropped);
+        ss_otlp_outcome o;
+        ss_otlp_outcome_init(&o);
+        if (tr->start(t, out->data, out->len, ss_mono_ns() + 10000000000ull, &o))
+            while (!tr->poll(t, 1000000000ull, &o))
+                ;
+        *ok += o.ok;
+        ss_otlp_outcome_free(&o);
+    }
+    uint64_t took = ss_mono_ns() - t0;
+    tr->close(t);
+    ss_otlp_endpoint_free(&ep);
+    return took;
+}
+
 /* ---- the host workload ---------------------------------------------- */
 
 static uint64_t workload(void) {
@@ -267,7 +459,7 @@ int main(int argc, char **argv) {
     ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
                    &dropped); /* the text request again, for what follows */
 
-    /* 3. memory the exporter adds (before the server exists) */
+    /* 3. memory the gRPC client adds (before the servers exist) */
     size_t rss0 = rss_kib();
     ss_otlp_endpoint ep;
     int create_err = 0;
@@ -286,46 +478,50 @@ int main(int argc, char **argv) {
            "(process baseline %zu KiB)\n",
            rss1 - rss0, out.len, rss0);
 
-    /* 2. export on loopback */
-    int port = start_server();
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    for (int gzip = 0; gzip < 2; gzip++) {
-        setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
-        setenv("OTEL_EXPORTER_OTLP_COMPRESSION", gzip ? "gzip" : "none", 1);
-        ss_otlp_endpoint_load(&ep, "LOGS");
-        ss_grpc_client *c = ss_grpc_client_create(&ep, "bench_otlp_logs", &create_err);
-        int ok = 0;
-        t0 = ss_mono_ns();
-        for (int k = 0; k < rounds; k++) {
-            ss_logs_encode(&enc, &res, r, 0, 512, SS_LOGS_MAX_REQUEST, ss_wall_ns(), &out, &n,
-                           &dropped);
-            ss_grpc_result_init(&gr);
-            ok += ss_grpc_unary(c, SS_LOGS_METHOD, out.data, out.len,
-                                ss_mono_ns() + 10000000000ull, &gr) == SS_GRPC_OK;
-            ss_grpc_result_free(&gr);
+    /* 2. export on loopback, each transport, gzip off and on, through a
+     * relay that counts the bytes on the wire (both directions) */
+    int grpc_port = start_relay(start_server());
+    int http_port = start_relay(start_http_server());
+    uint64_t t_first = 0;
+    for (int proto = 0; proto < 2; proto++)
+        for (int gzip = 0; gzip < 2; gzip++) {
+            char url[64];
+            snprintf(url, sizeof url, "http://127.0.0.1:%d", proto ? http_port : grpc_port);
+            setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
+            setenv("OTEL_EXPORTER_OTLP_PROTOCOL", proto ? "http/protobuf" : "grpc", 1);
+            setenv("OTEL_EXPORTER_OTLP_COMPRESSION", gzip ? "gzip" : "none", 1);
+            int ok;
+            atomic_store(&wire_bytes, 0);
+            uint64_t t_exp = export_rounds(&enc, &res, r, rounds, &out, &ok);
+            uint64_t wire = atomic_load(&wire_bytes);
+            if (!t_first)
+                t_first = t_exp;
+            printf("export %-13s %s %9.0f records/s (%.2fx encoding alone, %.2fx gRPC plain), "
+                   "%6.0f bytes/record on the wire, %d/%d calls OK\n",
+                   proto ? "http/protobuf" : "grpc", gzip ? "gzip" : "    ",
+                   recs / secs(t_exp), (double)t_exp / (double)t_enc,
+                   (double)t_exp / (double)t_first, (double)wire / recs, ok, rounds);
         }
-        uint64_t t_exp = ss_mono_ns() - t0;
-        printf("encode + export%s %10.0f records/s (%.2fx encoding alone), %d/%d calls OK\n",
-               gzip ? " gz:" : ":   ", recs / secs(t_exp), (double)t_exp / (double)t_enc, ok,
-               rounds);
-        ss_grpc_client_destroy(c);
-        ss_otlp_endpoint_free(&ep);
-    }
     unsetenv("OTEL_EXPORTER_OTLP_COMPRESSION");
+    unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
 
     /* 4. host cost with the receiver down: alternate runs, best of three
      * each (the machine is shared; the minimum is the least disturbed). */
-    uint64_t b = UINT64_MAX, d = UINT64_MAX;
+    uint64_t b = UINT64_MAX, dg = UINT64_MAX, dh = UINT64_MAX;
     for (int k = 0; k < 3; k++) {
         uint64_t x = host_run(0, "http://127.0.0.1:1");
+        setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", 1);
         uint64_t y = host_run(ss_exporter_bit("otlp_logs"), "http://127.0.0.1:1");
+        setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+        uint64_t z = host_run(ss_exporter_bit("otlp_logs"), "http://127.0.0.1:1");
+        unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
         b = x < b ? x : b;
-        d = y < d ? y : d;
+        dg = y < dg ? y : dg;
+        dh = z < dh ? z : dh;
     }
-    printf("host workload:     %.3f s with no exporter (baseline), %.3f s with otlp_logs "
-           "and the receiver down: ratio %.3f\n",
-           secs(b), secs(d), (double)d / (double)b);
+    printf("host workload:     %.3f s with no exporter (baseline); otlp_logs with the receiver "
+           "down: %.3f s over grpc (ratio %.3f), %.3f s over http/protobuf (ratio %.3f)\n",
+           secs(b), secs(dg), (double)dg / (double)b, secs(dh), (double)dh / (double)b);
     printf("                   (a round of %d threads every 20 ms in both: 50x the default "
            "rate)\n",
            THREADS);

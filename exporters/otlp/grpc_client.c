@@ -29,6 +29,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,11 +149,13 @@ static bool register_grpc_threads(void) {
     return n_next > 0;
 }
 
-static pid_t grpc_pid; /* the process that initialised gRPC */
+/* the process that initialised gRPC; read by any exporter's thread
+ * (started_pid), written once under grpc_once */
+static _Atomic pid_t grpc_pid;
 
 static void grpc_init_once(void) {
     grpc_init();
-    grpc_pid = getpid();
+    atomic_store(&grpc_pid, getpid());
 }
 
 /* ---- channel ------------------------------------------------------- */
@@ -268,13 +271,13 @@ static void client_destroy(ss_grpc_client *c);
 
 static ss_grpc_client *client_create(const ss_otlp_endpoint *ep) {
     pthread_once(&grpc_once, grpc_init_once);
-    if (grpc_pid != getpid()) {
+    if (atomic_load(&grpc_pid) != getpid()) {
         /* A forked child inherits gRPC's state but none of its threads;
          * without gRPC's fork support (which would make the host's own
          * fork() wait for gRPC) it cannot be used again here. */
         ss_error("otlp: gRPC was started in pid %d and cannot be used in this forked "
                  "child (pid %d); OTLP export disabled here",
-                 (int)grpc_pid, (int)getpid());
+                 (int)atomic_load(&grpc_pid), (int)getpid());
         return NULL;
     }
     ss_grpc_client *c = calloc(1, sizeof *c);
@@ -499,7 +502,7 @@ static void call_cancel(ss_grpc_client *c, ss_grpc_call *k, ss_grpc_result *resu
     }
 }
 
-static pid_t started_pid(void) { return grpc_pid; }
+static pid_t started_pid(void) { return atomic_load(&grpc_pid); }
 
 static const ss_grpc_module module = {
     .size = sizeof(ss_grpc_module),

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_ANSWER (64u << 10)     /* answer body bytes kept */
 #define CANCEL_WAIT_NS 100000000ull /* how long a cut call may take to end */
@@ -55,17 +54,6 @@ typedef struct http_transport {
 } http_transport;
 
 /* ---- the worker ------------------------------------------------------ */
-
-static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t until_ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    uint64_t abs = until_ns > now ? until_ns : now;
-    /* ss_mono_ns and CLOCK_MONOTONIC are one clock */
-    ts.tv_sec = (time_t)(abs / 1000000000ull);
-    ts.tv_nsec = (long)(abs % 1000000000ull);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
 
 static void *worker_main(void *arg) {
     http_transport *t = arg;
@@ -213,11 +201,7 @@ static int http_open(void **out, const ss_otlp_endpoint *ep, const ss_otlp_signa
     ss_buf_init(&t->body);
     ss_buf_init(&t->resp.body);
     pthread_mutex_init(&t->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ss_cond_init_mono(&t->cv);
     if (make_headers(t) != 0) {
         http_free(t);
         return -ENOMEM;
@@ -277,7 +261,8 @@ static bool http_poll(void *p, uint64_t wait_ns, ss_otlp_outcome *o) {
     uint64_t until = wait_ns == UINT64_MAX ? UINT64_MAX : ss_mono_ns() + wait_ns;
     pthread_mutex_lock(&t->mu);
     while (t->state != DONE && ss_mono_ns() < until)
-        wait_until(&t->cv, &t->mu, until == UINT64_MAX ? ss_mono_ns() + 1000000000ull : until);
+        ss_cond_wait_until(&t->cv, &t->mu,
+                           until == UINT64_MAX ? ss_mono_ns() + 1000000000ull : until);
     bool ended = t->state == DONE;
     if (ended)
         take_answer(t, o);
@@ -294,7 +279,7 @@ static void http_cancel(void *p, ss_otlp_outcome *o) {
             ss_http_client_cancel(t->client);
         uint64_t until = ss_mono_ns() + CANCEL_WAIT_NS;
         while (t->state != DONE && ss_mono_ns() < until)
-            wait_until(&t->cv, &t->mu, until);
+            ss_cond_wait_until(&t->cv, &t->mu, until);
     }
     if (t->state == DONE) {
         take_answer(t, o);

@@ -123,7 +123,7 @@ def case_wrappers():
     names = files(out)
     check(names == [f"ss_hosts_busy.{pid}.txt"], f"only the program's file: {names}")
     if names:
-        check(rounds_in(os.path.join(out, names[0])) >= 3, "the program was sampled")
+        check(rounds_in(os.path.join(out, names[0])) >= 1, "the program was sampled")
     lines = agent_lines(r.stderr)
     check(len(lines) == 1 and re.match(rf"stackshot: started in pid {pid} ", lines[0] if lines else ""),
           f"one line, the program's start: {lines}")
@@ -170,10 +170,9 @@ def case_ns():
         with open(os.path.join(out, names[0])) as f:
             text = f.read()
         starts = re.findall(r"^Full thread dump stackshot round (\d+) ", text, re.M)
-        check(len(starts) >= 8, f"rounds before and after ({len(starts)})")
-        # the agent restarted after each step aside (unshare; setns and
-        # clone), its round numbers beginning again at 1
-        check(starts.count("1") >= 3, f"sampled again after stepping aside ({starts})")
+        # rounds before the unshare, after it, and after the setns and the
+        # clone: each restart begins its round numbers again at 1
+        check(starts.count("1") >= 3, f"sampled in each phase ({starts})")
     check("stackshot: started in pid" in r.stderr, "started")
 
 
@@ -356,7 +355,7 @@ def case_logfile():
     prog = os.path.join(bindir, "ss_hosts_busy")
     log = os.path.join(d, "agent.%p.log")
     out = os.path.join(d, "out")
-    r = subprocess.run([prog, "400"], env=agent_env(out, STACKSHOT_LOG_FILE=log,
+    r = subprocess.run([prog, "1000"], env=agent_env(out, STACKSHOT_LOG_FILE=log,
                                                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
                        capture_output=True, text=True, timeout=30)
     pid = re.search(r"pid (\d+)", r.stdout).group(1)
@@ -386,7 +385,8 @@ def case_logfile():
         os.chown(other, 1, 1)
         cases[other] = "is owned by uid 1, not by this process's user"
     for bad, words in cases.items():
-        r = subprocess.run([prog, "300"], env=agent_env(bad, SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
+        # long enough for a round (the first write) however slowly the core opens
+        r = subprocess.run([prog, "1000"], env=agent_env(bad, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
                            capture_output=True, text=True, timeout=30)
         lines = [l for l in agent_lines(r.stderr) if "started in pid" not in l]
         check(r.returncode == 0, f"{bad}: the host runs on")

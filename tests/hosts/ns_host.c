@@ -69,6 +69,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("ns_host: setns answered as for a single-threaded process\n");
+    fflush(stdout); /* the clone child would print a copy of what is buffered */
     pid_t pid = clone(child_main, child_stack + sizeof child_stack, SIGCHLD, NULL);
     if (pid < 0) {
         printf("ns_host: clone failed: %s\n", strerror(errno));

@@ -177,8 +177,15 @@ def compare_with_gdb():
     env = dict(os.environ, LD_PRELOAD=preload, SPLUNK_PROFILER_ENABLED="true",
                SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_OUTPUT_DIR=tmp,
                STACKSHOT_EXPORTERS="text")
-    p = subprocess.Popen([demo, "3"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.5)
+    p = subprocess.Popen([demo, "5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # attach once two rounds were written (a loaded machine starts slowly),
+    # well before the demo ends
+    for _ in range(200):
+        files = [f for f in os.listdir(tmp) if f.endswith(".txt")]
+        text = open(os.path.join(tmp, files[0]), errors="replace").read() if files else ""
+        if text.count("Full thread dump") >= 2:
+            break
+        time.sleep(0.05)
     g = gdb_stacks(p.pid)
     p.communicate(timeout=60)
     if g is None:

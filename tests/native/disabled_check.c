@@ -46,8 +46,18 @@ static int caught(int sig) {
 int main(int argc, char **argv) {
     int on = argc > 1 && strcmp(argv[1], "on") == 0;
     int sig = argc > 2 ? atoi(argv[2]) : SIGRTMAX - 3;
-    usleep(200000); /* long after the first round was due (tests set a 50 ms interval) */
-    int threads = agent_threads(), handler = caught(sig);
+    /* "on": the agent starts when its first round is due (tests set a
+     * 50 ms interval) and opens its core then, which takes longer under a
+     * sanitizer on a loaded machine: look for up to 10 s. "off": 200 ms,
+     * four first rounds' worth. */
+    int threads = 0, handler = 0;
+    for (int waited = 0; waited < (on ? 10000 : 200); waited += 50) {
+        usleep(50000);
+        threads = agent_threads();
+        handler = caught(sig);
+        if (on && threads > 0 && handler)
+            break;
+    }
     printf("disabled_check: %d agent threads, handler %s for signal %d\n", threads,
            handler ? "installed" : "not installed", sig);
     return on ? !(threads > 0 && handler) : !(threads == 0 && !handler);

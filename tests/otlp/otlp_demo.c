@@ -9,7 +9,9 @@
  *                   (trace 0102..10, span a1a2..a8) through the agent's
  *                   public API when the agent is loaded (LD_PRELOAD), found
  *                   with dlsym so the program also runs without it.
- * It prints "ready" once every thread runs. */
+ * It prints "ready" once every thread runs. With OTLP_DEMO_FORK=<ms> it
+ * forks when half the time has gone: the child (one thread, "otlp-child",
+ * spinning) runs <ms> more and exits 0; the parent waits for it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,7 +21,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static atomic_bool stop;
 static atomic_int running;
@@ -86,7 +90,30 @@ int main(int argc, char **argv) {
         nap(1);
     printf("ready\n");
     fflush(stdout);
+    const char *fork_ms = getenv("OTLP_DEMO_FORK");
+    pid_t child = -1;
+    if (fork_ms) {
+        nap(ms / 2);
+        child = fork();
+        if (child == 0) {
+            /* the child: only this thread; it spins under its own name */
+            pthread_setname_np(pthread_self(), "otlp-child");
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            volatile uint64_t x = 0;
+            do {
+                for (int i = 0; i < 100000; i++)
+                    x += (uint64_t)i;
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+            } while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+                     atol(fork_ms));
+            exit(0); /* the agent flushes at exit, as in any host */
+        }
+        ms -= ms / 2;
+    }
     nap(ms);
+    if (child > 0)
+        waitpid(child, NULL, 0);
     atomic_store(&stop, true);
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);

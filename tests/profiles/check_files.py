@@ -257,7 +257,7 @@ def flame_demo(demo, lib, out, prefix):
         fail("demo exited %d: %s" % (r.returncode, r.stderr))
     pages = glob.glob(os.path.join(out, "*.html"))
     if len(pages) != 1:
-        fail("expected one flame graph page: %s" % os.listdir(out))
+        fail("expected one flame graph page: %s; agent said: %s" % (os.listdir(out), r.stderr))
     with open(glob.glob(os.path.join(out, "*.collapsed"))[0]) as f:
         lines = f.read().splitlines()
     if not any(l.startswith("busy-worker;") and ";global.compute_primes" in l for l in lines):

@@ -2,7 +2,8 @@
 """Signal-conflict cases of the native sampler, end to end.
 
 usage: check_signals.py <case> <sig_host> <libstackshot.so> <tmpdir> [preload-prefix]
-cases: late, blocked, blocked_late, prof, prof_signal, eintr
+cases: late, chain, blocked, blocked_late, prof, prof_signal, eintr, sleep5, quiet,
+undumpable
 
 Each case runs sig_host with the agent preloaded and the text exporter,
 then checks the host's own result line, the agent's stderr and the text
@@ -107,6 +108,23 @@ if case == "late":
     if rs and "installed_wall_ms" in r:
         late = [x for x in rs if x["time_ms"] > r["installed_wall_ms"] + 200]
         check(not late, "%d rounds taken after the takeover" % len(late))
+
+elif case == "chain":
+    # the host installs its own handler on the agent's signal after 5
+    # rounds, but passes the signals it does not use on (as HotSpot's
+    # libjsig does): judged by answer, it is no takeover; sampling goes on
+    p = run(["chain"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20", "STACKSHOT_LOG_LEVEL": "info"})
+    r = result(p, "chain")
+    after = [x for x in rounds() if x["time_ms"] > r.get("installed_wall_ms", 0) + 100]
+    print("chained handler saw %s agent signals; %d rounds after it came" % (r.get("seen"), len(after)))
+    check("does not pass it on" not in p.stderr,
+          "the chaining handler was taken for a takeover: %r" % p.stderr)
+    check(len(lines_with(p.stderr, "passes the agent's signal on")) == 1,
+          "one line saying the handler passes the signal on: %r" % p.stderr)
+    check(len(after) >= 8, "rounds after the host's handler came: %d" % len(after))
+    check(r.get("seen", 0) >= 5, "the host's handler saw (and passed on) %s signals" % r.get("seen"))
+    check(sum(1 for x in after if any("busy" in f for f in x["threads"].get("host-busy", []))) >=
+          len(after) // 2, "host-busy sampled (by signal) after the handler came")
 
 elif case in ("blocked", "blocked_late"):
     # n threads block the signal (from birth, or after 5 rounds) and sleep

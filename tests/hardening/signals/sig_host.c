@@ -3,6 +3,8 @@
  *
  *   sig_host late [sig]     installs its own handler for the agent's signal
  *                           after 5 rounds and counts what reaches it
+ *   sig_host chain [sig]    the same, with a handler that passes what it
+ *                           does not use on to the handler before it
  *   sig_host blocked N [sig] N threads block the agent's signal from birth and
  *                           sleep in a loop, 2 more block it and spin
  *   sig_host blocked_late N  the same threads block it after 5 rounds
@@ -71,13 +73,19 @@ static int arg_signal(int argc, char **argv, int i) {
 
 /* ---- late: the host takes the agent's signal over ----------------- */
 
-static atomic_int from_agent;      /* tgkill from this process: the agent's */
+static atomic_int from_agent;      /* signals from this process: the agent's */
 static atomic_ullong last_from_agent_ms;
+
+/* The agent signals with tgkill (in-handler unwinders) or
+ * rt_tgsigqueueinfo (copy mode: SI_QUEUE): both are its, from this pid. */
+static bool from_this_process(const siginfo_t *si) {
+    return (si->si_code == SI_TKILL || si->si_code == SI_QUEUE) && si->si_pid == getpid();
+}
 
 static void host_handler(int sig, siginfo_t *si, void *uc) {
     (void)sig;
     (void)uc;
-    if (si->si_code == SI_TKILL && si->si_pid == getpid()) {
+    if (from_this_process(si)) {
         atomic_fetch_add(&from_agent, 1);
         atomic_store(&last_from_agent_ms, mono_ms());
     }
@@ -114,24 +122,30 @@ static int rounds_written(void) {
     return n;
 }
 
+/* After 5 rounds (the first one reads symbols, slow under a sanitizer; at
+ * most 20 s), put `fn` on the agent's signal; the one before in *prev. */
+static uint64_t install_after_rounds(int sig, void (*fn)(int, siginfo_t *, void *),
+                                     struct sigaction *prev) {
+    for (int i = 0; i < 400 && rounds_written() < 5; i++)
+        nap_ms(50);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    uint64_t at_wall = wall_ms();
+    sigaction(sig, &sa, prev);
+    return at_wall;
+}
+
 static int mode_late(int sig) {
     pthread_t a, b;
     pthread_create(&a, NULL, busy, NULL);
     pthread_setname_np(a, "host-busy");
     pthread_create(&b, NULL, napper, NULL);
     pthread_setname_np(b, "host-napper");
-    /* sampled meanwhile: wait for 5 rounds (the first one reads symbols,
-     * slow under a sanitizer), at most 20 s */
-    for (int i = 0; i < 400 && rounds_written() < 5; i++)
-        nap_ms(50);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = host_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    uint64_t at_wall = wall_ms();
+    uint64_t at_wall = install_after_rounds(sig, host_handler, NULL);
     uint64_t at = mono_ms();
-    sigaction(sig, &sa, NULL);
     nap_ms(600);
     atomic_store(&done, 1);
     pthread_join(a, NULL);
@@ -140,6 +154,37 @@ static int mode_late(int sig) {
     printf("late: installed_wall_ms=%llu agent_signals=%d last_after_ms=%lld\n",
            (unsigned long long)at_wall, atomic_load(&from_agent),
            last ? (long long)(last - at) : -1LL);
+    return 0;
+}
+
+/* ---- chain: the host's handler passes on what it does not use ------ */
+
+static struct sigaction chained_prev;
+static atomic_int chained_seen;
+
+/* A runtime's handler in the manner of HotSpot's libjsig: it takes every
+ * signal and hands the ones it does not use to the handler installed
+ * before its own. */
+static void chaining_handler(int sig, siginfo_t *si, void *uc) {
+    atomic_fetch_add(&chained_seen, 1);
+    if ((chained_prev.sa_flags & SA_SIGINFO) && chained_prev.sa_sigaction)
+        chained_prev.sa_sigaction(sig, si, uc);
+    else if (chained_prev.sa_handler != SIG_DFL && chained_prev.sa_handler != SIG_IGN)
+        chained_prev.sa_handler(sig);
+}
+
+static int mode_chain(int sig) {
+    pthread_t a;
+    pthread_create(&a, NULL, busy, NULL);
+    pthread_setname_np(a, "host-busy");
+    uint64_t at_wall = install_after_rounds(sig, chaining_handler, &chained_prev);
+    int before = rounds_written();
+    for (int i = 0; i < 400 && rounds_written() < before + 20; i++)
+        nap_ms(50);
+    atomic_store(&done, 1);
+    pthread_join(a, NULL);
+    printf("chain: installed_wall_ms=%llu seen=%d rounds_after=%d\n",
+           (unsigned long long)at_wall, atomic_load(&chained_seen), rounds_written() - before);
     return 0;
 }
 
@@ -250,7 +295,7 @@ static atomic_int ticks, prof_from_agent;
 static void prof_handler(int sig, siginfo_t *si, void *uc) {
     (void)sig;
     (void)uc;
-    if (si->si_code == SI_TKILL)
+    if (from_this_process(si))
         atomic_fetch_add(&prof_from_agent, 1);
     else
         atomic_fetch_add(&ticks, 1);
@@ -434,6 +479,8 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "late") == 0)
         return mode_late(arg_signal(argc, argv, 2));
+    if (strcmp(mode, "chain") == 0)
+        return mode_chain(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
     if (strcmp(mode, "blocked_late") == 0 && argc > 2)

@@ -31,7 +31,9 @@ __attribute__((noinline)) static void spin_for(double secs) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "fork") == 0) {
-        spin_for(1.0);
+        /* the agent starts when its first round is due and opens its core
+         * then: under valgrind that takes a second or more */
+        spin_for(2.5);
         pid_t pid = fork();
         if (pid < 0)
             return 2;

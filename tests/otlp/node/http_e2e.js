@@ -35,6 +35,30 @@ const root = new protobuf.Root();
 root.resolvePath = (origin, target) => path.join(PROTO_ROOT, target);
 root.loadSync('opentelemetry/proto/collector/logs/v1/logs_service.proto', {keepCase: true});
 const Req = root.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest');
+// profiles, for the forked child's profiles (their protos import ours)
+const PROFILES_ROOT = path.join(PROTO_ROOT, '..', '..', 'profiles', 'proto');
+const proot = new protobuf.Root();
+proot.resolvePath = (origin, target) => {
+    const p = path.join(PROFILES_ROOT, target);
+    return fs.existsSync(p) ? p : path.join(PROTO_ROOT, target);
+};
+proot.loadSync('opentelemetry/proto/collector/profiles/v1development/profiles_service.proto',
+    {keepCase: true});
+const ProfReq = proot.lookupType(
+    'opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest');
+
+// The pids of the resources of a profiles request, one entry per Profile.
+function profilesOf(body) {
+    const req = ProfReq.toObject(ProfReq.decode(body), {longs: String});
+    const out = [];
+    for (const rp of req.resource_profiles || []) {
+        const pid = ((rp.resource || {}).attributes || []).find((kv) => kv.key === 'process.pid');
+        for (const sp of rp.scope_profiles || [])
+            for (const p of sp.profiles || [])
+                out.push({pid: pid ? Number(pid.value.int_value) : 0, samples: (p.samples || []).length});
+    }
+    return out;
+}
 const Resp = root.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
 
 // google.rpc.Status{code=1, message=2}, by hand (no schema needed)
@@ -80,7 +104,12 @@ class HttpReceiver {
                 const i = this.requests.length;
                 const r = {t: Date.now(), path: req.url, headers: req.headers, body,
                     peer: this.tls && req.socket.getPeerCertificate ? req.socket.getPeerCertificate() : null};
-                r.records = recordsOf(body);
+                if (req.url.includes('profiles')) {
+                    r.profiles = profilesOf(body);
+                    r.records = [];
+                } else {
+                    r.records = recordsOf(body);
+                }
                 this.requests.push(r);
                 const a = this.answer(i, r);
                 if (a.stall) return;
@@ -134,6 +163,9 @@ function baseEnv(port, extra = {}) {
         STACKSHOT_OTLP_RETRY_INITIAL: '100',
         STACKSHOT_OTLP_RETRY_MAX: '400',
         STACKSHOT_SHUTDOWN_TIMEOUT: '3000',
+        // info: lines said once per state are checked as a host sees them
+        // (debug repeats them); the sender's accounting line is info
+        STACKSHOT_LOG_LEVEL: 'info',
         ...extra,
     };
 }
@@ -167,13 +199,7 @@ function accounting(stderr, rounds) {
 }
 
 function assertExactlyOnce(records, rounds) {
-    const seen = new Map();
-    for (const r of records) {
-        const key = `${r.time}/${r.name}`;
-        seen.set(key, (seen.get(key) || 0) + 1);
-    }
-    for (const [key, n] of seen) assert.equal(n, 1, `${key} delivered ${n} times`);
-    assert.equal(seen.size, rounds * THREADS, 'every record delivered');
+    lib.assertExactlyOnce(records, rounds, THREADS);
 }
 
 function lines(stderr, re) {
@@ -201,6 +227,52 @@ const cases = {
         assert.equal(parent.length + child.length, all.length, 'records of another process');
         assert.ok(!/forked child/.test(res.stderr), 'a fork line over HTTP');
         assert.ok(res.ms < 6000, `no hang (${res.ms} ms)`);
+    },
+
+    // The same with otlp_profiles (a period a second): the child's profiles
+    // arrive too, over its own connection.
+    async fork_http_profiles() {
+        const recv = new HttpReceiver(() => ({}));
+        const port = await recv.start();
+        const res = await driver(8, baseEnv(port, {OTLP_DRIVER_FORK: '1',
+            STACKSHOT_EXPORTERS: 'otlp_profiles', STACKSHOT_PROFILES_PERIOD: '1'}));
+        await recv.close();
+        assert.equal(res.code, 0);
+        const kids = childPids(res);
+        assert.equal(kids.length, 1, res.stderr);
+        const profiles = recv.requests.flatMap((r) => r.profiles || []);
+        assert.ok(recv.requests.every((r) => r.path === '/v1development/profiles'));
+        assert.ok(profiles.some((p) => p.pid === res.pid && p.samples > 0), 'the parent\'s profiles');
+        assert.ok(profiles.some((p) => p.pid === kids[0] && p.samples > 0), 'the child\'s profiles');
+    },
+
+    // A real native host under LD_PRELOAD (the native sampler, the real
+    // modules) that forks: its child's call-stack logs and profiles arrive
+    // over OTLP/HTTP like the parent's.
+    async fork_preload() {
+        if (!process.env.OTLP_DEMO || !process.env.STACKSHOT_LIB) lib.skip('OTLP_DEMO not set');
+        const recv = new HttpReceiver(() => ({}));
+        const port = await recv.start();
+        const res = await lib.run(process.env.OTLP_DEMO, ['2400'], baseEnv(port, {
+            LD_PRELOAD: process.env.STACKSHOT_LIB, OTLP_DEMO_FORK: '1500',
+            STACKSHOT_EXPORTERS: 'otlp_logs,otlp_profiles', STACKSHOT_PROFILES_PERIOD: '1',
+            SPLUNK_PROFILER_CALL_STACK_INTERVAL: '100'}));
+        process.stderr.write(res.stderr);
+        await recv.close();
+        assert.equal(res.code, 0);
+        const kids = childPids(res);
+        assert.equal(kids.length, 1, 'one child started its agent');
+        const child = kids[0];
+        const logs = recv.requests.flatMap((r) => r.records);
+        const profiles = recv.requests.flatMap((r) => r.profiles || []);
+        assert.ok(logs.some((r) => r.pid === res.pid && r.name === 'otlp-spinner'), 'parent logs');
+        assert.ok(logs.some((r) => r.pid === child && r.name === 'otlp-child'), 'child logs');
+        assert.ok(profiles.some((p) => p.pid === res.pid && p.samples > 0), 'parent profiles');
+        assert.ok(profiles.some((p) => p.pid === child && p.samples > 0), 'child profiles');
+        for (const m of res.stderr.matchAll(/otlp_logs: accounting: (\d+) rounds consumed, (\d+) records taken: (\d+) exported, (\d+) dropped, (\d+) rejected/g)) {
+            const [, , taken, exported, dropped, rejected] = m.map(Number);
+            assert.equal(taken, exported + dropped + rejected, m[0]);
+        }
     },
 
     // gRPC chosen: the child cannot use gRPC; with STACKSHOT_OTLP_FORK_ENDPOINT
@@ -255,7 +327,7 @@ const cases = {
     async unavailable_503() {
         const recv = new HttpReceiver((i) => (i < 2 ? {status: 503, body: status(14, 'warming up')} : {}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         assert.equal(lines(res.stderr, /failed: HTTP 503: warming up; retrying in \d+ ms/).length, 1);
@@ -268,7 +340,7 @@ const cases = {
     async bad_request_400() {
         const recv = new HttpReceiver(() => ({status: 400, body: status(3, 'bad data')}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        const res = await driver(3, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         assert.equal(lines(res.stderr, /failed: HTTP 400: bad data; dropping the batch/).length, 1);
@@ -283,7 +355,7 @@ const cases = {
     async not_found_404() {
         const recv = new HttpReceiver(() => ({status: 404}));
         const port = await recv.start();
-        const res = await driver(2, baseEnv(port));
+        const res = await driver(2, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
         const l = lines(res.stderr, /404/);
@@ -298,10 +370,10 @@ const cases = {
             partial_success: {rejected_log_records: 1, error_message: 'one bad record'}})).finish());
         const recv = new HttpReceiver((i) => (i === 0 ? {body} : {}));
         const port = await recv.start();
-        const res = await driver(2, baseEnv(port));
+        const res = await driver(2, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
-        assert.equal(lines(res.stderr, /accepted a batch partially: 1 of 3 records rejected \(one bad record\); not retried/).length, 1);
+        assert.equal(lines(res.stderr, /accepted a batch partially: 1 of \d+ records rejected \(one bad record\); not retried/).length, 1);
         assertExactlyOnce(recv.delivered(), 2);
         const k = accounting(res.stderr, 2);
         assert.equal(k.rejected, 1);
@@ -480,15 +552,4 @@ const cases = {
     },
 };
 
-async function main() {
-    const name = process.argv[2];
-    if (!cases[name]) throw new Error(`no case ${name}`);
-    if (!process.env.OTLP_DRIVER) lib.skip('OTLP_DRIVER not set');
-    await cases[name]();
-    console.log(`ok: ${name}`);
-}
-
-main().catch((e) => {
-    console.error(e);
-    process.exit(1);
-});
+lib.runCases(cases);

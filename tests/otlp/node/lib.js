@@ -118,5 +118,35 @@ function freePort() {
     });
 }
 
+// Every (round, thread) of `records` ({time, name}) delivered exactly
+// once: `rounds` rounds of `threads` records, nothing else.
+function assertExactlyOnce(records, rounds, threads) {
+    const assert = require('assert/strict');
+    const seen = new Map();
+    for (const r of records) {
+        const key = `${r.time}/${r.name}`;
+        seen.set(key, (seen.get(key) || 0) + 1);
+    }
+    for (const [key, n] of seen) assert.equal(n, 1, `${key} delivered ${n} times`);
+    const times = new Set([...seen.keys()].map((k) => k.split('/')[0]));
+    assert.equal(times.size, rounds, 'every round delivered');
+    assert.equal(seen.size, rounds * threads, 'every record delivered');
+}
+
+// The main of a test script: run the case named by argv[2] (an async
+// function of `cases`) with the driver; exit 1 with the error when it throws.
+function runCases(cases) {
+    (async () => {
+        const name = process.argv[2];
+        if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
+        if (!process.env.OTLP_DRIVER) skip('OTLP_DRIVER is not set');
+        await cases[name]();
+        console.log(`ok: ${name}`);
+    })().catch((e) => {
+        console.error(e);
+        process.exit(1);
+    });
+}
+
 module.exports = {SKIP, skip, requireDeps, tmpDir, run, parseTextDump, textFile, counters,
-    isoOfNs, sleep, freePort};
+    isoOfNs, sleep, freePort, runCases, assertExactlyOnce};

@@ -2,7 +2,7 @@
 // sends with protobufjs loading the .proto files (independent of the C
 // encoder), then checks every dictionary invariant and concrete values.
 //
-//   node otlp_check.js <v1development|v1experimental> <synth|demo|unimplemented|
+//   node otlp_check.js <v1development|v1experimental> <synth|demo|java|unimplemented|
 //                      partial|unavailable> -- <command...>
 //
 // Starts a gRPC server on 127.0.0.1 (both method paths), runs the command
@@ -11,6 +11,8 @@
 // "partial": the receiver answers a partial success rejecting one of the
 // request's two profiles; "unavailable": it answers the first call
 // UNAVAILABLE and takes the retry (both with the synthetic rounds).
+// "java": the command is a JVM running examples/java/Demo.java with the
+// agent (-agentpath): busy-worker is on CPU in Demo.computePrimes.
 //
 // OTLP_CHECK_TRANSPORT=http (or http-gzip): the receiver is an OTLP/HTTP
 // one instead (node's http: POST /v1development/profiles or
@@ -365,6 +367,19 @@ async function main() {
       check(r.link === '0102030405060708090a0b0c0d0e0f10/a1a2a3a4a5a6a7a8' && r.linkThread === 'java-worker', 'link ' + r.link);
       check(r.wall.period === 10000000 && r.cpu.period === 10000000, 'period = interval');
       check(r.wall.leafByThread['idle|has|global.inner;global.start'] === 30, 'inlined location leaf first');
+    } else if (expect === 'java') {
+      // busy-worker's CPU observations run Demo.computePrimes (JVM frames
+      // named pkg.Class.method)
+      let busy = 0, inPrimes = 0;
+      for (const x of results) {
+        if (!x.cpu) continue;
+        busy += x.cpu.byThread['busy-worker'] || 0;
+        for (const [k, v] of Object.entries(x.cpu.leafByThread))
+          if (k.startsWith('busy-worker|has|') && k.includes('Demo.computePrimes')) inPrimes += v;
+      }
+      check(busy >= 3, `busy-worker has ${busy} CPU observations`);
+      check(inPrimes >= busy * 0.8, `Demo.computePrimes in ${inPrimes} of busy-worker's ${busy}`);
+      summary = { requests: got.length, busy, inPrimes };
     } else {
       const busy = results.reduce((n, x) => n + (x.cpu ? (x.cpu.byThread['busy-worker'] || 0) : 0), 0);
       const cpuAll = results.reduce((n, x) => n + (x.cpu ? x.cpu.total : 0), 0);
