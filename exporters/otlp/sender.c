@@ -38,7 +38,7 @@ struct ss_otlp_sender {
     uint64_t rnd;
     int last_code;           /* to tell a change of state once, not every call */
     bool failing;            /* the last call failed */
-    bool unimplemented_told, partial_told, cap_told;
+    bool unimplemented_told, partial_told, unreadable_told, cap_told;
     uint64_t rounds_consumed, records_taken; /* the accounting line */
 };
 
@@ -163,7 +163,10 @@ static void enforce_cap(ss_otlp_sender *s) {
 
 /* Partial success, counted in records: the backend counts its items (log
  * records, profiles); a request's records are rejected in the share of
- * its items that were (all of them for logs, where items are records). */
+ * its items that were (all of them for logs, where items are records).
+ * An OK whose body is not an Export*ServiceResponse: the backend took the
+ * batch, so its records count as exported, but the call counts as a
+ * failure (the answer broke the protocol), said once. */
 static void count_delivered(ss_otlp_sender *s, const ss_otlp_outcome *o, const pending *p) {
     int64_t n;
     char msg[200];
@@ -181,6 +184,13 @@ static void count_delivered(ss_otlp_sender *s, const ss_otlp_outcome *o, const p
                    s->sig.who, items, p->items, s->sig.items, msg[0] ? msg : "no message");
             s->partial_told = true;
         }
+    } else {
+        atomic_fetch_add(&s->stats->failures, 1);
+        ss_log(s->unreadable_told ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "%s: %s answered OK with a body that is not an OTLP export response (%zu "
+               "bytes); the batch is counted as delivered",
+               s->sig.who, s->ep.url, o->body.len);
+        s->unreadable_told = true;
     }
     atomic_fetch_add(&s->stats->records_rejected, rejected);
     atomic_fetch_add(&s->stats->records_exported, p->records - rejected);

@@ -380,6 +380,22 @@ const cases = {
         assert.equal(k.exported, 5);
     },
 
+    // 200 with a body that is not an ExportLogsServiceResponse: the batch
+    // was taken (counted exported, not sent again), the call counts as a
+    // failure, said once.
+    async ok_unreadable_body() {
+        const body = Buffer.from([0x7f, 0xff, 0xff, 1, 2, 3]); // field 15, wire type 7
+        const recv = new HttpReceiver(() => ({body}));
+        const port = await recv.start();
+        const res = await driver(2, baseEnv(port));
+        await recv.close();
+        assert.equal(res.code, 0);
+        assert.equal(lines(res.stderr, /answered OK with a body that is not an OTLP export response \(6 bytes\); the batch is counted as delivered/).length, 1);
+        assertExactlyOnce(recv.requests.flatMap((r) => r.records), 2);
+        assert.equal(accounting(res.stderr, 2).exported, 6);
+        assert.match(res.stderr, /otlp_logs: rounds 2 in, 0 dropped; records 6 exported, 0 dropped, 0 rejected; 0 retries, [12] failures/);
+    },
+
     // A receiver that takes the request and never answers: each call ends
     // at its deadline and is retried; the host exits within the shutdown
     // deadline with everything counted.
