@@ -65,7 +65,7 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
         return rc;
     }
     const ss_otlp_endpoint *ep = ss_otlp_sender_endpoint(s->sender);
-    ss_info("otlp_logs: sending call stacks to %s%s (%s, %s%s, %u headers, timeout %u ms)",
+    ss_debug("otlp_logs: sending call stacks to %s%s (%s, %s%s, %u headers, timeout %u ms)",
             ep->url, ep->protocol == SS_OTLP_HTTP_PROTOBUF ? " over http/protobuf" : "",
             ep->target, ep->tls ? "TLS" : "plaintext",
             ep->compression == SS_OTLP_COMPRESS_GZIP ? ", gzip" : "",

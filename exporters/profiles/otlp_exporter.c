@@ -144,7 +144,7 @@ static int prof_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
         return rc;
     }
     const ss_otlp_endpoint *ep = ss_otlp_sender_endpoint(s->sender);
-    ss_info("otlp_profiles: sending %s profiles every %llu s to %s%s (%s, %s%s)",
+    ss_debug("otlp_profiles: sending %s profiles every %llu s to %s%s (%s, %s%s)",
             dev ? "v1development" : "v1experimental",
             (unsigned long long)(s->period.period_ns / 1000000000ull), ep->url,
             ep->protocol == SS_OTLP_HTTP_PROTOBUF ? " over http/protobuf" : "", ep->target,
