@@ -487,7 +487,7 @@ const cases = {
             STACKSHOT_LOG_LEVEL: 'debug'}));
         assert.match(realm.stderr, /otlp_logs: sending call stacks to https:\/\/ingest\.us0\.signalfx\.com\/v1\/log over http\/protobuf \(ingest\.us0\.signalfx\.com:443, TLS, 1 headers,/);
         const notUsed = await driver(1, baseEnv(port, {SPLUNK_REALM: 'us0',
-            STACKSHOT_SHUTDOWN_TIMEOUT: '500'}));
+            STACKSHOT_SHUTDOWN_TIMEOUT: '500', STACKSHOT_LOG_LEVEL: 'debug'}));
         assert.match(notUsed.stderr, /sending call stacks to http:\/\/127\.0\.0\.1:\d+\/v1\/logs/);
         const bad = await driver(1, baseEnv(port, {SPLUNK_REALM: 'us0/../x',
             OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: '',
@@ -532,7 +532,7 @@ const cases = {
         const port = await recv.start();
         const ok = await driver(2, baseEnv(port, {
             OTEL_EXPORTER_OTLP_ENDPOINT: `https://localhost:${port}`,
-            OTEL_EXPORTER_OTLP_CERTIFICATE: ca}));
+            OTEL_EXPORTER_OTLP_CERTIFICATE: ca, STACKSHOT_LOG_LEVEL: 'debug'}));  // the endpoint line is debug
         assert.equal(ok.code, 0);
         assert.match(ok.stderr, /over http\/protobuf \(localhost:\d+, TLS,/);
         assert.equal(accounting(ok.stderr, 2).exported, 6);
