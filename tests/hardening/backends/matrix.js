@@ -303,7 +303,12 @@ async function runCase(c) {
     // cost and not growth; on a busy machine that can come after the host's
     // own early sample at 300 ms)
     if (c.exporter.startsWith('otlp')) {
-        while (Date.now() - t0 < MAX_PHASE_MS && !run.moduleLoaded())
+        // module mapped, then its first export attempted: the exporter is
+        // set up (a failure line, a connection to the hostile server, or
+        // data at the good one)
+        const tried = () => FAILURE_LINE.test(run.stderrSoFar()) || (bad && bad.accepted > 0) ||
+            (goodSrv && goodSrv.delivered(needleFor(c.exporter), 0).length > 0);
+        while (Date.now() - t0 < MAX_PHASE_MS && !(run.moduleLoaded() && tried()))
             await sleep(50);
         await sleep(200);
         run.mark();
