@@ -690,37 +690,15 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
 
 /* ---- the API ---------------------------------------------------------- */
 
-/* How separate debuginfo is found. dwfl_standard_find_debuginfo looks in
- * the local build-id tree, then by .gnu_debuglink, and last asks the
- * debuginfod servers of $DEBUGINFOD_URLS (libdwfl dlopens libdebuginfod
- * when it is installed). Debian's login shells set DEBUGINFOD_URLS, so a
- * profiled server started from one would download the debuginfo of every
- * stripped library over the network from inside the host process, and
- * the sampler thread would wait for it. With the variable set, only the
- * local build-id tree (/usr/lib/debug/.build-id, where Debian's -dbgsym
- * packages install) is searched, which never touches the network. */
-typedef int find_debuginfo_fn(Dwfl_Module *, void **, const char *, Dwarf_Addr,
-                               const char *, const char *, GElf_Word, char **);
-
-/* STACKSHOT_SYMBOLS_DEBUGINFO=false: no separate debuginfo at all. */
+/* Separate debuginfo: looked for on this machine only
+ * (symbols_debuginfo.c), never through debuginfod; none at all with
+ * STACKSHOT_SYMBOLS_DEBUGINFO=false. */
 static int no_debuginfo(Dwfl_Module *mod, void **user, const char *modname,
                         Dwarf_Addr base, const char *file, const char *link,
                         GElf_Word crc, char **name) {
     (void)mod, (void)user, (void)modname, (void)base, (void)file, (void)link,
         (void)crc, (void)name;
     return -1;
-}
-
-static find_debuginfo_fn *debuginfo_finder(void) {
-    if (!ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true))
-        return no_debuginfo;
-    const char *urls = ss_env("DEBUGINFOD_URLS");
-    if (urls && *urls) {
-        ss_debug("symbols: DEBUGINFOD_URLS is set; debuginfo is looked up "
-                 "locally by build id only, never downloaded");
-        return dwfl_build_id_find_debuginfo;
-    }
-    return dwfl_standard_find_debuginfo;
 }
 
 ss_symbols *ss_symbols_create_sized(size_t entries) {
@@ -737,7 +715,9 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-    s->callbacks.find_debuginfo = debuginfo_finder();
+    s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true)
+                                      ? ss_find_debuginfo
+                                      : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
     bool mem = s->slots && s->pool && s->fns;
     if (mem)

@@ -578,6 +578,65 @@ static void test_no_debuginfod(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Separate debuginfo is looked for on this machine only: resolving a
+ * module that has a build id but no debug file anywhere (libdw itself)
+ * must not load libdebuginfod (libdw 0.188's own search dlopens it, with
+ * libcurl, GnuTLS, Kerberos...). libc keeps its files and lines when
+ * libc6-dbg is installed (found by build id); a library without a build id
+ * finds its DWARF through .gnu_debuglink in .debug/ next to it, and a
+ * debug file whose CRC is not the recorded one is not used. */
+static bool in_maps(const char *what) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void test_local_debuginfo(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)&dwfl_begin + 1, false, f, 8);
+    assert_string_equal(f[n - 1].fn->name, "dwfl_begin");
+    n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)libc_nanosleep() + 4, false, f, 8);
+    const ss_frame *libc = &f[n - 1];
+    assert_non_null(strstr(libc->fn->name, "nanosleep"));
+    assert_null(dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_NOLOAD));
+    assert_false(in_maps("libdebuginfod"));
+    assert_false(in_maps("libcurl-gnutls")); /* debuginfod's */
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", libc->map->build_id,
+             libc->map->build_id + 2);
+    if (access(dbg, R_OK) == 0) { /* libc6-dbg */
+        size_t len = strlen(libc->fn->file);
+        if (len < 3 || strcmp(libc->fn->file + len - 2, ".c") != 0 || libc->line <= 0)
+            fail_msg("libc's nanosleep at %s:%d with %s installed", libc->fn->file,
+                     (int)libc->line, dbg);
+    } else {
+        printf("no %s: libc's lines not checked\n", dbg);
+    }
+
+    void *hl = dlopen(SYM_LIB_LINK, RTLD_NOW | RTLD_LOCAL);
+    void *hb = dlopen(SYM_LIB_BADLINK, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(hl);
+    assert_non_null(hb);
+    uint64_t a = (uint64_t)(uintptr_t)dlsym(hl, "sym_link_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_link_func", "dl_lib.c");
+    assert_true(f[0].line > 0);
+    a = (uint64_t)(uintptr_t)dlsym(hb, "sym_badlink_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_badlink_func", "libsym_badlink.so");
+    assert_int_equal(f[0].line, 0);
+    dlclose(hl);
+    dlclose(hb);
+    ss_symbols_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -595,6 +654,7 @@ int main(void) {
         cmocka_unit_test(test_vdso),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),
+        cmocka_unit_test(test_local_debuginfo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
