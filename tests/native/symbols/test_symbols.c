@@ -383,6 +383,67 @@ static void test_distant_remap(void **state) {
     dlclose(h);
 }
 
+/* The modules one Dwfl holds, as "name lo-hi" lines. */
+static int list_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr lo,
+                       void *arg) {
+    (void)mod;
+    (void)user;
+    char line[600];
+    Dwarf_Addr hi;
+    dwfl_module_info(mod, NULL, NULL, &hi, NULL, NULL, NULL, NULL);
+    snprintf(line, sizeof line, "%s %llx-%llx\n", name, (unsigned long long)lo,
+             (unsigned long long)hi);
+    strncat(arg, line, 65535 - strlen(arg));
+    return DWARF_CB_OK;
+}
+
+static char *modules_of(Dwfl *d) {
+    char *text = calloc(1, 65536);
+    assert_non_null(text);
+    dwfl_getmodules(d, list_module, text, 0);
+    return text;
+}
+
+/* Without remaps, the resolver's own reading of /proc/self/maps reports
+ * the modules libdwfl's reader does (same names, same bounds), plus the
+ * vDSO. */
+static void test_maps_as_libdwfl(void **state) {
+    (void)state;
+    static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+                                      .find_debuginfo = dwfl_standard_find_debuginfo};
+    Dwfl *ours = dwfl_begin(&cb), *theirs = dwfl_begin(&cb);
+    assert_non_null(ours);
+    assert_non_null(theirs);
+    ss_remap *r;
+    size_t n;
+    dwfl_report_begin(ours);
+    assert_int_equal(ss_maps_report(ours, &r, &n), 0);
+    dwfl_report_end(ours, NULL, NULL);
+    assert_int_equal(n, 0);
+    ss_remaps_free(r, n);
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    dwfl_report_begin(theirs);
+    assert_int_equal(dwfl_linux_proc_maps_report(theirs, f), 0);
+    char vdso[48];
+    snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
+    uint64_t v = getauxval(AT_SYSINFO_EHDR);
+    Dwfl_Module *m = dwfl_addrmodule(ours, v);
+    assert_non_null(m);
+    Dwarf_Addr lo, hi;
+    dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+    dwfl_report_module(theirs, vdso, lo, hi);
+    dwfl_report_end(theirs, NULL, NULL);
+    fclose(f);
+    char *a = modules_of(ours), *b = modules_of(theirs);
+    assert_true(strchr(a, '\n') != NULL);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    dwfl_end(ours);
+    dwfl_end(theirs);
+}
+
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -650,6 +711,7 @@ int main(void) {
         cmocka_unit_test(test_dlopen_dlclose),
         cmocka_unit_test(test_sizeless_symbol),
         cmocka_unit_test(test_distant_remap),
+        cmocka_unit_test(test_maps_as_libdwfl),
         cmocka_unit_test(test_perf_map),
         cmocka_unit_test(test_vdso),
         cmocka_unit_test(test_config),
