@@ -41,6 +41,7 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ struct ss_symbols {
     pid_t perf_pid;
     char jit_file_name[32]; /* "perf-<pid>.map": the file of JIT frames */
     ss_symbols_counters c;
+    _Atomic bool busy; /* inside ss_symbols_resolve (see ss_symbols_busy) */
 };
 
 /* Used only when interning fails (out of memory): a frame always names
@@ -754,10 +756,8 @@ void ss_symbols_destroy(ss_symbols *s) {
     free(s);
 }
 
-int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
-                       ss_frame *out, int max) {
-    if (max < 1)
-        return 0;
+static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *out,
+                  int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
     check_loader(s);
@@ -785,6 +785,21 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
     memcpy(out, r.f, (size_t)n * sizeof *out);
     return n;
 }
+
+int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
+                       ss_frame *out, int max) {
+    if (max < 1)
+        return 0;
+    /* set before the lookup changes anything, cleared after it is done:
+     * fork copies memory as it is at one moment, so a child that sees
+     * the flag clear holds a resolver between two lookups */
+    atomic_store(&s->busy, true);
+    int n = lookup(s, addr, return_address, out, max);
+    atomic_store_explicit(&s->busy, false, memory_order_release);
+    return n;
+}
+
+bool ss_symbols_busy(const ss_symbols *s) { return atomic_load(&s->busy); }
 
 void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses) {
     *hits = s->c.hits;
