@@ -833,7 +833,9 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
 static void *sampler_main(void *arg) {
     sampler *s = arg;
     uint64_t interval = (uint64_t)s->cfg.interval_ms * 1000000ull;
-    uint64_t next = ss_mono_ns() + interval;
+    /* a deferred start waited one interval already (the loader; a forked
+     * child's restart, min(interval, 100 ms)) */
+    uint64_t next = ss_mono_ns() + (s->cfg.start_deferred ? 0 : interval);
     pthread_mutex_lock(&lock);
     while (!stopping) {
         struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
