@@ -534,11 +534,8 @@ static void find_scopes(ss_symbols *s, Dwfl_Module *mod, Dwarf_Die *cudie,
  * function there). *file and *line come in as pc's own place and leave
  * as the place in that function (the outermost call site). */
 static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
-                              resolved *r, scope_chain *c, const char **file,
-                              int *line, Dwarf_Die **cu_out) {
-    Dwarf_Addr bias = 0;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
-    *cu_out = cudie;
+                              Dwarf_Die *cudie, Dwarf_Addr bias, resolved *r, scope_chain *c,
+                              const char **file, int *line) {
     if (!cudie)
         return NULL;
     find_scopes(s, mod, cudie, pc - bias, c);
@@ -559,6 +556,29 @@ static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
     while (i >= 0 && dwarf_tag(&c->d[i]) != DW_TAG_subprogram)
         i--; /* inline chain deeper than the frames we keep */
     return i >= 0 ? &c->d[i] : NULL;
+}
+
+/* The CU whose code holds pc (module address), or NULL; *bias as
+ * dwfl_module_addrdie's. libdwfl finds a CU by .debug_aranges, each entry
+ * taken to reach up to the next one: where .debug_aranges lists only some
+ * CUs (a cgo program: Go's linker writes none for the Go code, gcc one
+ * per C file) an address of an unlisted CU lands in the C file listed
+ * before it (Go frames named as in gcc_mmap.c). The CU found is checked
+ * against its own ranges; when it does not hold pc, every CU is looked
+ * at (once per address: the result is cached). */
+static Dwarf_Die *cu_at(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *bias, Dwarf_Die *mem) {
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, bias);
+    if (!cu || dwarf_haspc(cu, pc - *bias) == 1)
+        return cu;
+    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+    Dwarf_Off off = 0, next;
+    size_t hsize;
+    while (dw && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+        if (dwarf_offdie(dw, off + hsize, mem) && dwarf_haspc(mem, pc - *bias) == 1)
+            return mem;
+        off = next;
+    }
+    return NULL;
 }
 
 /* The module containing pc, or NULL. Past the highest module (the stack,
@@ -635,17 +655,17 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
         map = module_mapping(mod);
     const char *file = NULL;
     int line = 0;
-    Dwfl_Line *dl = dwfl_module_getsrc(mod, pc);
-    if (dl) {
-        const char *src = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
-        if (src)
-            file = base_name(src);
-        else
-            line = 0;
-    }
+    Dwarf_Addr bias = 0;
+    Dwarf_Die cu_mem;
+    Dwarf_Die *cudie = cu_at(mod, pc, &bias, &cu_mem);
+    Dwarf_Line *dl = cudie ? dwarf_getsrc_die(cudie, pc - bias) : NULL;
+    const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    if (src && dwarf_lineno(dl, &line) == 0)
+        file = base_name(src);
+    else
+        line = 0;
     scope_chain c;
-    Dwarf_Die *cudie = NULL;
-    Dwarf_Die *sub = add_inlines(s, mod, pc, r, &c, &file, &line, &cudie);
+    Dwarf_Die *sub = add_inlines(s, mod, pc, cudie, bias, r, &c, &file, &line);
     if (!file) /* no DWARF line: name the module, as jstack does */
         file = map ? base_name(map->path) : "unknown";
 
