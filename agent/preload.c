@@ -33,6 +33,7 @@ void ss_preload_autostart(void) {
     ss_config_load(&cfg);
     if (!cfg.enabled)
         return;
+    cfg.start_deferred = true; /* the loader waited one interval before opening us */
     ss_agent_start(&ss_native_source, &cfg);
 }
 

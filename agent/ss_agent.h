@@ -118,6 +118,10 @@ typedef struct ss_config {
     int signal;                /* STACKSHOT_SIGNAL */
     uint32_t shutdown_ms;      /* STACKSHOT_SHUTDOWN_TIMEOUT */
     uint32_t answer_ms;        /* STACKSHOT_SIGNAL_TIMEOUT */
+    /* Not a key: the start was already put off by one interval (the
+     * loader's start thread waits that long), so the first round is
+     * taken at once rather than one more interval later. */
+    bool start_deferred;
 } ss_config;
 
 /* Install the JVMTI option string ("key=value,key=value"), which takes

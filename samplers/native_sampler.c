@@ -123,6 +123,10 @@ static sampler *active;
 static sampler *forgotten;
 /* The sampler thread is taking a round: its state may be half-updated. */
 static _Atomic bool in_round;
+/* A forked child's copy of the parent's symbol resolver, for its next
+ * sampler, and what its fork fell into (said when that sampler starts). */
+static ss_symbols *inherited_symbols;
+static enum { FORK_QUIET, FORK_IN_ROUND, FORK_IN_LOOKUP } fork_fell;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
 static bool force_signal; /* benchmarks: every thread that ran is signalled */
@@ -812,7 +816,8 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
     s->mode = mode;
     s->copy_bytes = copy_bytes;
     s->next_number = 2; /* #1 is the main thread */
-    s->symbols = ss_symbols_create();
+    s->symbols = inherited_symbols ? inherited_symbols : ss_symbols_create();
+    inherited_symbols = NULL;
     s->builder = ss_round_builder_create();
     s->walker = ss_walker_create(copy_bytes, cfg->max_depth + 1);
     if (!copy_cut_fn)
@@ -828,7 +833,9 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
 static void *sampler_main(void *arg) {
     sampler *s = arg;
     uint64_t interval = (uint64_t)s->cfg.interval_ms * 1000000ull;
-    uint64_t next = ss_mono_ns() + interval;
+    /* a deferred start waited one interval already (the loader; a forked
+     * child's restart, min(interval, 100 ms)) */
+    uint64_t next = ss_mono_ns() + (s->cfg.start_deferred ? 0 : interval);
     pthread_mutex_lock(&lock);
     while (!stopping) {
         struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
@@ -1000,6 +1007,10 @@ static int prepare(const ss_config *given) {
         int tid_off, stack_off, stack_size_off;
         ss_walker_descriptor_layout(active->walker, &tid_off, &stack_off, &stack_size_off);
         ss_sig_descriptor_layout(tid_off, stack_off, stack_size_off);
+        if (fork_fell != FORK_QUIET)
+            ss_debug("native sampler: pid %d: forked during a round; symbol resolver %s",
+                     (int)getpid(), fork_fell == FORK_IN_ROUND ? "kept" : "rebuilt");
+        fork_fell = FORK_QUIET;
     }
     active->cfg = *cfg;
     return 0;
@@ -1066,6 +1077,20 @@ static void native_stop(uint64_t deadline_ns) {
     active = NULL;
 }
 
+/* Forked inside a round: the round's state may be half-updated, the
+ * symbol resolver only if the fork fell inside a lookup. Otherwise the
+ * child's next sampler takes it over: rebuilt, it would read every
+ * module's DWARF again before the child's first round (hundreds of
+ * milliseconds, seconds on a loaded machine). */
+static void inherit_symbols(sampler *s) {
+    fork_fell = ss_symbols_busy(s->symbols) ? FORK_IN_LOOKUP : FORK_IN_ROUND;
+    if (fork_fell == FORK_IN_LOOKUP)
+        return;
+    ss_symbols_destroy(inherited_symbols); /* a parent's, never used: consistent */
+    inherited_symbols = s->symbols;
+    s->symbols = NULL;
+}
+
 static void native_after_fork_child(void) {
     /* The sampler thread does not exist here; the state it was using may
      * be half-updated: keep it reachable, never touch it, start afresh. */
@@ -1077,6 +1102,7 @@ static void native_after_fork_child(void) {
      * hundreds of milliseconds of DWARF reading). The parent's threads
      * drop out of it at the child's first round. */
     if (active && atomic_load(&in_round)) {
+        inherit_symbols(active);
         forgotten = active;
         active = NULL;
     }

@@ -94,6 +94,12 @@ void ss_symbols_destroy(ss_symbols *s);
 int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
                        ss_frame *out, int max);
 
+/* True while ss_symbols_resolve runs on s. A child forked then holds a
+ * copy that may be half-updated (a cache slot, libdw's state of a module);
+ * one forked at any other moment may go on using its copy (the same
+ * mappings, the same addresses). */
+bool ss_symbols_busy(const ss_symbols *s);
+
 /* Counters: lookups served from the cache vs. resolved with DWARF. */
 void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses);
 

@@ -41,6 +41,7 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ struct ss_symbols {
     pid_t perf_pid;
     char jit_file_name[32]; /* "perf-<pid>.map": the file of JIT frames */
     ss_symbols_counters c;
+    _Atomic bool busy; /* inside ss_symbols_resolve (see ss_symbols_busy) */
 };
 
 /* Used only when interning fails (out of memory): a frame always names
@@ -532,11 +534,8 @@ static void find_scopes(ss_symbols *s, Dwfl_Module *mod, Dwarf_Die *cudie,
  * function there). *file and *line come in as pc's own place and leave
  * as the place in that function (the outermost call site). */
 static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
-                              resolved *r, scope_chain *c, const char **file,
-                              int *line, Dwarf_Die **cu_out) {
-    Dwarf_Addr bias = 0;
-    Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
-    *cu_out = cudie;
+                              Dwarf_Die *cudie, Dwarf_Addr bias, resolved *r, scope_chain *c,
+                              const char **file, int *line) {
     if (!cudie)
         return NULL;
     find_scopes(s, mod, cudie, pc - bias, c);
@@ -557,6 +556,29 @@ static Dwarf_Die *add_inlines(ss_symbols *s, Dwfl_Module *mod, Dwarf_Addr pc,
     while (i >= 0 && dwarf_tag(&c->d[i]) != DW_TAG_subprogram)
         i--; /* inline chain deeper than the frames we keep */
     return i >= 0 ? &c->d[i] : NULL;
+}
+
+/* The CU whose code holds pc (module address), or NULL; *bias as
+ * dwfl_module_addrdie's. libdwfl finds a CU by .debug_aranges, each entry
+ * taken to reach up to the next one: where .debug_aranges lists only some
+ * CUs (a cgo program: Go's linker writes none for the Go code, gcc one
+ * per C file) an address of an unlisted CU lands in the C file listed
+ * before it (Go frames named as in gcc_mmap.c). The CU found is checked
+ * against its own ranges; when it does not hold pc, every CU is looked
+ * at (once per address: the result is cached). */
+static Dwarf_Die *cu_at(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *bias, Dwarf_Die *mem) {
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, bias);
+    if (!cu || dwarf_haspc(cu, pc - *bias) == 1)
+        return cu;
+    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+    Dwarf_Off off = 0, next;
+    size_t hsize;
+    while (dw && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+        if (dwarf_offdie(dw, off + hsize, mem) && dwarf_haspc(mem, pc - *bias) == 1)
+            return mem;
+        off = next;
+    }
+    return NULL;
 }
 
 /* The module containing pc, or NULL. Past the highest module (the stack,
@@ -633,17 +655,17 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
         map = module_mapping(mod);
     const char *file = NULL;
     int line = 0;
-    Dwfl_Line *dl = dwfl_module_getsrc(mod, pc);
-    if (dl) {
-        const char *src = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
-        if (src)
-            file = base_name(src);
-        else
-            line = 0;
-    }
+    Dwarf_Addr bias = 0;
+    Dwarf_Die cu_mem;
+    Dwarf_Die *cudie = cu_at(mod, pc, &bias, &cu_mem);
+    Dwarf_Line *dl = cudie ? dwarf_getsrc_die(cudie, pc - bias) : NULL;
+    const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    if (src && dwarf_lineno(dl, &line) == 0)
+        file = base_name(src);
+    else
+        line = 0;
     scope_chain c;
-    Dwarf_Die *cudie = NULL;
-    Dwarf_Die *sub = add_inlines(s, mod, pc, r, &c, &file, &line, &cudie);
+    Dwarf_Die *sub = add_inlines(s, mod, pc, cudie, bias, r, &c, &file, &line);
     if (!file) /* no DWARF line: name the module, as jstack does */
         file = map ? base_name(map->path) : "unknown";
 
@@ -690,37 +712,15 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
 
 /* ---- the API ---------------------------------------------------------- */
 
-/* How separate debuginfo is found. dwfl_standard_find_debuginfo looks in
- * the local build-id tree, then by .gnu_debuglink, and last asks the
- * debuginfod servers of $DEBUGINFOD_URLS (libdwfl dlopens libdebuginfod
- * when it is installed). Debian's login shells set DEBUGINFOD_URLS, so a
- * profiled server started from one would download the debuginfo of every
- * stripped library over the network from inside the host process, and
- * the sampler thread would wait for it. With the variable set, only the
- * local build-id tree (/usr/lib/debug/.build-id, where Debian's -dbgsym
- * packages install) is searched, which never touches the network. */
-typedef int find_debuginfo_fn(Dwfl_Module *, void **, const char *, Dwarf_Addr,
-                               const char *, const char *, GElf_Word, char **);
-
-/* STACKSHOT_SYMBOLS_DEBUGINFO=false: no separate debuginfo at all. */
+/* Separate debuginfo: looked for on this machine only
+ * (symbols_debuginfo.c), never through debuginfod; none at all with
+ * STACKSHOT_SYMBOLS_DEBUGINFO=false. */
 static int no_debuginfo(Dwfl_Module *mod, void **user, const char *modname,
                         Dwarf_Addr base, const char *file, const char *link,
                         GElf_Word crc, char **name) {
     (void)mod, (void)user, (void)modname, (void)base, (void)file, (void)link,
         (void)crc, (void)name;
     return -1;
-}
-
-static find_debuginfo_fn *debuginfo_finder(void) {
-    if (!ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true))
-        return no_debuginfo;
-    const char *urls = ss_env("DEBUGINFOD_URLS");
-    if (urls && *urls) {
-        ss_debug("symbols: DEBUGINFOD_URLS is set; debuginfo is looked up "
-                 "locally by build id only, never downloaded");
-        return dwfl_build_id_find_debuginfo;
-    }
-    return dwfl_standard_find_debuginfo;
 }
 
 ss_symbols *ss_symbols_create_sized(size_t entries) {
@@ -737,7 +737,9 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-    s->callbacks.find_debuginfo = debuginfo_finder();
+    s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true)
+                                      ? ss_find_debuginfo
+                                      : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
     bool mem = s->slots && s->pool && s->fns;
     if (mem)
@@ -774,10 +776,8 @@ void ss_symbols_destroy(ss_symbols *s) {
     free(s);
 }
 
-int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
-                       ss_frame *out, int max) {
-    if (max < 1)
-        return 0;
+static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *out,
+                  int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
     check_loader(s);
@@ -805,6 +805,21 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
     memcpy(out, r.f, (size_t)n * sizeof *out);
     return n;
 }
+
+int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
+                       ss_frame *out, int max) {
+    if (max < 1)
+        return 0;
+    /* set before the lookup changes anything, cleared after it is done:
+     * fork copies memory as it is at one moment, so a child that sees
+     * the flag clear holds a resolver between two lookups */
+    atomic_store(&s->busy, true);
+    int n = lookup(s, addr, return_address, out, max);
+    atomic_store_explicit(&s->busy, false, memory_order_release);
+    return n;
+}
+
+bool ss_symbols_busy(const ss_symbols *s) { return atomic_load(&s->busy); }
 
 void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses) {
     *hits = s->c.hits;

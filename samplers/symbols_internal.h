@@ -44,6 +44,16 @@ typedef struct Dwfl Dwfl;
 int ss_maps_report(Dwfl *dwfl, ss_remap **remaps, size_t *n);
 void ss_remaps_free(ss_remap *r, size_t n);
 
+/* ---- symbols_debuginfo.c: separate debuginfo, local files only ------ */
+
+/* libdwfl's find_debuginfo callback: the build-id tree under
+ * /usr/lib/debug, then .gnu_debuglink next to the file, in its .debug/
+ * and under /usr/lib/debug (build id or CRC checked); dwz altlinks the
+ * same way. Never debuginfod. An open fd and *name (malloc'd), or -1. */
+typedef struct Dwfl_Module Dwfl_Module;
+int ss_find_debuginfo(Dwfl_Module *mod, void **user, const char *modname, uint64_t base,
+                      const char *file, const char *link, uint32_t crc, char **name);
+
 /* ---- symbols_perfmap.c: JIT code named in /tmp/perf-<pid>.map --------- */
 
 typedef struct ss_perfmap ss_perfmap;

@@ -10,15 +10,16 @@
  * are grouped by load: a mapping joins its file's first load when it lies
  * at the same bias (address - file offset) or within SAME_LOAD_SPAN of it
  * (the segments of one ELF load); any other mapping of the file is a
- * remap. Loads go to libdwfl (through dwfl_linux_proc_maps_report, which
- * reads the same format); remaps are kept here, each resolved as the
- * address the same file offset has in the load. */
+ * remap. Loads are reported to libdwfl as its own reader would report
+ * them (a module per run of mappings of one file); remaps are kept here,
+ * each resolved as the address the same file offset has in the load.
+ *
+ * The maps are read and parsed by proc_maps.c, as for the unwinder. */
+#include "proc_maps.h"
 #include "symbols_internal.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,99 +27,28 @@
 
 #define SAME_LOAD_SPAN (1ull << 30) /* segments of one load lie closer than this */
 
-/* One mapping of a file, as parsed. */
-typedef struct file_map {
-    uint64_t start, end, offset, key;
-    char *line;       /* in the maps text */
-    size_t line_len;
-    size_t path_at;
-} file_map;
-
 /* A file's load: the mapping of its lowest offset (ld.so maps the ELF
  * header first), lowest address among equals. */
 typedef struct file_load {
-    uint64_t key, start, bias;
-    const char *path;
-    size_t path_len;
+    const ss_map_file *first; /* identifies the file */
+    uint64_t start, bias;
 } file_load;
 
-static char *read_maps(size_t *len) {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 4096 > cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    return buf;
+static bool same_file(const ss_map_file *a, const ss_map_file *b) {
+    return a->inode == b->inode && a->dev_major == b->dev_major &&
+           a->dev_minor == b->dev_minor && strcmp(a->path, b->path) == 0;
 }
 
-static bool same_path(const char *a, size_t alen, const char *b, size_t blen) {
-    return alen == blen && memcmp(a, b, alen) == 0;
-}
-
-static file_load *find_load(file_load *v, size_t n, const file_map *m) {
-    const char *path = m->line + m->path_at;
-    size_t plen = m->line_len - m->path_at;
+static file_load *find_load(file_load *v, size_t n, const ss_map_file *m) {
     for (size_t i = 0; i < n; i++)
-        if (v[i].key == m->key && same_path(v[i].path, v[i].path_len, path, plen))
+        if (same_file(v[i].first, m))
             return &v[i];
     return NULL;
 }
 
-/* Parse the file-backed mappings (path starting with '/', an inode). */
-static size_t parse_maps(char *maps, file_map **out, uint64_t *vdso_start, uint64_t *vdso_end) {
-    size_t n = 0, cap = 0;
-    file_map *v = NULL;
-    for (char *line = maps; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t llen = nl ? (size_t)(nl - line) : strlen(line);
-        uint64_t start, end, offset, inode;
-        unsigned major, minor;
-        int path_at = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*4s %" SCNx64 " %x:%x %" SCNu64 " %n",
-                   &start, &end, &offset, &major, &minor, &inode, &path_at) >= 6 &&
-            path_at > 0 && (size_t)path_at < llen) {
-            if (line[path_at] == '/' && inode != 0) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 256;
-                    file_map *nv = realloc(v, cap * sizeof *nv);
-                    if (!nv)
-                        break;
-                    v = nv;
-                }
-                v[n++] = (file_map){start, end, offset, inode * 1000003u ^ ((uint64_t)major << 20 | minor),
-                                    line, llen, (size_t)path_at};
-            } else if (strncmp(line + path_at, "[vdso]", 6) == 0) {
-                *vdso_start = start;
-                *vdso_end = end;
-            }
-        }
-        line += llen + (nl ? 1 : 0);
-    }
-    *out = v;
-    return n;
+static bool in_load(const file_load *l, const ss_map_file *m) {
+    uint64_t dist = m->lo > l->start ? m->lo - l->start : l->start - m->lo;
+    return m->lo - m->offset == l->bias || dist < SAME_LOAD_SPAN;
 }
 
 void ss_remaps_free(ss_remap *r, size_t n) {
@@ -127,79 +57,83 @@ void ss_remaps_free(ss_remap *r, size_t n) {
     free(r);
 }
 
+/* Report each run of a file's mappings in its load as one module, as
+ * libdwfl's maps reader does: another file's mapping ends a run, a
+ * mapping of no file (bss, heap) does not; remaps are left out. */
+static int report_loads(Dwfl *dwfl, const ss_map_files *mf, file_load *loads,
+                        size_t n_loads) {
+    const ss_map_file *run = NULL;
+    uint64_t lo = 0, hi = 0;
+    for (size_t i = 0; i <= mf->n; i++) {
+        const ss_map_file *m = i < mf->n ? &mf->v[i] : NULL;
+        if (m && !in_load(find_load(loads, n_loads, m), m))
+            continue; /* a remap */
+        if (m && run && same_file(run, m)) {
+            hi = m->hi;
+            continue;
+        }
+        if (run && !dwfl_report_module(dwfl, run->path, lo, hi))
+            return -EIO;
+        run = m;
+        if (m) {
+            lo = m->lo;
+            hi = m->hi;
+        }
+    }
+    return 0;
+}
+
 int ss_maps_report(Dwfl *dwfl, ss_remap **remaps_out, size_t *n_out) {
     *remaps_out = NULL;
     *n_out = 0;
-    size_t len = 0;
-    char *maps = read_maps(&len);
-    if (!maps)
-        return -EIO;
-    uint64_t vdso_start = 0, vdso_end = 0;
-    file_map *m = NULL;
-    size_t n = parse_maps(maps, &m, &vdso_start, &vdso_end);
+    ss_map_files mf;
+    int rc = ss_map_files_read(&mf);
+    if (rc != 0)
+        return rc;
+    size_t n = mf.n;
     file_load *loads = calloc(n ? n : 1, sizeof *loads);
     ss_remap *remaps = calloc(n ? n : 1, sizeof *remaps);
-    char *kept = malloc(len + 1);
-    size_t n_loads = 0, n_remaps = 0, kept_len = 0;
-    int rc = loads && remaps && kept ? 0 : -ENOMEM;
+    size_t n_loads = 0, n_remaps = 0;
+    rc = loads && remaps ? 0 : -ENOMEM;
     /* each file's load */
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        file_load *l = find_load(loads, n_loads, &m[i]);
-        if (!l) {
-            l = &loads[n_loads++];
-            *l = (file_load){m[i].key, m[i].start, m[i].start - m[i].offset,
-                             m[i].line + m[i].path_at, m[i].line_len - m[i].path_at};
-        } else if (m[i].start - m[i].offset != l->bias && m[i].offset < l->start - l->bias) {
-            l->start = m[i].start; /* a lower offset: nearer the ELF header */
-            l->bias = m[i].start - m[i].offset;
+        const ss_map_file *m = &mf.v[i];
+        file_load *l = find_load(loads, n_loads, m);
+        if (!l)
+            loads[n_loads++] = (file_load){m, m->lo, m->lo - m->offset};
+        else if (m->lo - m->offset != l->bias && m->offset < l->start - l->bias) {
+            l->start = m->lo; /* a lower offset: nearer the ELF header */
+            l->bias = m->lo - m->offset;
         }
     }
-    /* the text without the remaps; the remaps apart */
-    const char *copied_to = maps;
+    /* the remaps apart */
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        file_load *l = find_load(loads, n_loads, &m[i]);
-        uint64_t dist = m[i].start > l->start ? m[i].start - l->start : l->start - m[i].start;
-        if (m[i].start - m[i].offset == l->bias || dist < SAME_LOAD_SPAN)
+        const ss_map_file *m = &mf.v[i];
+        const file_load *l = find_load(loads, n_loads, m);
+        if (in_load(l, m))
             continue;
-        /* copy up to this line, skip it */
-        size_t chunk = (size_t)(m[i].line - copied_to);
-        memcpy(kept + kept_len, copied_to, chunk);
-        kept_len += chunk;
-        copied_to = m[i].line + m[i].line_len + (m[i].line[m[i].line_len] == '\n');
-        char *path = strndup(l->path, l->path_len);
+        char *path = strdup(m->path);
         if (!path) {
             rc = -ENOMEM;
             break;
         }
         /* the load's address of this file offset, minus ours */
-        remaps[n_remaps++] = (ss_remap){m[i].start, m[i].end, m[i].offset + l->bias - m[i].start,
-                                        path, NULL};
+        remaps[n_remaps++] = (ss_remap){m->lo, m->hi, m->offset + l->bias - m->lo, path, NULL};
     }
-    if (rc == 0) {
-        size_t rest = len - (size_t)(copied_to - maps);
-        memcpy(kept + kept_len, copied_to, rest);
-        kept_len += rest;
-        kept[kept_len] = '\0';
-        FILE *f = fmemopen(kept, kept_len ? kept_len : 1, "r");
-        rc = f ? dwfl_linux_proc_maps_report(dwfl, f) : -errno;
-        if (f)
-            fclose(f);
-        if (rc > 0)
-            rc = -rc;
-        /* the vDSO has no file: read from memory by libdwfl's find_elf,
-         * which knows it by this name (as its own maps reader names it) */
+    if (rc == 0)
+        rc = report_loads(dwfl, &mf, loads, n_loads);
+    /* the vDSO has no file: read from memory by libdwfl's find_elf, which
+     * knows it by this name (as its own maps reader names it) */
+    if (rc == 0 && mf.vdso_hi > mf.vdso_lo) {
         char name[48];
         snprintf(name, sizeof name, "[vdso: %d]", (int)getpid());
-        if (rc == 0 && vdso_end > vdso_start)
-            dwfl_report_module(dwfl, name, vdso_start, vdso_end);
+        dwfl_report_module(dwfl, name, mf.vdso_lo, mf.vdso_hi);
     }
-    free(kept);
     free(loads);
-    free(m);
-    free(maps);
+    ss_map_files_free(&mf);
     if (rc != 0) {
         ss_remaps_free(remaps, n_remaps);
-        return rc < 0 ? rc : -EIO;
+        return rc;
     }
     *remaps_out = remaps;
     *n_out = n_remaps;

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proc_maps.h"
+
 /* DWARF register numbers of x86-64 (System V psABI, figure 3.36). */
 enum {
     SS_UW_RAX = 0, SS_UW_RDX, SS_UW_RCX, SS_UW_RBX, SS_UW_RSI, SS_UW_RDI, SS_UW_RBP, SS_UW_RSP,
@@ -107,25 +109,6 @@ void ss_unwinder_stats(const ss_unwinder *u, uint64_t *compiled, uint64_t *cache
 /* Read n bytes of this process's memory at addr without faulting
  * (process_vm_readv). Bytes read, or -errno. */
 long ss_uw_read_memory(void *dst, uint64_t addr, size_t n);
-
-/* ---- mappings (proc_maps.c) --------------------------------------- */
-
-enum { SS_MAP_R = 1, SS_MAP_W = 2, SS_MAP_X = 4 };
-
-typedef struct ss_map_range {
-    uint64_t lo, hi;
-    uint32_t prot;
-} ss_map_range;
-
-typedef struct ss_maps {
-    uint32_t n;
-    ss_map_range r[]; /* sorted, disjoint */
-} ss_maps;
-
-/* /proc/self/maps now; free() it. NULL when unreadable. */
-ss_maps *ss_maps_read(void);
-/* The mapping holding addr, or NULL. Async-signal-safe. */
-const ss_map_range *ss_maps_find(const ss_maps *m, uint64_t addr);
 
 /* ---- the CFI (unwind_cfi.c), used by unwind.c --------------------- */
 

@@ -76,6 +76,13 @@ if late:
     check(sum(1 for t in spin if "main.spin" in stackdump.functions(t["frames"])) >= 2,
           "main.spin seen in fewer than 2 rounds")
     check(all(t["state"] == "RUNNABLE" for t in spin), "the busy goroutine not RUNNABLE")
+    # Go code's file and line come from its own CU (.debug_aranges lists
+    # only the cgo C files: libdwfl alone named Go frames after one of them)
+    places = set((f, l) for t in spin for fn, f, l in t["frames"]
+                 if stackdump.short(fn) == "main.spin")
+    print("main.spin at %s" % sorted(places))
+    check(places and all(f == "server.go" and l > 0 for f, l in places),
+          "main.spin not placed in server.go: %s" % sorted(places))
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)

@@ -383,6 +383,67 @@ static void test_distant_remap(void **state) {
     dlclose(h);
 }
 
+/* The modules one Dwfl holds, as "name lo-hi" lines. */
+static int list_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr lo,
+                       void *arg) {
+    (void)mod;
+    (void)user;
+    char line[600];
+    Dwarf_Addr hi;
+    dwfl_module_info(mod, NULL, NULL, &hi, NULL, NULL, NULL, NULL);
+    snprintf(line, sizeof line, "%s %llx-%llx\n", name, (unsigned long long)lo,
+             (unsigned long long)hi);
+    strncat(arg, line, 65535 - strlen(arg));
+    return DWARF_CB_OK;
+}
+
+static char *modules_of(Dwfl *d) {
+    char *text = calloc(1, 65536);
+    assert_non_null(text);
+    dwfl_getmodules(d, list_module, text, 0);
+    return text;
+}
+
+/* Without remaps, the resolver's own reading of /proc/self/maps reports
+ * the modules libdwfl's reader does (same names, same bounds), plus the
+ * vDSO. */
+static void test_maps_as_libdwfl(void **state) {
+    (void)state;
+    static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+                                      .find_debuginfo = dwfl_standard_find_debuginfo};
+    Dwfl *ours = dwfl_begin(&cb), *theirs = dwfl_begin(&cb);
+    assert_non_null(ours);
+    assert_non_null(theirs);
+    ss_remap *r;
+    size_t n;
+    dwfl_report_begin(ours);
+    assert_int_equal(ss_maps_report(ours, &r, &n), 0);
+    dwfl_report_end(ours, NULL, NULL);
+    assert_int_equal(n, 0);
+    ss_remaps_free(r, n);
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    dwfl_report_begin(theirs);
+    assert_int_equal(dwfl_linux_proc_maps_report(theirs, f), 0);
+    char vdso[48];
+    snprintf(vdso, sizeof vdso, "[vdso: %d]", (int)getpid());
+    uint64_t v = getauxval(AT_SYSINFO_EHDR);
+    Dwfl_Module *m = dwfl_addrmodule(ours, v);
+    assert_non_null(m);
+    Dwarf_Addr lo, hi;
+    dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+    dwfl_report_module(theirs, vdso, lo, hi);
+    dwfl_report_end(theirs, NULL, NULL);
+    fclose(f);
+    char *a = modules_of(ours), *b = modules_of(theirs);
+    assert_true(strchr(a, '\n') != NULL);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    dwfl_end(ours);
+    dwfl_end(theirs);
+}
+
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -578,6 +639,65 @@ static void test_no_debuginfod(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Separate debuginfo is looked for on this machine only: resolving a
+ * module that has a build id but no debug file anywhere (libdw itself)
+ * must not load libdebuginfod (libdw 0.188's own search dlopens it, with
+ * libcurl, GnuTLS, Kerberos...). libc keeps its files and lines when
+ * libc6-dbg is installed (found by build id); a library without a build id
+ * finds its DWARF through .gnu_debuglink in .debug/ next to it, and a
+ * debug file whose CRC is not the recorded one is not used. */
+static bool in_maps(const char *what) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void test_local_debuginfo(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)&dwfl_begin + 1, false, f, 8);
+    assert_string_equal(f[n - 1].fn->name, "dwfl_begin");
+    n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)libc_nanosleep() + 4, false, f, 8);
+    const ss_frame *libc = &f[n - 1];
+    assert_non_null(strstr(libc->fn->name, "nanosleep"));
+    assert_null(dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_NOLOAD));
+    assert_false(in_maps("libdebuginfod"));
+    assert_false(in_maps("libcurl-gnutls")); /* debuginfod's */
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", libc->map->build_id,
+             libc->map->build_id + 2);
+    if (access(dbg, R_OK) == 0) { /* libc6-dbg */
+        size_t len = strlen(libc->fn->file);
+        if (len < 3 || strcmp(libc->fn->file + len - 2, ".c") != 0 || libc->line <= 0)
+            fail_msg("libc's nanosleep at %s:%d with %s installed", libc->fn->file,
+                     (int)libc->line, dbg);
+    } else {
+        printf("no %s: libc's lines not checked\n", dbg);
+    }
+
+    void *hl = dlopen(SYM_LIB_LINK, RTLD_NOW | RTLD_LOCAL);
+    void *hb = dlopen(SYM_LIB_BADLINK, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(hl);
+    assert_non_null(hb);
+    uint64_t a = (uint64_t)(uintptr_t)dlsym(hl, "sym_link_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_link_func", "dl_lib.c");
+    assert_true(f[0].line > 0);
+    a = (uint64_t)(uintptr_t)dlsym(hb, "sym_badlink_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, f, 8), 1);
+    assert_fn(&f[0], "global", "sym_badlink_func", "libsym_badlink.so");
+    assert_int_equal(f[0].line, 0);
+    dlclose(hl);
+    dlclose(hb);
+    ss_symbols_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -591,10 +711,12 @@ int main(void) {
         cmocka_unit_test(test_dlopen_dlclose),
         cmocka_unit_test(test_sizeless_symbol),
         cmocka_unit_test(test_distant_remap),
+        cmocka_unit_test(test_maps_as_libdwfl),
         cmocka_unit_test(test_perf_map),
         cmocka_unit_test(test_vdso),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),
+        cmocka_unit_test(test_local_debuginfo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
