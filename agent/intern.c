@@ -28,6 +28,18 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static entry **buckets;
 static size_t n_buckets, n_entries;
 
+/* A fork never copies the table half-changed, nor the lock held by a
+ * thread the child does not have (the child's sampler would wait for it
+ * forever, and a forked child keeps its parent's sampler and resolver):
+ * the forking thread takes the lock around fork. It is held only for a
+ * lookup or an insert, microseconds. */
+static void lock_for_fork(void) { pthread_mutex_lock(&lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&lock); }
+
+__attribute__((constructor)) static void intern_atfork(void) {
+    pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
+}
+
 static uint64_t mix(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) {
