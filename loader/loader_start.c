@@ -22,12 +22,12 @@
  * loader_ids.c) are interposed by the loader and quiesce it first
  * (ss_start_quiesce: the start thread is joined, or the running agent
  * steps aside, agent/lifecycle.c), then resume (ss_start_resume: a start
- * thread spawned again by the caller has the caller's credentials). Hosts that count
- * their threads with raw system calls cannot be served that way: the
- * sandboxed helpers of Chromium-based programs (command line with
- * --type=zygote, renderer, gpu-process, utility...) check it right after
- * start and run under seccomp afterwards, so the agent stays out of them
- * (the browser process itself is profiled).
+ * thread spawned again by the caller has the caller's credentials).
+ * Hosts that count their threads with raw system calls cannot be served
+ * that way: the sandboxed helpers of Chromium-based programs (command
+ * line with --type=zygote, renderer, gpu-process, utility...) check it
+ * right after start and run under seccomp afterwards, so the agent stays
+ * out of them (the browser process itself is profiled).
  *
  * Launchers: a process whose threads all wait for children or signals
  * while a child runs another program (timeout, runuser, a shell waiting

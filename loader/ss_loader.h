@@ -1,5 +1,5 @@
 /* ss_loader.h: what the loader's files share (loader.c, loader_start.c,
- * loader_exec.c, loader_ns.c). */
+ * loader_exec.c, loader_ns.c, loader_ids.c). */
 #ifndef SS_LOADER_H
 #define SS_LOADER_H
 
