@@ -11,5 +11,10 @@ void ss_mem_reset(void);
 size_t ss_mem_peak(void);           /* the most held after a hand-over */
 size_t ss_mem_peak_transient(void); /* the most ever charged at once */
 void ss_mem_note_settled(void);     /* after a hand-over made room */
+/* thread_creds.c, on the calling thread: do the agent's threads have
+ * exactly its credentials (ids, groups, capabilities, no_new_privs,
+ * seccomp)? Does one of them hold a capability it does not? */
+bool ss_creds_same_as_caller(void);
+bool ss_creds_exceed_caller(void);
 
 #endif

@@ -21,8 +21,23 @@
  * pending (it would kill the new image: handlers are reset at exec,
  * pending signals are not). If the exec fails the agent starts again. The
  * new image starts its own agent from the preload constructor if
- * LD_PRELOAD and SPLUNK_PROFILER_ENABLED are still in its environment. */
+ * LD_PRELOAD and SPLUNK_PROFILER_ENABLED are still in its environment.
+ *
+ * Stepping aside (ss_agent_step_aside, for the loader's wrappers of exec,
+ * unshare, setns, clone, the set*id family and capset): a forked child's
+ * restart thread, which only waits, is joined and started again after the
+ * call with the same due time; a running agent stops as for exec and
+ * starts again after the call, from the calling thread, so that its new
+ * threads have the caller's credentials. For the set*id family it stops
+ * only when one of its threads' credentials differ from the caller's
+ * (thread_creds.c): glibc runs the call on every thread and aborts
+ * the process when their results differ, and threads with the same
+ * credentials get the same result and follow the host's change. After a
+ * set*id call or capset, if one of its threads holds a capability the
+ * caller does not (capset changes the caller alone; PR_SET_KEEPCAPS, per
+ * thread, decides what a uid change keeps), it stops and starts again. */
 #include "agent_internal.h"
+#include "loader/ss_core_api.h"
 #include "stackshot.h"
 
 #include <errno.h>
@@ -43,6 +58,14 @@ static bool loader_forks; /* the loader's at-fork handler calls ss_agent_fork_ch
  * ss_agent_stop cancels it. */
 static _Atomic bool restart_pending;
 static pid_t restart_pid; /* the child that is to restart (not a vfork child of it) */
+/* The stackshot-fork thread, under lifecycle_lock: it waits on restart_cv
+ * until restart_due_ns, so that stepping aside can wake and join it. */
+static pthread_t restart_thread;
+static bool restart_thread_joinable; /* the thread exists and nobody joined it */
+static bool restart_cancel;
+static uint64_t restart_due_ns;
+/* CLOCK_MONOTONIC; initialised at fork (the thread exists only in a forked child) */
+static pthread_cond_t restart_cv;
 
 #define RESTART_DELAY_MAX_MS 100u
 
@@ -90,19 +113,50 @@ static int start_locked(bool again) {
     return 0;
 }
 
+/* The stackshot-fork thread: waits until the restart is due (or is
+ * cancelled by stepping aside, which joins it), then starts the agent.
+ * Not cancelled, it detaches itself: nobody will join it. */
 static void *restart_main(void *arg) {
     (void)arg;
-    pthread_detach(pthread_self());
-    uint32_t ms = config.interval_ms < RESTART_DELAY_MAX_MS ? config.interval_ms
-                                                            : RESTART_DELAY_MAX_MS;
-    ss_sleep_ns((uint64_t)ms * 1000000ull);
     pthread_mutex_lock(&lifecycle_lock);
-    /* pending until started: a fork during start_locked must restart too */
-    if (atomic_load(&restart_pending) && !atomic_load(&running))
-        start_locked(false);
-    atomic_store(&restart_pending, false);
+    while (!restart_cancel && ss_mono_ns() < restart_due_ns)
+        ss_cond_wait_until(&restart_cv, &lifecycle_lock, restart_due_ns);
+    if (!restart_cancel) {
+        /* pending until started: a fork during start_locked must restart too */
+        if (atomic_load(&restart_pending) && !atomic_load(&running))
+            start_locked(false);
+        atomic_store(&restart_pending, false);
+        restart_thread_joinable = false;
+        pthread_detach(pthread_self());
+    }
     pthread_mutex_unlock(&lifecycle_lock);
     return NULL;
+}
+
+/* With lifecycle_lock held: the restart thread, due at restart_due_ns. */
+static void spawn_restart_locked(void) {
+    restart_cancel = false;
+    atomic_store(&restart_pending, true);
+    if (ss_thread_start(&restart_thread, "fork", restart_main, NULL) != 0) {
+        atomic_store(&restart_pending, false);
+        ss_error("cannot start a thread in the forked child (pid %d); the agent stays off "
+                 "there",
+                 (int)getpid());
+        return;
+    }
+    restart_thread_joinable = true;
+}
+
+/* With lifecycle_lock held: the restart thread leaves, without starting
+ * anything; returns whether there is one to join (its handle in *t). */
+static bool cancel_restart_locked(pthread_t *t) {
+    atomic_store(&restart_pending, false);
+    restart_cancel = true;
+    pthread_cond_broadcast(&restart_cv);
+    bool join = restart_thread_joinable;
+    *t = restart_thread;
+    restart_thread_joinable = false;
+    return join;
 }
 
 void ss_agent_fork_child(bool restart) {
@@ -110,6 +164,8 @@ void ss_agent_fork_child(bool restart) {
      * be held forever: reinitialise ours, forget the rest. A parent that
      * was itself a child still waiting for its restart passes it on. */
     pthread_mutex_init(&lifecycle_lock, NULL);
+    ss_cond_init_mono(&restart_cv);
+    restart_thread_joinable = false; /* the parent's, not here */
     ss_log_after_fork();
     if (!atomic_load(&running) && !atomic_load(&restart_pending)) {
         /* not started, or forked while starting: forget what the start
@@ -130,14 +186,10 @@ void ss_agent_fork_child(bool restart) {
     if (!restart)
         return;
     restart_pid = (pid_t)syscall(SYS_getpid);
-    atomic_store(&restart_pending, true);
-    pthread_t t;
-    if (ss_thread_start(&t, "fork", restart_main, NULL) != 0) {
-        atomic_store(&restart_pending, false);
-        ss_error("cannot start a thread in the forked child (pid %d); the agent stays off "
-                 "there",
-                 (int)getpid());
-    }
+    uint32_t ms = config.interval_ms < RESTART_DELAY_MAX_MS ? config.interval_ms
+                                                            : RESTART_DELAY_MAX_MS;
+    restart_due_ns = ss_mono_ns() + (uint64_t)ms * 1000000ull;
+    spawn_restart_locked();
 }
 
 static void child_after_fork(void) { ss_agent_fork_child(true); }
@@ -169,41 +221,85 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
 }
 
 void ss_agent_stop(void) {
+    pthread_t t;
     pthread_mutex_lock(&lifecycle_lock);
-    atomic_store(&restart_pending, false); /* a forked child exiting early */
+    bool join = cancel_restart_locked(&t); /* a forked child exiting early */
     if (atomic_exchange(&running, false)) {
         uint64_t deadline = ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull;
         source->stop(deadline);
         ss_exporters_stop(deadline);
     }
     pthread_mutex_unlock(&lifecycle_lock);
+    if (join)
+        pthread_join(t, NULL);
 }
 
-bool ss_agent_exec_begin(void) {
-    /* A forked child that execs before its agent restarted: cancel the
-     * restart (or wait until it is done, then stop the agent as usual). */
-    if (atomic_load(&restart_pending) && restart_pid == (pid_t)syscall(SYS_getpid)) {
-        pthread_mutex_lock(&lifecycle_lock);
-        atomic_store(&restart_pending, false);
+/* ---- stepping aside -------------------------------------------------- */
+
+enum { BACK_NONE = 0, BACK_START, BACK_REARM, BACK_CHECK_CAPS };
+
+int ss_agent_step_aside(int kind) {
+    pid_t pid = (pid_t)syscall(SYS_getpid);
+    pthread_t t;
+    pthread_mutex_lock(&lifecycle_lock);
+    /* A forked child whose restart is still due: its thread only waits.
+     * It is joined; after the call it is started again, due as before
+     * (not after an exec, which ends this image). */
+    if (atomic_load(&restart_pending) && restart_pid == pid) {
+        bool join = cancel_restart_locked(&t);
         pthread_mutex_unlock(&lifecycle_lock);
+        if (join)
+            pthread_join(t, NULL);
+        return kind == SS_ASIDE_EXEC ? BACK_NONE : BACK_REARM;
     }
+    bool here = atomic_load(&running) && ss_process()->ns_pid == pid;
+    pthread_mutex_unlock(&lifecycle_lock);
     /* A vfork child shares our memory but not our threads: the agent is
      * the parent's, and must go on for it. */
-    if (!atomic_load(&running) || ss_process()->ns_pid != (pid_t)syscall(SYS_getpid))
-        return false;
+    if (!here)
+        return BACK_NONE;
+    if (kind == SS_ASIDE_CAPS)
+        return BACK_CHECK_CAPS; /* nothing changes for our threads before */
+    /* Same credentials, same result: they follow the host's change. What
+     * /proc does not show (PR_SET_KEEPCAPS, per thread) can still leave
+     * them with capabilities the caller lost: looked at after. */
+    if (kind == SS_ASIDE_IDS && ss_creds_same_as_caller())
+        return BACK_CHECK_CAPS;
     ss_agent_stop();
     /* a signal the last round sent to this thread is taken on the return
      * of this system call at the latest */
     sched_yield();
-    return true;
+    return BACK_START;
 }
 
-void ss_agent_exec_failed(void) {
+static void start_again(void) {
     pthread_mutex_lock(&lifecycle_lock);
     if (!atomic_load(&running) && source)
         start_locked(true);
     pthread_mutex_unlock(&lifecycle_lock);
 }
+
+void ss_agent_step_back(int token) {
+    if (token == BACK_START) {
+        start_again();
+    } else if (token == BACK_REARM) {
+        pthread_mutex_lock(&lifecycle_lock);
+        if (!atomic_load(&running) && !atomic_load(&restart_pending))
+            spawn_restart_locked();
+        pthread_mutex_unlock(&lifecycle_lock);
+    } else if (token == BACK_CHECK_CAPS && ss_creds_exceed_caller()) {
+        /* the caller gave up capabilities our threads still hold: they
+         * end, and new ones start from the caller with its own */
+        ss_agent_stop();
+        start_again();
+    }
+}
+
+bool ss_agent_exec_begin(void) {
+    return ss_agent_step_aside(SS_ASIDE_EXEC) == BACK_START;
+}
+
+void ss_agent_exec_failed(void) { start_again(); }
 
 /* ---- the public API (include/stackshot.h) -------------------------- */
 

@@ -76,6 +76,8 @@ static const ss_core_api api = {
     .exec_failed = ss_agent_exec_failed,
     .fork_child = ss_agent_fork_child,
     .running = ss_agent_active,
+    .step_aside = ss_agent_step_aside,
+    .step_back = ss_agent_step_back,
 };
 
 __attribute__((visibility("default"))) const ss_core_api *

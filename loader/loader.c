@@ -176,6 +176,13 @@ bool ss_loader_after_fork_child(void) {
     return false;
 }
 
+void *ss_loader_next(const char *name) {
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (!fn)
+        errno = ENOSYS;
+    return fn;
+}
+
 /* The core, loaded on first need; NULL if it cannot be (said once). */
 const ss_core_api *ss_loader_load_core(void) {
     const ss_core_api *api = ss_loader_core();

@@ -21,7 +21,6 @@
 
 #include "loader/ss_loader.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,20 +34,11 @@ typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
-/* The next definition of `name` (libc's). Looked up on first use: the
- * library's constructor must not do work when the agent is disabled. */
-static void *real(const char *name) {
-    void *fn = dlsym(RTLD_NEXT, name);
-    if (!fn)
-        errno = ENOSYS;
-    return fn;
-}
-
 SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     static execve_fn fn;
-    if (!fn && !(fn = (execve_fn)real("execve")))
+    if (!fn && !(fn = (execve_fn)ss_loader_next("execve")))
         return -1;
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_EXEC);
     int rc = fn(path, argv, envp);
     int saved = errno;
     ss_start_resume(token);
@@ -58,9 +48,9 @@ SS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
 
 SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
     static execve_fn fn;
-    if (!fn && !(fn = (execve_fn)real("execvpe")))
+    if (!fn && !(fn = (execve_fn)ss_loader_next("execvpe")))
         return -1;
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_EXEC);
     int rc = fn(file, argv, envp);
     int saved = errno;
     ss_start_resume(token);
@@ -70,9 +60,9 @@ SS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
 
 SS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     static fexecve_fn fn;
-    if (!fn && !(fn = (fexecve_fn)real("fexecve")))
+    if (!fn && !(fn = (fexecve_fn)ss_loader_next("fexecve")))
         return -1;
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_EXEC);
     int rc = fn(fd, argv, envp);
     int saved = errno;
     ss_start_resume(token);

@@ -23,7 +23,6 @@
  * docs/safety/guest.md. */
 #include "loader/ss_loader.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -39,20 +38,13 @@ typedef int (*unshare_fn)(int);
 typedef int (*setns_fn)(int, int);
 typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 
-static void *real(const char *name) {
-    void *fn = dlsym(RTLD_NEXT, name);
-    if (!fn)
-        errno = ENOSYS;
-    return fn;
-}
-
 SS_EXPORT int unshare(int flags) {
     static unshare_fn fn;
-    if (!fn && !(fn = (unshare_fn)real("unshare")))
+    if (!fn && !(fn = (unshare_fn)ss_loader_next("unshare")))
         return -1;
     if (!(flags & UNSHARE_SINGLE))
         return fn(flags);
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_ALONE);
     int rc = fn(flags);
     int saved = errno;
     ss_start_resume(token);
@@ -62,13 +54,13 @@ SS_EXPORT int unshare(int flags) {
 
 SS_EXPORT int setns(int fd, int nstype) {
     static setns_fn fn;
-    if (!fn && !(fn = (setns_fn)real("setns")))
+    if (!fn && !(fn = (setns_fn)ss_loader_next("setns")))
         return -1;
     /* 0: any type (the kernel reads it from the fd); a pidfd may name
      * several */
     if (nstype != 0 && !(nstype & (CLONE_NEWNS | CLONE_NEWUSER)))
         return fn(fd, nstype);
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_ALONE);
     int rc = fn(fd, nstype);
     int saved = errno;
     ss_start_resume(token);
@@ -91,7 +83,7 @@ static int clone_child(void *p) {
 
 SS_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
     static clone_fn real_clone;
-    if (!real_clone && !(real_clone = (clone_fn)real("clone")))
+    if (!real_clone && !(real_clone = (clone_fn)ss_loader_next("clone")))
         return -1;
     /* The optional arguments, read only as far as the flags say they were
      * given (each needs those before it). */
@@ -115,7 +107,7 @@ SS_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
     if (flags & (CLONE_VM | CLONE_THREAD))
         return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
     clone_call call = {fn, arg};
-    int token = ss_start_quiesce();
+    int token = ss_start_quiesce(SS_ASIDE_ALONE);
     int rc = real_clone(clone_child, stack, flags, &call, ptid, tls, ctid);
     int saved = errno;
     ss_start_resume(token);

@@ -18,14 +18,16 @@
  *
  * What a host can notice is the thread itself. The calls that need a
  * single-threaded process (unshare, setns, clone for a new process, the
- * exec family) are interposed by the loader and quiesce it first
- * (ss_start_quiesce: the start thread is joined, or the running agent is
- * stopped as at exit), then resume (ss_start_resume). Hosts that count
- * their threads with raw system calls cannot be served that way: the
- * sandboxed helpers of Chromium-based programs (command line with
- * --type=zygote, renderer, gpu-process, utility...) check it right after
- * start and run under seccomp afterwards, so the agent stays out of them
- * (the browser process itself is profiled).
+ * exec family) or that glibc runs on every thread (the set*id family:
+ * loader_ids.c) are interposed by the loader and quiesce it first
+ * (ss_start_quiesce: the start thread is joined, or the running agent
+ * steps aside, agent/lifecycle.c), then resume (ss_start_resume: a start
+ * thread spawned again by the caller has the caller's credentials).
+ * Hosts that count their threads with raw system calls cannot be served
+ * that way: the sandboxed helpers of Chromium-based programs (command
+ * line with --type=zygote, renderer, gpu-process, utility...) check it
+ * right after start and run under seccomp afterwards, so the agent stays
+ * out of them (the browser process itself is profiled).
  *
  * Launchers: a process whose threads all wait for children or signals
  * while a child runs another program (timeout, runuser, a shell waiting
@@ -397,7 +399,7 @@ void ss_start_arm(int argc, char **argv) {
     pthread_mutex_unlock(&lock);
 }
 
-int ss_start_quiesce(void) {
+int ss_start_quiesce(int kind) {
     pthread_mutex_lock(&lock);
     if (current_pid() != armed_pid && state != START_DONE) {
         pthread_mutex_unlock(&lock);
@@ -409,22 +411,24 @@ int ss_start_quiesce(void) {
         return SS_QUIESCE_ARMED;
     if (was == START_DONE) {
         const ss_core_api *api = ss_loader_core();
-        if (api && api->exec_begin())
-            return SS_QUIESCE_CORE;
+        int token = api ? api->step_aside(kind) : 0;
+        if (token > 0)
+            return SS_QUIESCE_CORE + token;
     }
     return SS_QUIESCE_NONE;
 }
 
 void ss_start_resume(int token) {
     if (token == SS_QUIESCE_ARMED) {
+        /* spawned by the caller: the thread has its credentials */
         pthread_mutex_lock(&lock);
         if (state == START_ARMED && !thread_alive)
             spawn_locked();
         pthread_mutex_unlock(&lock);
-    } else if (token == SS_QUIESCE_CORE) {
+    } else if (token > SS_QUIESCE_CORE) {
         const ss_core_api *api = ss_loader_core();
         if (api)
-            api->exec_failed();
+            api->step_back(token - SS_QUIESCE_CORE);
     }
 }
 

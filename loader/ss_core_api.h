@@ -65,7 +65,28 @@ typedef struct ss_core_api {
      * nothing until it execs), with only the calling thread left. */
     void (*fork_child)(bool restart);
     bool (*running)(void); /* the agent runs (or a forked child's restart is due) */
+    /* Around a call of the host that the agent's threads must not meet
+     * as they are (kinds below): step_aside before it returns a token,
+     * step_back after it (the call failed, or did not end the image)
+     * takes it. The thread that calls step_back starts whatever starts
+     * again, so new threads have its credentials. */
+    int (*step_aside)(int kind);
+    void (*step_back)(int token);
 } ss_core_api;
+
+/* What a call needs of the agent's threads (api->step_aside). */
+enum {
+    SS_ASIDE_EXEC = 1, /* the image ends: stop as at exit (flushed), a
+                          forked child's pending restart is dropped */
+    SS_ASIDE_ALONE,    /* unshare, setns, clone: no thread of ours during
+                          the call (stopped, restarted after) */
+    SS_ASIDE_IDS,      /* the set*id family: glibc runs the call on every
+                          thread and aborts when the results differ; our
+                          threads take part only when their credentials
+                          are the caller's, else they are stopped first */
+    SS_ASIDE_CAPS,     /* capset: the caller's alone changes; our threads
+                          start again from it if they kept more */
+};
 
 typedef const ss_core_api *(*ss_core_entry_fn)(const ss_core_host *host);
 
@@ -78,6 +99,9 @@ void ss_preload_autostart(void);
 int ss_core_alloc_install(const ss_core_alloc *a);
 /* Bytes the dependencies' constructors took from the bootstrap arena. */
 size_t ss_core_alloc_arena_used(void);
+/* Core side (agent/lifecycle.c): the core's api->step_aside/step_back. */
+int ss_agent_step_aside(int kind);
+void ss_agent_step_back(int token);
 /* Core side (loader/core_entry.c): was the core opened RTLD_DEEPBIND? Its
  * modules are opened the same way (exporters/common/module_dl.c). */
 bool ss_core_deepbind(void);

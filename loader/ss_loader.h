@@ -1,5 +1,5 @@
 /* ss_loader.h: what the loader's files share (loader.c, loader_start.c,
- * loader_exec.c, loader_ns.c). */
+ * loader_exec.c, loader_ns.c, loader_ids.c). */
 #ifndef SS_LOADER_H
 #define SS_LOADER_H
 
@@ -12,6 +12,10 @@ const ss_core_api *ss_loader_load_core(void);
 /* In a forked child: the loader's lock again; false when the fork came
  * while the core was being opened (this child then never opens it). */
 bool ss_loader_after_fork_child(void);
+/* The next definition of `name` after the loader (libc's), for the
+ * wrappers; NULL with errno ENOSYS if there is none. Looked up on first
+ * use: the constructor does nothing while the agent is disabled. */
+void *ss_loader_next(const char *name);
 /* Is this process a JVM (agent/process_jvm.c, compiled in here too)? */
 bool ss_process_is_jvm(void);
 
@@ -27,10 +31,10 @@ bool ss_start_armed(void);
 void ss_start_fork_handler(void);
 
 enum { SS_QUIESCE_NONE = 0, SS_QUIESCE_ARMED, SS_QUIESCE_CORE };
-/* Before a call that needs this process single-threaded (exec, unshare,
- * setns, clone of a new process): the start thread is joined, or the
- * running agent stops as at exit. Returns what to resume. */
-int ss_start_quiesce(void);
+/* Before a call the agent's threads must not meet as they are (kind: one
+ * of SS_ASIDE_* of ss_core_api.h): the start thread is joined, or the
+ * running agent steps aside (api->step_aside). Returns what to resume. */
+int ss_start_quiesce(int kind);
 /* After it (the call failed, or it does not end this image). */
 void ss_start_resume(int token);
 /* First thing in a child made by clone(): see loader_ns.c. */

@@ -11,6 +11,16 @@ cases:
   unshare    `unshare -U -r id` succeeds (also with STACKSHOT_EXPORTERS=none)
   ns         a running agent steps aside for unshare, setns and clone
              (tests/hosts/ns_host.c) and samples again after
+  setpriv    `setpriv --reuid=nobody --regid=nogroup --clear-groups id` (and
+             --init-groups, and a shell that runs on as nobody) prints what it
+             prints without the agent, exits 0, and the shell's agent threads
+             are nobody's, as the shell is
+  caps       a running agent meets a libcap-ng style drop (PR_SET_KEEPCAPS,
+             capset, setres[ug]id), seteuid/setegid later and capset on each
+             thread (tests/hosts/caps_host.c); also in a forked child whose
+             agent has not started again yet, and with the start thread still
+             waiting: same output and exit as without the agent, the agent's
+             threads end with the host's credentials, rounds after the drop
   chromium   headless Chromium as a non-root user renders a page
   nginx      Debian's nginx, `user www-data`, 3 workers: master and workers
              all write dumps, each as the user it runs as (%u), with the
@@ -174,6 +184,100 @@ def case_ns():
         # clone: each restart begins its round numbers again at 1
         check(starts.count("1") >= 3, f"sampled in each phase ({starts})")
     check("stackshot: started in pid" in r.stderr, "started")
+
+
+# ---- dropped privileges: the set*id family and capset --------------------
+
+def without_agent(argv):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def same_as_without(argv, env, what):
+    """Runs argv with and without the agent: same exit code and stdout."""
+    ref = without_agent(argv)
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == ref.returncode,
+          f"{what}: exit {r.returncode}, {ref.returncode} without the agent {r.stderr.strip()[-200:]!r}")
+    check(r.stdout == ref.stdout, f"{what}: the same output ({r.stdout!r} / {ref.stdout!r})")
+    return r
+
+
+CRED_KEYS = ("Uid:", "Gid:", "Groups:", "CapPrm:", "CapEff:")
+
+
+def thread_creds(status_text):
+    return tuple(l.split(None, 1)[1].strip() if len(l.split(None, 1)) > 1 else ""
+                 for key in CRED_KEYS for l in status_text.splitlines() if l.startswith(key))
+
+
+def check_agent_threads_like_host(tasks, host_comm, what):
+    host = [c for n, c in tasks if n == host_comm]
+    ours = [(n, c) for n, c in tasks if n.startswith("stackshot-")]
+    check(ours != [], f"{what}: the agent's threads run ({[n for n, _ in tasks]})")
+    check(host != [] and all(c == host[0] for _, c in ours),
+          f"{what}: the agent's threads have the host's credentials {host[:1]} / {ours}")
+
+
+def dumps_with_rounds(d):
+    return {n: rounds_in(os.path.join(d, n)) for n in files(d)}
+
+
+def case_setpriv():
+    if shutil.which("setpriv") is None:
+        skip("setpriv (util-linux) is not installed")
+    if os.geteuid() != 0:
+        skip("setpriv changes ids only as root")
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup"]
+    base = fresh("setpriv")
+    os.chmod(base, 0o1777)
+    out = os.path.join(base, "out-%u")
+    for interval in ("1000", "5"):
+        env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval)
+        r = same_as_without(nobody + ["--clear-groups", "id"], env, f"setpriv --clear-groups id ({interval} ms)")
+        check(r.stdout.strip() == "uid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)",
+              f"id says nobody: {r.stdout.strip()!r}")
+        same_as_without(nobody + ["--init-groups", "id"], env, f"setpriv --init-groups id ({interval} ms)")
+    # the shell runs on as nobody, sampled, and reports its own threads
+    script = ("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; id; "
+              "for t in /proc/$$/task/*; do echo \"task $(cat $t/comm)\"; "
+              "grep -E '^(Uid|Gid|Groups|CapPrm|CapEff):' $t/status; done")
+    r = subprocess.run(nobody + ["--clear-groups", "sh", "-c", script],
+                       env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and r.stdout.startswith("uid=65534(nobody)"),
+          f"setpriv ... sh: exit {r.returncode}, {r.stdout[:80]!r}")
+    tasks = [(blk.split("\n", 1)[0], thread_creds(blk)) for blk in r.stdout.split("task ")[1:]]
+    check_agent_threads_like_host(tasks, "sh", "setpriv ... sh")
+    sampled = dumps_with_rounds(os.path.join(base, "out-65534"))
+    check(any(n.startswith("sh.") and k >= 1 for n, k in sampled.items()),
+          f"the shell was sampled as nobody: {sampled}")
+
+
+def case_caps():
+    if os.geteuid() != 0:
+        skip("caps_host drops privileges only as root")
+    host = os.path.join(bindir, "ss_caps_host")
+    base = fresh("caps")
+    os.chmod(base, 0o1777)
+    out = os.path.join(base, "out-%u")
+    runs = [  # (argv tail, interval ms, what it reaches)
+        (["300", "600"], "10", "a running agent"),
+        (["0", "1600"], "500", "the start thread waiting"),
+        (["--fork", "65534", "65534", "1", "300", "600"], "10", "a forked child"),
+    ]
+    for tail, interval, what in runs:
+        argv = [host] + (tail if tail[0] == "--fork" else ["65534", "65534", "1"] + tail)
+        before = set(files(os.path.join(base, "out-65534")))
+        r = same_as_without(argv, agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval), what)
+        check("0 thread(s) with other credentials" in r.stdout, f"{what}: every thread has the host's credentials")
+        like = re.search(r"threads like this one:(.*)", r.stderr)
+        names = like.group(1).split() if like else []
+        check("stackshot-sampl" in names, f"{what}: the agent's threads are among them: {names}")
+        after = dumps_with_rounds(os.path.join(base, "out-65534"))
+        new = {n: k for n, k in after.items() if n not in before}
+        check(any(k >= 1 for k in new.values()), f"{what}: rounds taken as uid 65534: {new}")
 
 
 # ---- headless Chromium as a non-root user --------------------------------
@@ -444,7 +548,7 @@ def case_node():
     check(any("Builtins_" in fr for fr in main), "V8 builtins (node's remapped code) are named")
 
 
-cases = {"node": case_node, "true": case_true, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+cases = {"node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
