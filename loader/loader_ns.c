@@ -27,6 +27,8 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
+#include <time.h>
 
 #define SS_EXPORT __attribute__((visibility("default")))
 
@@ -38,6 +40,23 @@ typedef int (*unshare_fn)(int);
 typedef int (*setns_fn)(int, int);
 typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 
+/* After the agent stepped aside its threads are joined, but a joined
+ * thread leaves the thread group a moment after pthread_join returns (the
+ * kernel wakes the joiner first): until then the call fails with EINVAL
+ * as in a multi-threaded process. Retried for a short while; a host that
+ * has threads of its own gets its EINVAL 0.2 s late. */
+#define ALONE_RETRY_NS 200000000L
+#define ALONE_NAP_NS 50000L
+
+static bool retry_alone(int token, int rc, long *waited_ns) {
+    if (rc == 0 || errno != EINVAL || token == SS_QUIESCE_NONE || *waited_ns >= ALONE_RETRY_NS)
+        return false;
+    struct timespec nap = {.tv_sec = 0, .tv_nsec = ALONE_NAP_NS};
+    nanosleep(&nap, NULL);
+    *waited_ns += ALONE_NAP_NS;
+    return true;
+}
+
 SS_EXPORT int unshare(int flags) {
     static unshare_fn fn;
     if (!fn && !(fn = (unshare_fn)ss_loader_next("unshare")))
@@ -45,7 +64,11 @@ SS_EXPORT int unshare(int flags) {
     if (!(flags & UNSHARE_SINGLE))
         return fn(flags);
     int token = ss_start_quiesce(SS_ASIDE_ALONE);
-    int rc = fn(flags);
+    int rc;
+    long waited = 0;
+    do
+        rc = fn(flags);
+    while (retry_alone(token, rc, &waited));
     int saved = errno;
     ss_start_resume(token);
     errno = saved;
@@ -61,7 +84,11 @@ SS_EXPORT int setns(int fd, int nstype) {
     if (nstype != 0 && !(nstype & (CLONE_NEWNS | CLONE_NEWUSER)))
         return fn(fd, nstype);
     int token = ss_start_quiesce(SS_ASIDE_ALONE);
-    int rc = fn(fd, nstype);
+    int rc;
+    long waited = 0;
+    do
+        rc = fn(fd, nstype);
+    while (retry_alone(token, rc, &waited));
     int saved = errno;
     ss_start_resume(token);
     errno = saved;
