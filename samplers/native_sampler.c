@@ -87,6 +87,7 @@ typedef struct pending {
 
 typedef struct sampler {
     ss_config cfg;
+    uint64_t agent_mask;     /* SigBlk of the agent's threads (0: unknown) */
     int mode;                /* SS_UNWIND_* */
     uint32_t copy_bytes;     /* STACKSHOT_STACK_COPY */
     ss_symbols *symbols;
@@ -203,6 +204,25 @@ static int keep_stack(known *k, const ss_frame *f, uint32_t n) {
 static bool is_ours(pid_t tid, const char *name, pid_t me) {
     return tid == me || ss_internal_thread_is(tid) ||
            (tid != getpid() && strncmp(name, "stackshot-", 10) == 0);
+}
+
+/* A thread started by the agent's libraries (gRPC starts its threads
+ * lazily, from an agent thread whose mask, blocking every signal, they
+ * inherit) is registered as internal by its module a moment later, after
+ * a check (grpc_client.c). Until then it looks like a host thread that
+ * blocks the signal, which copy mode reads while it sleeps: a young
+ * thread with exactly the agent's mask is left out of the round (counted
+ * as skipped) for its first YOUNG_NS. A host thread with that mask (one
+ * inside pthread_create, which masks everything for a moment, or a
+ * library that starts its threads fully masked) misses only its first
+ * rounds. */
+#define YOUNG_NS 1000000000ull
+
+static bool maybe_agents(sampler *s, known *k, uint64_t now_boot) {
+    if (!s->agent_mask || ss_proc_elapsed_ns(k->st.start_ticks, now_boot) >= YOUNG_NS)
+        return false;
+    uint64_t mask;
+    return ss_proc_sigblk(k->tid, &mask) == 0 && mask == s->agent_mask;
 }
 
 /* An idle thread: it has not run since its stack was taken (its CPU
@@ -477,6 +497,7 @@ static ss_sig_slot *assign_slot(known *k) {
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
     bool copy = s->mode == SS_UNWIND_COPY;
+    uint64_t now_boot = ss_boottime_ns();
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
@@ -505,6 +526,10 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         }
         if (is_ours(k->tid, k->st.name, me))
             continue;
+        if (!k->have_stack && maybe_agents(s, k, now_boot)) {
+            (*skipped)++;
+            continue;
+        }
         if (idle_since_last(k, p->cpu)) {
             if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
                 ss_task_files_close(&k->files);
@@ -832,6 +857,9 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
 
 static void *sampler_main(void *arg) {
     sampler *s = arg;
+    /* this thread's mask is every agent thread's (ss_thread_start) */
+    if (ss_proc_sigblk(ss_gettid(), &s->agent_mask) != 0)
+        s->agent_mask = 0;
     uint64_t interval = (uint64_t)s->cfg.interval_ms * 1000000ull;
     /* a deferred start waited one interval already (the loader; a forked
      * child's restart, min(interval, 100 ms)) */

@@ -414,7 +414,7 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
     return 0;
 }
 
-int ss_proc_blocks_signal(pid_t tid, int sig) {
+int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
     char buf[2048];
     ssize_t len = read_once(tid, "status", buf, sizeof buf);
     if (len < 0)
@@ -422,7 +422,15 @@ int ss_proc_blocks_signal(pid_t tid, int sig) {
     const char *p = strstr(buf, "\nSigBlk:");
     if (!p)
         return -EINVAL;
-    unsigned long long mask = strtoull(p + 8, NULL, 16);
+    *mask = strtoull(p + 8, NULL, 16);
+    return 0;
+}
+
+int ss_proc_blocks_signal(pid_t tid, int sig) {
+    uint64_t mask;
+    int rc = ss_proc_sigblk(tid, &mask);
+    if (rc < 0)
+        return rc;
     return (mask >> (sig - 1)) & 1u ? 1 : 0;
 }
 

@@ -63,6 +63,9 @@ void ss_proc_close_all(void);
 /* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
 int ss_proc_blocks_signal(pid_t tid, int sig);
 
+/* The signals the thread blocks (SigBlk of status) into *mask. 0 or -errno. */
+int ss_proc_sigblk(pid_t tid, uint64_t *mask);
+
 /* The system call the thread is blocked in (first field of `syscall`),
  * -1 when running or unknown. */
 long ss_proc_read_syscall(pid_t tid);
