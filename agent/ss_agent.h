@@ -395,6 +395,13 @@ void ss_internal_thread_add(pid_t tid);
 void ss_internal_thread_remove(pid_t tid);
 bool ss_internal_thread_is(pid_t tid);
 
+/* A library of the agent (gRPC) starts threads of its own, lazily, that
+ * its module registers only a moment later: until then a young thread with
+ * the agent's signal mask may be one of them (the native sampler leaves
+ * those out). Said by the module once; asked by the sampler. */
+void ss_internal_threads_lazy(void);
+bool ss_internal_threads_are_lazy(void);
+
 pid_t ss_gettid(void); /* async-signal-safe */
 
 /* ------------------------------------------------------------------ */

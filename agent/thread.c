@@ -44,6 +44,12 @@ bool ss_internal_thread_is(pid_t tid) {
     return false;
 }
 
+static _Atomic bool lazy_threads;
+
+void ss_internal_threads_lazy(void) { atomic_store(&lazy_threads, true); }
+
+bool ss_internal_threads_are_lazy(void) { return atomic_load(&lazy_threads); }
+
 /* Forget every registration (a forked child has none of these threads). */
 void ss_internal_threads_reset(void) {
     for (int i = 0; i < MAX_INTERNAL; i++)

@@ -210,16 +210,17 @@ static bool is_ours(pid_t tid, const char *name, pid_t me) {
  * lazily, from an agent thread whose mask, blocking every signal, they
  * inherit) is registered as internal by its module a moment later, after
  * a check (grpc_client.c). Until then it looks like a host thread that
- * blocks the signal, which copy mode reads while it sleeps: a young
- * thread with exactly the agent's mask is left out of the round (counted
- * as skipped) for its first YOUNG_NS. A host thread with that mask (one
- * inside pthread_create, which masks everything for a moment, or a
- * library that starts its threads fully masked) misses only its first
- * rounds. */
+ * blocks the signal, which copy mode reads while it sleeps: where such a
+ * library is loaded, a young thread with exactly the agent's mask is left
+ * out of the round (counted as skipped) for its first YOUNG_NS. A host
+ * thread with that mask (one inside pthread_create, which masks
+ * everything for a moment, or jemalloc's background threads, started
+ * fully masked) then misses only its first rounds. */
 #define YOUNG_NS 1000000000ull
 
 static bool maybe_agents(sampler *s, known *k, uint64_t now_boot) {
-    if (!s->agent_mask || ss_proc_elapsed_ns(k->st.start_ticks, now_boot) >= YOUNG_NS)
+    if (!s->agent_mask || !ss_internal_threads_are_lazy() ||
+        ss_proc_elapsed_ns(k->st.start_ticks, now_boot) >= YOUNG_NS)
         return false;
     uint64_t mask;
     return ss_proc_sigblk(k->tid, &mask) == 0 && mask == s->agent_mask;

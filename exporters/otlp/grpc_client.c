@@ -154,6 +154,7 @@ static bool register_grpc_threads(void) {
 static _Atomic pid_t grpc_pid;
 
 static void grpc_init_once(void) {
+    ss_internal_threads_lazy(); /* gRPC's threads, before they exist */
     grpc_init();
     atomic_store(&grpc_pid, getpid());
 }
