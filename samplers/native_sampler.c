@@ -388,6 +388,12 @@ static void find_pthread(sampler *s, known *k) {
     k->pthread_looked = k->tid != getpid(); /* the main one may be noted later */
 }
 
+/* Stopped (SIGSTOP) or stopped by a debugger (gdb attaching stops every
+ * thread, out of its system call). When its stack cannot be walked it is
+ * left out, not signalled: the signal would wait until the thread resumes,
+ * and a debugger would report it as the program's. */
+static bool stopped(const known *k) { return k->st.state == 'T' || k->st.state == 't'; }
+
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
 
@@ -554,6 +560,11 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                     p->deferred = true; /* woke during the walk: as below */
                     goto planned;
                 }
+                if (stopped(k)) {
+                    (*skipped)++;
+                    k->have_stack = false;
+                    continue;
+                }
                 fell = true;
             } else if (sc.running && !sc.unknown && (k->read_asleep || !k->have_stack) &&
                        used < DEFER_CPU_NS) {
@@ -629,8 +640,8 @@ static void take_deferred(sampler *s, uint32_t planned) {
                     waiting++;
                     continue;
                 }
-                if (rc == ASLEEP_RAN) {
-                    p->gone = true; /* never still: left out, counted as skipped */
+                if (rc == ASLEEP_RAN || stopped(k)) {
+                    p->gone = true; /* never still, or stopped: left out, counted as skipped */
                     continue;
                 }
                 fell = true;
