@@ -85,6 +85,8 @@ static void learn_layout(ss_walker *w) {
         w->tid_off = w->stack_off = w->stack_size_off = -1;
 }
 
+static bool refresh_maps(void *arg);
+
 ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
     ss_walker *w = calloc(1, sizeof *w);
     if (!w)
@@ -100,6 +102,7 @@ ss_walker *ss_walker_create(uint32_t copy_bytes, uint32_t max_ips) {
         ss_walker_destroy(w);
         return NULL;
     }
+    ss_unwinder_set_refresh(w->uw, refresh_maps, w);
     return w;
 }
 
@@ -137,6 +140,15 @@ static void read_maps(ss_walker *w) {
     ss_unwinder_set_maps(w->uw, m);
 }
 
+/* The unwinder met a return address in no mapping of the table. */
+static bool refresh_maps(void *arg) {
+    ss_walker *w = arg;
+    if (w->maps_fresh)
+        return false;
+    read_maps(w);
+    return true;
+}
+
 bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
     const ss_map_range *r = ss_maps_find(w->maps, sp);
     if (!r && !w->maps_fresh) {
@@ -150,8 +162,19 @@ bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
     return true;
 }
 
+/* The thread is running code at pc, so pc is in a mapping: when the table
+ * does not have it, the table is older than that code (JIT code written
+ * into pages mapped since: V8's, HotSpot's) and is read again, once per
+ * round at most. Without it, return addresses into those pages are not
+ * taken for code and the walk ends at the first JIT frame. */
+static void know_pc(ss_walker *w, uint64_t pc) {
+    if (!w->maps || (!ss_maps_find(w->maps, pc) && !w->maps_fresh))
+        read_maps(w);
+}
+
 ss_uw_end ss_walker_asleep(ss_walker *w, uint64_t sp, uint64_t pc, bool in_syscall, uint64_t hi,
                            const uint64_t **ips, ss_uw_result *res) {
+    know_pc(w, pc);
     uint64_t room = hi > sp ? hi - sp : w->copy_bytes;
     ss_uw_stack st = {
         .base = sp,
@@ -196,8 +219,7 @@ ss_uw_end ss_walker_copy(ss_walker *w, const ss_sig_copy *c, uint64_t hi, uint64
         .map_hi = hi > c->sp ? hi : c->map_hi ? c->map_hi : c->sp + c->len,
         .live = false,
     };
-    if (!w->maps)
-        read_maps(w); /* return addresses into JIT code are checked against it */
+    know_pc(w, regs.r[SS_UW_RIP]); /* return addresses into JIT code are checked against it */
     return ss_unwind(w->uw, &regs, &st, false, ips, cap, res);
 }
 

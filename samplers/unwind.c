@@ -57,6 +57,8 @@ struct ss_unwinder {
     live_page *code;  /* CODE_PAGES of module text (does not change while loaded) */
     call_slot *calls;
     prologue_slot *prologues;
+    ss_unwinder_refresh_fn refresh; /* the table of mappings, read again */
+    void *refresh_arg;
 };
 
 ss_unwinder *ss_unwinder_create(void) {
@@ -97,6 +99,11 @@ void ss_unwinder_round(ss_unwinder *u) {
 }
 
 void ss_unwinder_set_maps(ss_unwinder *u, const ss_maps *m) { u->maps = m; }
+
+void ss_unwinder_set_refresh(ss_unwinder *u, ss_unwinder_refresh_fn fn, void *arg) {
+    u->refresh = fn;
+    u->refresh_arg = arg;
+}
 
 void ss_unwinder_stats(const ss_unwinder *u, uint64_t *compiled, uint64_t *cached) {
     ss_cfi_stats(u->cfi, compiled, cached);
@@ -374,6 +381,18 @@ static bool is_code(ss_unwinder *u, uint64_t addr) {
         return true;
     const ss_map_range *m = ss_maps_find(u->maps, addr);
     return m && (m->prot & SS_MAP_X);
+}
+
+/* A return address a step gave (CFI or frame pointer, not a guess): when
+ * no mapping of the table holds it, the table may be older than the code
+ * (a JIT maps new code pages as it goes), and is read again, at most once
+ * per round (stack_walk.c). */
+static bool is_return_code(ss_unwinder *u, uint64_t addr) {
+    if (is_code(u, addr))
+        return true;
+    if (ss_maps_find(u->maps, addr) || !u->refresh || !u->refresh(u->refresh_arg))
+        return false;
+    return is_code(u, addr);
 }
 
 /* Code of a loaded module does not change: its pages are kept across
@@ -734,7 +753,7 @@ ss_uw_end ss_unwind(ss_unwinder *u, const ss_uw_regs *start, ss_uw_stack *stack,
          * signal frame (an alternate signal stack may be anywhere) */
         if (!row.signal_frame && regs.r[SS_UW_RSP] <= sp)
             return res->end = SS_UW_BAD_FRAME;
-        if (!is_code(u, regs.r[SS_UW_RIP]))
+        if (!is_return_code(u, regs.r[SS_UW_RIP]))
             return res->end = SS_UW_BAD_FRAME;
         exact = row.found && row.signal_frame;
     }

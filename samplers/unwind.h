@@ -97,6 +97,12 @@ void ss_unwinder_round(ss_unwinder *u);
 struct ss_maps;
 void ss_unwinder_set_maps(ss_unwinder *u, const struct ss_maps *m);
 
+/* Asked when a frame's return address is in no mapping of the table: the
+ * table may be older than the code (a JIT's new pages). Reads it again
+ * (calling ss_unwinder_set_maps) and returns true if it did. */
+typedef bool (*ss_unwinder_refresh_fn)(void *arg);
+void ss_unwinder_set_refresh(ss_unwinder *u, ss_unwinder_refresh_fn fn, void *arg);
+
 /* Walk from regs over stack into ips (leaf first, at most max). `at_syscall`:
  * regs come from the syscall file (pc follows a syscall instruction, only
  * SP and PC known; frame pointers may be guessed). Returns res->end. */

@@ -1,0 +1,74 @@
+/* jit_late.c: code written into a page mapped after the agent started.
+ *
+ * The sampler checks return addresses against its table of mappings; a
+ * JIT writes code into pages it maps at any time (V8 and HotSpot grow
+ * their code space as they go). This host waits <ms before> (the agent
+ * takes its first rounds and reads its table), then maps a new page,
+ * writes a stub into it that builds a frame-pointer frame and calls
+ * spin_here(), and spins there for <ms spin>. Every round of that time
+ * must walk through the stub (no CFI: its frame pointer) down to
+ * outer_caller() and main().
+ *
+ * usage: jit_late <ms before> <ms spin>; prints "jit: spinning" and
+ * "jit: done". */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static long spin_ms;
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+__attribute__((noinline)) void spin_here(void) {
+    volatile uint64_t x = 0;
+    uint64_t until = now_ms() + (uint64_t)spin_ms;
+    while (now_ms() < until)
+        for (int i = 0; i < 1000; i++)
+            x += (uint64_t)i;
+}
+
+/* push rbp; mov rbp,rsp; movabs rax,<spin_here>; call rax; pop rbp; ret */
+static void (*write_stub(void))(void) {
+    uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return NULL;
+    uint8_t code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
+                      0xff, 0xd0, 0x5d, 0xc3};
+    uint64_t target = (uint64_t)(uintptr_t)spin_here;
+    memcpy(code + 6, &target, 8);
+    memcpy(page, code, sizeof code);
+    if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
+        return NULL;
+    return (void (*)(void))(uintptr_t)page;
+}
+
+__attribute__((noinline)) static void outer_caller(void (*stub)(void)) {
+    stub();
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3)
+        return 2;
+    long before = atol(argv[1]);
+    spin_ms = atol(argv[2]);
+    struct timespec nap = {before / 1000, (before % 1000) * 1000000};
+    nanosleep(&nap, NULL);
+    void (*stub)(void) = write_stub();
+    if (!stub)
+        return 1;
+    printf("jit: spinning\n");
+    fflush(stdout);
+    outer_caller(stub);
+    printf("jit: done\n");
+    return 0;
+}
