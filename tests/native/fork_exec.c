@@ -10,19 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-__attribute__((noinline)) static void spin_for(double secs) {
-    double end = now() + secs;
-    volatile unsigned long x = 0;
-    while (now() < end)
-        for (int i = 0; i < 10000; i++)
-            x += (unsigned long)i;
-}
+#include "../common/host_clock.h"
 
 /* durations are multiplied by argv[1] (sanitizer builds run slower) */
 static double scale = 1.0;

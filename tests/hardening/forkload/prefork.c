@@ -23,27 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/host_clock.h"
+
 static double scale = 1.0;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-__attribute__((noinline)) static void spin_for(double secs) {
-    double end = now() + secs;
-    volatile unsigned long x = 0;
-    while (now() < end)
-        for (int i = 0; i < 10000; i++)
-            x += (unsigned long)i;
-}
-
-static void nap(double secs) {
-    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static void say(const char *role) {
     char line[96];
