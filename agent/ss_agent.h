@@ -49,6 +49,11 @@ void ss_sleep_ns(uint64_t ns);
 void ss_cond_init_mono(pthread_cond_t *cv);
 int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
 
+/* An exporter's last sends at exit end this much before its shutdown
+ * deadline: an eighth of the time left, at most 200 ms, kept for ending
+ * the call in flight and closing its transport. */
+uint64_t ss_shutdown_send_until(uint64_t deadline_ns);
+
 /* ------------------------------------------------------------------ */
 /* Logging                                                              */
 /* ------------------------------------------------------------------ */

@@ -20,6 +20,18 @@ void ss_sleep_ns(uint64_t ns) {
     }
 }
 
+/* Without the time kept, a starved machine let the deadline pass in gRPC's
+ * cleanup (the exporter was abandoned with its counters incomplete), and a
+ * cancelled libcurl call inside a TLS handshake (one long step) left a
+ * thread in OpenSSL while the process ran its exit handlers. */
+uint64_t ss_shutdown_send_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    if (deadline_ns <= now)
+        return deadline_ns;
+    uint64_t keep = (deadline_ns - now) / 8;
+    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
+}
+
 void ss_cond_init_mono(pthread_cond_t *cv) {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

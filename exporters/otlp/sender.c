@@ -364,20 +364,8 @@ void ss_otlp_sender_tick(ss_otlp_sender *s) {
     pump(s);
 }
 
-/* The part of the shutdown time kept for ending the call in flight and
- * closing the transport after the last send: without it, a starved
- * machine let the exit's deadline pass in gRPC's cleanup and the exporter
- * was abandoned with its counters incomplete. */
-static uint64_t send_until(uint64_t deadline_ns) {
-    uint64_t now = ss_mono_ns();
-    if (deadline_ns <= now)
-        return deadline_ns;
-    uint64_t keep = (deadline_ns - now) / 8;
-    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
-}
-
 void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
-    deadline_ns = send_until(deadline_ns);
+    deadline_ns = ss_shutdown_send_until(deadline_ns);
     while (s->head) {
         uint64_t now = ss_mono_ns();
         if (now + 1000000 >= deadline_ns)

@@ -364,20 +364,8 @@ void zk_sender_push(zk_sender *s, zk_trace *t) {
     }
 }
 
-/* The part of the shutdown time kept for the cancelled call to return:
- * an eighth, at most 200 ms. A cancel reaches libcurl between its steps,
- * and a TLS handshake loading a CA bundle is one long step; a thread left
- * inside OpenSSL when the process exits crashes in its exit handlers. */
-static uint64_t sending_until(uint64_t deadline_ns) {
-    uint64_t now = ss_mono_ns();
-    if (deadline_ns <= now)
-        return deadline_ns;
-    uint64_t keep = (deadline_ns - now) / 8;
-    return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
-}
-
 void zk_sender_stop(zk_sender *s, uint64_t deadline_ns) {
-    uint64_t until = sending_until(deadline_ns);
+    uint64_t until = ss_shutdown_send_until(deadline_ns); /* the cancelled call returns */
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     s->stop_deadline = until;
