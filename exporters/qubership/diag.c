@@ -162,17 +162,9 @@ void qb_dump_name(time_t when, const char *suffix, char *out, size_t n) {
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, suffix);
 }
 
-/* diagtools' getProperty: /app/ncdiag/properties/<NAME> first, then the
- * environment (the JVMTI option string too), each a Go boolean; true
- * when neither says. */
-static bool property_enabled(const char *name) {
-    char path[256], buf[64];
-    snprintf(path, sizeof path, PROPERTIES_DIR "/%s", name);
-    if (qb_read_small(path, buf, sizeof buf) >= 0) {
-        int b = qb_parse_bool(buf);
-        if (b >= 0)
-            return b;
-    }
+/* A Go boolean from the environment (the JVMTI option string too); true
+ * when unset or empty, and, with one line, when not a boolean. */
+static bool env_enabled(const char *name) {
     const char *v = ss_config_raw(name);
     if (!v || !*v)
         return true;
@@ -184,16 +176,18 @@ static bool property_enabled(const char *name) {
     return b;
 }
 
-static bool env_enabled(const char *name) {
-    const char *v = ss_config_raw(name);
-    if (!v || !*v)
-        return true;
-    int b = qb_parse_bool(v);
-    if (b < 0) {
-        ss_config_bad(name, v, "not a boolean", "using true");
-        return true;
+/* diagtools' getProperty: /app/ncdiag/properties/<NAME> first, then the
+ * environment (the JVMTI option string too), each a Go boolean; true
+ * when neither says. */
+static bool property_enabled(const char *name) {
+    char path[256], buf[64];
+    snprintf(path, sizeof path, PROPERTIES_DIR "/%s", name);
+    if (qb_read_small(path, buf, sizeof buf) >= 0) {
+        int b = qb_parse_bool(buf);
+        if (b >= 0)
+            return b;
     }
-    return b;
+    return env_enabled(name);
 }
 
 static uint64_t duration_key(const char *key, const char *fallback_key, uint64_t def_ms,
