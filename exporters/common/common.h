@@ -22,6 +22,11 @@
  * after). Returns 0 or -ENOMEM. */
 int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
 
+/* The same, with the metadata line as jstack prints it on JDK 21 and
+ * later: the os thread id after the number ("#<id> [<nid>] "), and nid
+ * in decimal. */
+int ss_text_format_thread_jdk21(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
+
 /* Append the round header line of the text file:
  * "Full thread dump stackshot round <seq> at <ISO-8601 UTC> (pid <pid>, <n> threads)\n" */
 int ss_text_format_round_header(const ss_round *r, ss_buf *out);

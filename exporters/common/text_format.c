@@ -44,19 +44,33 @@ static void put_frame(ss_buf *out, const ss_frame *f) {
     ss_buf_puts(out, ")\n");
 }
 
-int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+/* The metadata line: "name" #<number> [[<nid>] ][daemon ]prio=... nid=<nid>
+ * <status> (JDK 21 added the bracketed os thread id and prints nid in
+ * decimal). */
+static void put_header(ss_buf *out, const ss_thread_sample *t, bool jdk21) {
     ss_buf_putc(out, '"');
     put_name(out, t->name);
     ss_buf_printf(out, "\" #%" PRId64 " ", t->number);
+    if (jdk21)
+        ss_buf_printf(out, "[%" PRId32 "] ", t->nid);
     if (t->daemon)
         ss_buf_puts(out, "daemon ");
     double cpu_ms = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
     double elapsed_s = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
     ss_buf_printf(out,
                   "prio=%" PRId32 " os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs "
-                  "tid=0x%016" PRIx64 " nid=0x%" PRIx32 " %s\n",
-                  t->prio, t->os_prio, cpu_ms, elapsed_s, t->tid, (uint32_t)t->nid,
-                  t->status ? t->status : "runnable");
+                  "tid=0x%016" PRIx64 " ",
+                  t->prio, t->os_prio, cpu_ms, elapsed_s, t->tid);
+    if (jdk21)
+        ss_buf_printf(out, "nid=%" PRId32, t->nid);
+    else
+        ss_buf_printf(out, "nid=0x%" PRIx32, (uint32_t)t->nid);
+    ss_buf_printf(out, " %s\n", t->status ? t->status : "runnable");
+}
+
+static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
+                         ss_buf *out) {
+    put_header(out, t, jdk21);
     put_state_line(out, r, t);
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
@@ -67,6 +81,14 @@ int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *
         ss_buf_printf(out, "\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:%" PRIu32 ")\n",
                       t->frame_count);
     return out->failed ? -12 : 0;
+}
+
+int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+    return format_thread(r, t, false, out);
+}
+
+int ss_text_format_thread_jdk21(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+    return format_thread(r, t, true, out);
 }
 
 int ss_text_format_round_header(const ss_round *r, ss_buf *out) {

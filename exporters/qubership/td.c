@@ -36,24 +36,6 @@ static int jdk_major(const char *version) {
     return v;
 }
 
-/* The thread's header line as jstack prints it on JDK 21 and later:
- * "name" #<id> [<os tid>] [daemon ]prio=... nid=<decimal> <status> */
-static void header21(const ss_thread_sample *t, ss_buf *out) {
-    ss_buf_putc(out, '"');
-    for (const char *c = t->name; *c; c++)
-        ss_buf_putc(out, (*c == '\n' || *c == '\r') ? ' ' : *c);
-    ss_buf_printf(out, "\" #%" PRId64 " [%" PRId32 "] ", t->number, t->nid);
-    if (t->daemon)
-        ss_buf_puts(out, "daemon ");
-    double cpu_ms = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
-    double elapsed_s = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
-    ss_buf_printf(out,
-                  "prio=%" PRId32 " os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs "
-                  "tid=0x%016" PRIx64 " nid=%" PRId32 " %s\n",
-                  t->prio, t->os_prio, cpu_ms, elapsed_s, t->tid, t->nid,
-                  t->status ? t->status : "runnable");
-}
-
 int qb_td_format(const ss_round *r, ss_buf *out) {
     time_t secs = (time_t)(r->time_ns / 1000000000ull);
     struct tm tm;
@@ -70,25 +52,15 @@ int qb_td_format(const ss_round *r, ss_buf *out) {
     /* JDK 21 added the os thread id after the number and prints nid in
      * decimal: the dump takes the spelling of the VM it comes from */
     bool new_header = jvm && jdk_major(p->runtime_version) >= 21;
-    ss_buf block;
-    ss_buf_init(&block);
     for (uint32_t i = 0; i < r->n_threads; i++) {
         const ss_thread_sample *t = &r->threads[i];
         if (t->is_virtual)
             continue;
-        if (!new_header) {
+        if (new_header)
+            ss_text_format_thread_jdk21(r, t, out);
+        else
             ss_text_format_thread(r, t, out);
-        } else {
-            ss_buf_reset(&block);
-            ss_text_format_thread(r, t, &block);
-            const char *nl = block.data ? memchr(block.data, '\n', block.len) : NULL;
-            header21(t, out);
-            if (nl)
-                ss_buf_append(out, nl + 1, block.len - (size_t)(nl + 1 - block.data));
-        }
         ss_buf_putc(out, '\n');
     }
-    bool failed = block.failed;
-    ss_buf_free(&block);
-    return out->failed || failed ? -12 : 0;
+    return out->failed ? -12 : 0;
 }
