@@ -25,12 +25,7 @@ def check(cond, what):
     return cond
 
 
-os.makedirs(tmp, exist_ok=True)
-for f in os.listdir(tmp):
-    os.unlink(os.path.join(tmp, f))
-env = dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
-           SPLUNK_PROFILER_CALL_STACK_INTERVAL="100", STACKSHOT_EXPORTERS="text",
-           STACKSHOT_LOG_LEVEL="debug")
+env = stackdump.agent_run_env(lib, tmp)
 env.pop("STACKSHOT_SIGNAL", None)
 p = subprocess.Popen([server, "15"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 first = p.stdout.readline()

@@ -1,6 +1,7 @@
 """Reading what the native tests compare: the text exporter's thread dumps
 and gdb's backtraces of the same process (tests/native/check_*.py)."""
 import datetime
+import os
 import re
 import subprocess
 
@@ -106,3 +107,15 @@ def debug_counters(stderr):
     return {"rounds": int(m.group(1)), "signalled": int(m.group(2)), "asleep": int(m.group(3)),
             "reused": int(m.group(4)), "fallbacks": int(m.group(5)), "why": m.group(6),
             "cut": int(m.group(7))}
+
+
+def agent_run_env(lib, out):
+    """An empty output directory `out`, and the environment of a host run
+    with the agent preloaded: text output there, 100 ms rounds, debug lines
+    (the sampler's counters at exit)."""
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.unlink(os.path.join(out, f))
+    return dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true",
+                STACKSHOT_OUTPUT_DIR=out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100",
+                STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="debug")
