@@ -40,11 +40,12 @@ typedef int (*unshare_fn)(int);
 typedef int (*setns_fn)(int, int);
 typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 
-/* After the agent stepped aside its threads are joined, but a joined
- * thread leaves the thread group a moment after pthread_join returns (the
- * kernel wakes the joiner first): until then the call fails with EINVAL
- * as in a multi-threaded process. Retried for a short while; a host that
- * has threads of its own gets its EINVAL 0.2 s late. */
+/* After the agent stepped aside its threads (the start thread, or the
+ * running agent's) are joined, but a joined thread leaves the thread group
+ * a moment after pthread_join returns (the kernel wakes the joiner first):
+ * until then the call fails with EINVAL as in a multi-threaded process.
+ * Retried for a short while; a host that has threads of its own gets its
+ * EINVAL 0.2 s late. */
 #define ALONE_RETRY_NS 200000000L
 #define ALONE_NAP_NS 50000L
 

@@ -76,7 +76,6 @@ static pthread_cond_t cond; /* CLOCK_MONOTONIC */
  * (the span API's hot path, a vfork child's check). */
 static _Atomic start_state state;
 static bool thread_alive; /* a start thread exists (joinable) */
-static _Atomic pid_t start_tid; /* its kernel id, once it runs */
 static bool cancel;       /* asks the start thread to leave */
 static pthread_t start_thread;
 static uint64_t due_ns;      /* monotonic: the first round is due */
@@ -211,7 +210,6 @@ static launcher_state launcher(void) {
 static void *start_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "stackshot-start");
-    atomic_store(&start_tid, (pid_t)syscall(SYS_gettid));
     int settling = 0;
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -273,24 +271,6 @@ static void spawn_locked(void) {
     state = rc == 0 ? START_ARMED : START_OFF;
 }
 
-/* pthread_join returns when the kernel clears the thread's tid word, which
- * comes before the thread leaves the thread group: in between, unshare and
- * setns still see a second thread (EINVAL). Wait, briefly, until its task
- * is gone from /proc/self/task. */
-#define TASK_GONE_WAIT_NS 200000000ull
-
-static void wait_task_gone(pid_t tid) {
-    if (tid <= 0)
-        return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
-    uint64_t until = mono_ns() + TASK_GONE_WAIT_NS;
-    while (access(path, F_OK) == 0 && mono_ns() < until) {
-        struct timespec nap = {.tv_sec = 0, .tv_nsec = 20000};
-        nanosleep(&nap, NULL);
-    }
-}
-
 /* With the lock held: make the start thread leave and join it; wait for
  * a start in progress to end. Returns the state found (ARMED: it was
  * cancelled and may be spawned again). */
@@ -305,7 +285,6 @@ static start_state stop_thread_locked(void) {
         thread_alive = false;
         pthread_mutex_unlock(&lock);
         pthread_join(t, NULL);
-        wait_task_gone(atomic_exchange(&start_tid, 0));
         pthread_mutex_lock(&lock);
     }
     return was;
