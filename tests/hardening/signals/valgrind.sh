@@ -30,10 +30,13 @@ if [ -n "${SS_VG_QB:-}" ]; then
     exporters=text,qubership
     export REMOTE_DUMP_HOST=127.0.0.1 REMOTE_DUMP_PORT_PLAIN="$port"
 fi
+# --fair-sched: valgrind runs one thread at a time; without it the demo's
+# spinning worker kept the lock and the agent's start thread waited for
+# its turn through the whole run (0 rounds).
 SPLUNK_PROFILER_ENABLED=true STACKSHOT_EXPORTERS=$exporters STACKSHOT_OUTPUT_DIR="$out" \
 STACKSHOT_LOG_LEVEL=warn SPLUNK_PROFILER_CALL_STACK_INTERVAL=${SS_VG_INTERVAL:-100} \
 STACKSHOT_SHUTDOWN_TIMEOUT=30000 \
-valgrind -q --trace-children=yes --child-silent-after-fork=no \
+valgrind -q --fair-sched=yes --trace-children=yes --child-silent-after-fork=no \
     --error-exitcode=1 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     --suppressions="$here/valgrind.supp" \
     /usr/bin/env LD_PRELOAD="$lib" "$@" >"$out/log" 2>&1
