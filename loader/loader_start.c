@@ -33,9 +33,10 @@
  * while a child runs another program (timeout, runuser, a shell waiting
  * for its command) has nothing to show but that wait; its start is put
  * off by one interval at a time for as long as it stays so. One whose
- * child runs another program but that is not waiting yet is looked at
- * again every 50 ms, for a second at most. Its child, the program,
- * starts its own agent.
+ * child runs another program but that is not waiting yet, or that waits
+ * for a child forked less than a second ago that has not exec'd yet, is
+ * looked at again every 50 ms, for a second at most. Its child, the
+ * program, starts its own agent.
  *
  * fork(): a child of an armed process arms again (its first round is due
  * when its parent's is, but not before min(interval, 100 ms) after the
@@ -140,19 +141,62 @@ static long thread_syscall(const char *tid) {
     return strtol(buf, NULL, 10);
 }
 
-/* Does a child listed in /proc/self/task/<tid>/children run another
- * executable than ours? */
-static bool child_runs_other_program(const char *tid, const char *self_exe) {
+/* Clock ticks since boot at which process `child` started (field 22 of
+ * /proc/<pid>/stat), or 0 when unreadable. */
+static unsigned long long child_start_ticks(long child) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", child);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    if (!p)
+        return 0;
+    /* after ")": field 3 (state) ... field 22 (starttime) */
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Has process `child` run for less than YOUNG_CHILD_NS? Unknown: no. */
+#define YOUNG_CHILD_NS 1000000000ull
+static bool child_is_young(long child) {
+    unsigned long long start = child_start_ticks(child);
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec now;
+    if (!start || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0)
+        return false;
+    uint64_t started_ns = (uint64_t)(start * (1000000000ull / (unsigned long long)hz));
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    return now_ns < started_ns + YOUNG_CHILD_NS;
+}
+
+typedef enum child_kind {
+    NO_CHILD = 0,
+    CHILD_OURS,      /* runs our executable and has for a while (a worker) */
+    CHILD_FORKED,    /* runs our executable, forked a moment ago: may be on its way to exec */
+    CHILD_OTHER,     /* runs another program */
+} child_kind;
+
+/* What the children listed in /proc/self/task/<tid>/children run: the
+ * "highest" kind found. */
+static child_kind children_of(const char *tid, const char *self_exe) {
     char path[300], list[256];
     snprintf(path, sizeof path, "/proc/self/task/%s/children", tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return NO_CHILD;
     ssize_t n = read(fd, list, sizeof list - 1);
     close(fd);
     if (n <= 0)
-        return false;
+        return NO_CHILD;
     list[n] = '\0';
+    child_kind found = NO_CHILD;
     for (char *p = list, *end; *p; p = end) {
         long child = strtol(p, &end, 10);
         if (end == p)
@@ -160,13 +204,16 @@ static bool child_runs_other_program(const char *tid, const char *self_exe) {
         char exe[PATH_MAX];
         snprintf(path, sizeof path, "/proc/%ld/exe", child);
         ssize_t len = readlink(path, exe, sizeof exe - 1);
-        if (len > 0) {
-            exe[len] = '\0';
-            if (strcmp(exe, self_exe) != 0)
-                return true;
-        }
+        if (len <= 0)
+            continue;
+        exe[len] = '\0';
+        if (strcmp(exe, self_exe) != 0)
+            return CHILD_OTHER;
+        child_kind k = child_is_young(child) ? CHILD_FORKED : CHILD_OURS;
+        if (k > found)
+            found = k;
     }
-    return false;
+    return found;
 }
 
 typedef enum launcher_state {
@@ -177,7 +224,10 @@ typedef enum launcher_state {
 
 /* Every thread but ours waits for a child or a signal, and a child runs
  * another program: timeout, runuser, sudo's parent, a shell running a
- * command. Anything unreadable means "no". */
+ * command. A child forked a moment ago that still runs our executable
+ * may be about to exec (a loaded machine can take long to get it there):
+ * a process waiting for such a child is looked at again, like one that
+ * launched and does not wait yet. Anything unreadable means "no". */
 static launcher_state launcher(void) {
     char self_exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
@@ -188,18 +238,24 @@ static launcher_state launcher(void) {
     if (!d)
         return NOT_LAUNCHER;
     pid_t me = (pid_t)syscall(SYS_gettid);
-    bool waiting = true, launched = false;
+    bool waiting = true;
+    child_kind children = NO_CHILD;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || atoi(e->d_name) == me)
             continue;
         if (waiting)
             waiting = waits_for_child(thread_syscall(e->d_name));
-        if (!launched)
-            launched = child_runs_other_program(e->d_name, self_exe);
+        if (children != CHILD_OTHER) {
+            child_kind k = children_of(e->d_name, self_exe);
+            if (k > children)
+                children = k;
+        }
     }
     closedir(d);
-    return !launched ? NOT_LAUNCHER : waiting ? LAUNCHER_AT_REST : LAUNCHING;
+    if (children == CHILD_OTHER)
+        return waiting ? LAUNCHER_AT_REST : LAUNCHING;
+    return children == CHILD_FORKED && waiting ? LAUNCHING : NOT_LAUNCHER;
 }
 
 /* ---- the start thread -------------------------------------------------- */

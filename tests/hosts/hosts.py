@@ -7,7 +7,8 @@ cases:
              nothing: no file, no line, no agent library mapped before the
              first round is due
   wrappers   timeout -> sh -> program: only the program writes dumps and
-             says one line; the wrappers leave no file and no line
+             says one line; the wrappers leave no file and no line (also a
+             launcher whose child execs only after its first round was due)
   unshare    `unshare -U -r id` succeeds (also with STACKSHOT_EXPORTERS=none)
   ns         a running agent steps aside for unshare, setns and clone
              (tests/hosts/ns_host.c) and samples again after
@@ -137,6 +138,23 @@ def case_wrappers():
     lines = agent_lines(r.stderr)
     check(len(lines) == 1 and re.match(rf"stackshot: started in pid {pid} ", lines[0] if lines else ""),
           f"one line, the program's start: {lines}")
+
+    # A launcher whose child, forked at once, reaches its exec only after
+    # the launcher's first round was due (a shell's child on a loaded
+    # machine): the launcher waits for it and stays out.
+    out = fresh("wrappers")
+    argv = [prog, "launch", "400", shutil.which("sleep"), "1.5"]
+    r = subprocess.run(argv, env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="200"),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"the slow launcher exits 0 ({r.returncode})")
+    m = re.search(r"ss_hosts_busy: launcher pid (\d+)", r.stdout)
+    launcher = m.group(1) if m else "?"
+    names = files(out)
+    check(names and not [n for n in names if n.endswith(f".{launcher}.txt")],
+          f"the slow launcher leaves no file: {names}")
+    lines = agent_lines(r.stderr)
+    check(not [l for l in lines if f" pid {launcher} " in l],
+          f"and says no line: {lines}")
 
 
 # ---- unshare -U -r id ----------------------------------------------------
