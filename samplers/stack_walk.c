@@ -162,13 +162,15 @@ bool ss_walker_bounds(ss_walker *w, uint64_t sp, uint64_t *lo, uint64_t *hi) {
     return true;
 }
 
-/* The thread is running code at pc, so pc is in a mapping: when the table
- * does not have it, the table is older than that code (JIT code written
- * into pages mapped since: V8's, HotSpot's) and is read again, once per
- * round at most. Without it, return addresses into those pages are not
- * taken for code and the walk ends at the first JIT frame. */
+/* The thread is running code at pc, so pc is in an executable mapping:
+ * when the table does not have one there, the table is older than that
+ * code (JIT code written into pages mapped since, or made executable
+ * since: V8's, HotSpot's) and is read again, once per round at most.
+ * Without it, return addresses into those pages are not taken for code
+ * and the walk ends at the first JIT frame. */
 static void know_pc(ss_walker *w, uint64_t pc) {
-    if (!w->maps || (!ss_maps_find(w->maps, pc) && !w->maps_fresh))
+    const ss_map_range *r = w->maps ? ss_maps_find(w->maps, pc) : NULL;
+    if (!w->maps || (!(r && (r->prot & SS_MAP_X)) && !w->maps_fresh))
         read_maps(w);
 }
 

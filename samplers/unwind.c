@@ -384,13 +384,16 @@ static bool is_code(ss_unwinder *u, uint64_t addr) {
 }
 
 /* A return address a step gave (CFI or frame pointer, not a guess): when
- * no mapping of the table holds it, the table may be older than the code
- * (a JIT maps new code pages as it goes), and is read again, at most once
- * per round (stack_walk.c). */
+ * no executable mapping of the table holds it, the table may be older
+ * than the code and is read again, at most once per round (stack_walk.c).
+ * A JIT maps new code pages as it goes, and flips the protection of its
+ * code pages between writable and executable (V8 under node does: a table
+ * read while a page was writable saw no code there, and every walk through
+ * that page ended at its first frame until something else refreshed it). */
 static bool is_return_code(ss_unwinder *u, uint64_t addr) {
     if (is_code(u, addr))
         return true;
-    if (ss_maps_find(u->maps, addr) || !u->refresh || !u->refresh(u->refresh_arg))
+    if (!u->refresh || !u->refresh(u->refresh_arg))
         return false;
     return is_code(u, addr);
 }

@@ -8,7 +8,11 @@ read the table), maps a page, writes a stub into it that calls spin_here,
 and spins 1 s. Rounds of the spin must hold spin_here, then the stub's
 frame (an address in no module), then outer_caller and main.
 
-usage: check_jit_late.py <jit_late> <libstackshot.so> <tmpdir>"""
+With "flip", the page exists (writable, a data page) when the agent reads
+its table and is made executable only before the spin, as V8 flips its
+code pages: the walk must go through it all the same.
+
+usage: check_jit_late.py <jit_late> <libstackshot.so> <tmpdir> [flip]"""
 import os
 import re
 import shutil
@@ -16,12 +20,13 @@ import subprocess
 import sys
 
 host, lib, tmp = sys.argv[1:4]
+mode = sys.argv[4:5]
 shutil.rmtree(tmp, ignore_errors=True)
 os.makedirs(tmp)
 env = dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true",
            SPLUNK_PROFILER_CALL_STACK_INTERVAL="50", STACKSHOT_EXPORTERS="text",
            STACKSHOT_OUTPUT_DIR=tmp)
-p = subprocess.run([host, "300", "1000"], env=env, capture_output=True, text=True, timeout=60)
+p = subprocess.run([host, "300", "1000"] + mode, env=env, capture_output=True, text=True, timeout=60)
 files = os.listdir(tmp)
 text = open(os.path.join(tmp, files[0])).read() if len(files) == 1 else ""
 spinning, through = 0, 0

@@ -9,10 +9,15 @@
  * must walk through the stub (no CFI: its frame pointer) down to
  * outer_caller() and main().
  *
- * usage: jit_late <ms before> <ms spin>; prints "jit: spinning" and
- * "jit: done". */
+ * With "flip", the page is mapped writable before the wait (the agent's
+ * table sees a data page there) and only made executable after it, as V8
+ * flips its code pages between writable and executable.
+ *
+ * usage: jit_late <ms before> <ms spin> [flip]; prints "jit: spinning"
+ * and "jit: done". */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +41,17 @@ __attribute__((noinline)) void spin_here(void) {
             x += (uint64_t)i;
 }
 
-/* push rbp; mov rbp,rsp; movabs rax,<spin_here>; call rax; pop rbp; ret */
-static void (*write_stub(void))(void) {
+static uint8_t *map_page(void) {
     uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED)
+        return NULL;
+    page[0] = 0xcc; /* touched: a data page like any other */
+    return page;
+}
+
+/* push rbp; mov rbp,rsp; movabs rax,<spin_here>; call rax; pop rbp; ret */
+static void (*write_stub(uint8_t *page))(void) {
+    if (!page)
         return NULL;
     uint8_t code[] = {0x55, 0x48, 0x89, 0xe5, 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
                       0xff, 0xd0, 0x5d, 0xc3};
@@ -61,9 +73,11 @@ int main(int argc, char **argv) {
         return 2;
     long before = atol(argv[1]);
     spin_ms = atol(argv[2]);
+    bool flip = argc > 3 && strcmp(argv[3], "flip") == 0;
+    uint8_t *page = flip ? map_page() : NULL;
     struct timespec nap = {before / 1000, (before % 1000) * 1000000};
     nanosleep(&nap, NULL);
-    void (*stub)(void) = write_stub();
+    void (*stub)(void) = write_stub(flip ? page : map_page());
     if (!stub)
         return 1;
     printf("jit: spinning\n");
