@@ -359,7 +359,7 @@ const cases = {
         const res = await driver(2, baseEnv(port, {STACKSHOT_LOG_LEVEL: 'info'}));  // info: one line per state (debug repeats them)
         await recv.close();
         assert.equal(res.code, 0);
-        const l = lines(res.stderr, /404/);
+        const l = lines(res.stderr, /HTTP 404/);
         assert.equal(l.length, 1, l.join(' | '));
         assert.match(l[0], /answers HTTP 404: it is not an OTLP\/HTTP receiver with a logs pipeline/);
         assert.equal(accounting(res.stderr, 2).dropped, 6);
