@@ -103,7 +103,7 @@ static result zorka_run(ss_round **r, int n, int period, uint64_t *traces, uint6
         zk_builder *b = zk_builder_new(zk_encode_one, &z);
         meter m = meter_start();
         for (int i = 0; i < n; i++) {
-            zk_builder_add_round(b, r[i]);
+            zk_builder_add_round(b, r[i], (uint64_t)i + 1);
             if (period_ends(i, n, period)) {
                 double before = z.bytes;
                 zk_builder_close_all(b);

@@ -19,6 +19,7 @@
 typedef struct pending {
     struct pending *next;
     uint64_t records, items;
+    uint64_t round_lo, round_hi; /* the consumed rounds whose data it holds */
     size_t len, charged;
     uint8_t *bytes;
 } pending;
@@ -40,6 +41,7 @@ struct ss_otlp_sender {
     bool failing;            /* the last call failed */
     bool unimplemented_told, partial_told, unreadable_told, cap_told;
     uint64_t rounds_consumed, records_taken; /* the accounting line */
+    ss_round_loss lost;                      /* rounds whose data did not all arrive */
 };
 
 /* A call answered within this is handled at once (loopback takes about a
@@ -72,8 +74,13 @@ static void pop_head(ss_otlp_sender *s) {
     s->retry = (ss_retry_state){0};
 }
 
+static void lose_rounds(ss_otlp_sender *s, const pending *p) {
+    ss_round_loss_mark(&s->lost, s->stats, p->round_lo, p->round_hi);
+}
+
 static void drop_head(ss_otlp_sender *s) {
     atomic_fetch_add(&s->stats->records_dropped, s->head->records);
+    lose_rounds(s, s->head);
     pop_head(s);
 }
 
@@ -85,6 +92,7 @@ static void drop_second(ss_otlp_sender *s) {
         s->tail = s->head;
     s->n_pending--;
     atomic_fetch_add(&s->stats->records_dropped, p->records);
+    lose_rounds(s, p);
     free_pending(p);
 }
 
@@ -98,7 +106,8 @@ static void drop_second(ss_otlp_sender *s) {
  * outage. The head is never touched, so a backend that keeps up still
  * gets one request per push. True when the bytes were taken. */
 static bool merge_into_tail(ss_otlp_sender *s, const void *bytes, size_t len,
-                            uint64_t records, uint64_t items) {
+                            uint64_t records, uint64_t items, uint64_t round_lo,
+                            uint64_t round_hi) {
     pending *t = s->tail;
     if (!s->sig.mergeable || !t || t == s->head || t->records + records > s->sig.max_records ||
         t->len + len > s->sig.max_request)
@@ -111,14 +120,18 @@ static bool merge_into_tail(ss_otlp_sender *s, const void *bytes, size_t len,
     t->len += len;
     t->records += records;
     t->items += items;
+    if (round_lo && (!t->round_lo || round_lo < t->round_lo))
+        t->round_lo = round_lo;
+    if (round_hi > t->round_hi)
+        t->round_hi = round_hi;
     t->charged += len;
     ss_mem_charge(len);
     return true;
 }
 
 static int enqueue(ss_otlp_sender *s, const void *bytes, size_t len, uint64_t records,
-                   uint64_t items) {
-    if (merge_into_tail(s, bytes, len, records, items))
+                   uint64_t items, uint64_t round_lo, uint64_t round_hi) {
+    if (merge_into_tail(s, bytes, len, records, items, round_lo, round_hi))
         return 0;
     pending *p = malloc(sizeof *p);
     uint8_t *copy = malloc(len ? len : 1);
@@ -128,8 +141,9 @@ static int enqueue(ss_otlp_sender *s, const void *bytes, size_t len, uint64_t re
         return -ENOMEM;
     }
     memcpy(copy, bytes, len);
-    *p = (pending){.records = records, .items = items, .len = len,
-                   .charged = sizeof *p + len, .bytes = copy};
+    *p = (pending){.records = records, .items = items, .round_lo = round_lo,
+                   .round_hi = round_hi, .len = len, .charged = sizeof *p + len,
+                   .bytes = copy};
     ss_mem_charge(p->charged);
     if (s->tail)
         s->tail->next = p;
@@ -194,6 +208,8 @@ static void count_delivered(ss_otlp_sender *s, const ss_otlp_outcome *o, const p
     }
     atomic_fetch_add(&s->stats->records_rejected, rejected);
     atomic_fetch_add(&s->stats->records_exported, p->records - rejected);
+    if (rejected)
+        lose_rounds(s, p);
     atomic_fetch_add(&s->stats->bytes_sent, p->len);
 }
 
@@ -320,6 +336,7 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
         return -ENOMEM;
     s->sig = *sig;
     s->stats = stats;
+    ss_round_loss_init(&s->lost);
     s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
     s->policy = ss_retry_policy_load();
     int rc = ss_otlp_endpoint_load_path(&s->ep, sig->signal, sig->http_path);
@@ -331,6 +348,7 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
         rc = s->tr->open(&s->t, &s->ep, &s->sig);
     if (rc != 0) {
         ss_otlp_endpoint_free(&s->ep);
+        ss_round_loss_destroy(&s->lost);
         free(s);
         return rc;
     }
@@ -341,9 +359,10 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
 const ss_otlp_endpoint *ss_otlp_sender_endpoint(const ss_otlp_sender *s) { return &s->ep; }
 
 void ss_otlp_sender_push(ss_otlp_sender *s, const void *bytes, size_t len, uint64_t records,
-                         uint64_t items) {
-    if (enqueue(s, bytes, len, records, items) != 0) {
+                         uint64_t items, uint64_t round_lo, uint64_t round_hi) {
+    if (enqueue(s, bytes, len, records, items, round_lo, round_hi) != 0) {
         atomic_fetch_add(&s->stats->records_dropped, records);
+        ss_round_loss_mark(&s->lost, s->stats, round_lo, round_hi);
         ss_warn("%s: out of memory queueing a request; its %" PRIu64 " records are lost",
                 s->sig.who, records);
     }
@@ -355,6 +374,14 @@ void ss_otlp_sender_pump(ss_otlp_sender *s) { pump(s); }
 void ss_otlp_sender_took(ss_otlp_sender *s, uint64_t rounds, uint64_t records) {
     s->rounds_consumed += rounds;
     s->records_taken += records;
+}
+
+uint64_t ss_otlp_sender_round(const ss_otlp_sender *s) { return s->rounds_consumed; }
+
+void ss_otlp_sender_lost(ss_otlp_sender *s, uint64_t records, uint64_t round_lo,
+                         uint64_t round_hi) {
+    atomic_fetch_add(&s->stats->records_dropped, records);
+    ss_round_loss_mark(&s->lost, s->stats, round_lo, round_hi);
 }
 
 void ss_otlp_sender_tick(ss_otlp_sender *s) {
@@ -409,5 +436,6 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
            atomic_load(&s->stats->records_rejected));
     s->tr->close(s->t);
     ss_otlp_endpoint_free(&s->ep);
+    ss_round_loss_destroy(&s->lost);
     free(s);
 }

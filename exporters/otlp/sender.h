@@ -54,9 +54,11 @@ const ss_otlp_endpoint *ss_otlp_sender_endpoint(const ss_otlp_sender *s);
 
 /* Queue one encoded request (copied) of `records` records (the exporter's
  * unit, counted in the accounting line) holding `items` items (what the
- * backend counts: log records, profiles). */
+ * backend counts: log records, profiles), made of the consumed rounds
+ * round_lo..round_hi (ss_otlp_sender_round's numbers): when the request is
+ * dropped or partly rejected, those rounds count as lost (ss_round_loss). */
 void ss_otlp_sender_push(ss_otlp_sender *s, const void *bytes, size_t len, uint64_t records,
-                         uint64_t items);
+                         uint64_t items, uint64_t round_lo, uint64_t round_hi);
 
 /* Send what is due (after a round's pushes). */
 void ss_otlp_sender_pump(ss_otlp_sender *s);
@@ -64,6 +66,14 @@ void ss_otlp_sender_pump(ss_otlp_sender *s);
 /* For the accounting line: rounds the exporter consumed and the records it
  * took from them (each one exported, dropped or rejected in the end). */
 void ss_otlp_sender_took(ss_otlp_sender *s, uint64_t rounds, uint64_t records);
+
+/* The number of the round consumed last (1 for the first; 0: none yet). */
+uint64_t ss_otlp_sender_round(const ss_otlp_sender *s);
+
+/* The exporter lost `records` records of rounds round_lo..round_hi before
+ * it could queue them (encoding failed, too large): counted as dropped. */
+void ss_otlp_sender_lost(ss_otlp_sender *s, uint64_t records, uint64_t round_lo,
+                         uint64_t round_hi);
 
 /* Periodic work: the transport's threads, the memory cap, what is due. */
 void ss_otlp_sender_tick(ss_otlp_sender *s);

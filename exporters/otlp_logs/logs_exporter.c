@@ -82,36 +82,39 @@ static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
     if (rc == -ENODATA)
         return; /* a round without threads: nothing to send */
     ss_otlp_sender_took(s->sender, 0, 1);
+    uint64_t round = ss_otlp_sender_round(s->sender);
     if (rc != 0 || s->out.len > SS_LOGS_MAX_REQUEST) {
-        atomic_fetch_add(&s->stats->records_dropped, 1);
+        ss_otlp_sender_lost(s->sender, 1, round, round);
         ss_warn("otlp_logs: round %" PRIu64 " could not be encoded as pprof (%s); lost",
                 r->seq, rc ? strerror(-rc) : "too large");
         return;
     }
-    ss_otlp_sender_push(s->sender, s->out.data, s->out.len, 1, 1);
+    ss_otlp_sender_push(s->sender, s->out.data, s->out.len, 1, 1, round, round);
 }
 
 static void consume_text(logs_state *s, ss_round *r, uint64_t observed) {
     ss_otlp_sender_took(s->sender, 0, r->n_threads);
+    uint64_t round = ss_otlp_sender_round(s->sender);
     uint32_t first = 0;
     while (first < r->n_threads) {
         uint32_t records, dropped;
         int used = ss_logs_encode(&s->enc, &s->res, r, first, s->batch_size,
                                   SS_LOGS_MAX_REQUEST, observed, &s->out, &records, &dropped);
         if (used < 0) {
-            atomic_fetch_add(&s->stats->records_dropped, r->n_threads - first);
+            ss_otlp_sender_lost(s->sender, r->n_threads - first, round, round);
             ss_warn("otlp_logs: out of memory encoding round %" PRIu64 "; its records are lost",
                     r->seq);
             return;
         }
         if (dropped) {
-            atomic_fetch_add(&s->stats->records_dropped, dropped);
+            ss_otlp_sender_lost(s->sender, dropped, round, round);
             ss_warn("otlp_logs: %u call stacks of round %" PRIu64 " exceed %u bytes each; "
                     "dropped",
                     dropped, r->seq, SS_LOGS_MAX_REQUEST);
         }
         if (records)
-            ss_otlp_sender_push(s->sender, s->out.data, s->out.len, records, records);
+            ss_otlp_sender_push(s->sender, s->out.data, s->out.len, records, records, round,
+                                round);
         first += (uint32_t)used;
     }
 }
@@ -127,7 +130,8 @@ static void logs_consume(void *state, ss_round *r) {
         if (ss_otlp_resource_build(&s->res) != 0) {
             uint32_t lost = s->pprof ? 1 : r->n_threads; /* pprof: the round is the record */
             ss_otlp_sender_took(s->sender, 0, lost);
-            atomic_fetch_add(&s->stats->records_dropped, lost);
+            uint64_t round = ss_otlp_sender_round(s->sender);
+            ss_otlp_sender_lost(s->sender, lost, round, round);
             return;
         }
         s->res_built = true;

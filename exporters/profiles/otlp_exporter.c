@@ -41,6 +41,7 @@ typedef struct prof_state {
     ss_prof_request_opts opts;
     char method[256];
     ss_buf out;
+    uint64_t period_first, period_last; /* the period's rounds (sender's numbers) */
 } prof_state;
 
 static int build_resource(prof_state *s) {
@@ -66,25 +67,30 @@ static int build_resource(prof_state *s) {
 static void prof_flush(void *owner, ss_agg *a) {
     prof_state *s = owner;
     uint64_t records = a->n_obs;
+    /* the period's rounds (a flush inside consume comes before the new
+     * round is added to the next period) */
+    uint64_t lo = s->period_first, hi = s->period_last;
+    s->period_first = s->period_last = 0;
     ss_otlp_sender_took(s->sender, 0, records);
     if (build_resource(s) != 0) {
-        atomic_fetch_add(&s->stats->records_dropped, records);
+        ss_otlp_sender_lost(s->sender, records, lo, hi);
         return;
     }
     ss_buf_reset(&s->out);
     int rc = ss_otlp_profiles_encode(a, &s->opts, &s->out);
     if (rc == -ENODATA) {
-        atomic_fetch_add(&s->stats->records_dropped, records); /* 0 unless samples had no frames */
+        /* 0 unless samples had no frames */
+        ss_otlp_sender_lost(s->sender, records, records ? lo : 0, hi);
         return;
     }
     if (rc != 0 || s->out.len > MAX_REQUEST) {
         ss_warn("otlp_profiles: the period's request %s; %" PRIu64 " observations lost",
                 rc ? "could not be encoded (out of memory)" : "exceeds 64 MiB", records);
-        atomic_fetch_add(&s->stats->records_dropped, records);
+        ss_otlp_sender_lost(s->sender, records, lo, hi);
         return;
     }
     ss_otlp_sender_push(s->sender, s->out.data, s->out.len, records,
-                        ss_otlp_profiles_count(a, &s->opts));
+                        ss_otlp_profiles_count(a, &s->opts), lo, hi);
 }
 
 static void prof_free(prof_state *s) {
@@ -157,14 +163,18 @@ static int prof_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
 static void prof_consume(void *state, ss_round *r) {
     prof_state *s = state;
     ss_otlp_sender_took(s->sender, 1, 0);
+    uint64_t round = ss_otlp_sender_round(s->sender);
     /* The resource waits for the first round: a JVM knows its runtime
      * facts (process.runtime.*) only by then. */
     if (build_resource(s) != 0) {
         ss_otlp_sender_took(s->sender, 0, r->n_threads);
-        atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        ss_otlp_sender_lost(s->sender, r->n_threads, round, round);
         return;
     }
     ss_period_consume(&s->period, r);
+    if (!s->period_first)
+        s->period_first = round;
+    s->period_last = round;
     ss_otlp_sender_pump(s->sender);
 }
 

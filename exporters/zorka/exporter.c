@@ -137,7 +137,7 @@ static void zk_consume(void *state, ss_round *r) {
         return;
     }
     s->rounds_consumed++;
-    zk_builder_add_round(s->builder, r);
+    zk_builder_add_round(s->builder, r, s->rounds_consumed);
     if (zk_builder_bytes(s->builder) > s->builder_cap) {
         /* the open traces hold too much: the period ends early */
         if (s->early_closes++ == 0)

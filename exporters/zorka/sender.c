@@ -47,6 +47,7 @@ struct zk_sender {
     ss_buf agd, trc;
     uint64_t failures, drops, overflow; /* for rate-limited lines */
     _Atomic uint64_t late;              /* dropped by the shutdown deadline */
+    ss_round_loss lost;                 /* rounds whose data did not all arrive */
     bool failing;
 };
 
@@ -68,6 +69,7 @@ static bool loud(uint64_t n) { return n <= LOUD_FIRST || n % LOUD_EVERY == 0; }
 
 static void drop(zk_sender *s, zk_trace *t, bool rejected) {
     atomic_fetch_add(rejected ? &s->stats->records_rejected : &s->stats->records_dropped, 1);
+    ss_round_loss_mark(&s->lost, s->stats, t->round_lo, t->round_hi);
     zk_trace_free(t);
 }
 
@@ -290,6 +292,7 @@ static void free_sender(zk_sender *s) {
     ss_buf_free(&s->trc);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    ss_round_loss_destroy(&s->lost);
     free(s);
 }
 
@@ -308,6 +311,7 @@ zk_sender *zk_sender_start(const zk_sender_config *cfg, ss_exporter_stats *stats
     make_session_id(s->sid);
     ss_buf_init(&s->agd);
     ss_buf_init(&s->trc);
+    ss_round_loss_init(&s->lost);
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -54,6 +54,7 @@ struct zk_builder {
     void *owner;
     size_t bytes;            /* charged: thread table, paths, open traces */
     uint64_t samples;
+    uint64_t round_no; /* of the round being added */
     const ss_funcinfo *truncated_fn, *no_frames_fn;
 };
 
@@ -207,6 +208,7 @@ static zk_trace *open_trace(zk_builder *b, zk_thread *th, const ss_round *r,
     }
     t->thread_name = name;
     t->start_ns = r->time_ns;
+    t->round_lo = b->round_no;
     t->interval_ns = (uint64_t)(r->interval_ms ? r->interval_ms : 1000) * 1000000ull;
     t->thread_id = r->runtime == SS_RUNTIME_JVM ? s->number : (int64_t)s->nid;
     t->has_span = s->has_span;
@@ -349,6 +351,7 @@ static void add_sample(zk_builder *b, const ss_round *r, const ss_thread_sample 
         th->depth = d + 1;
     }
     t->n_samples++;
+    t->round_hi = b->round_no;
     note_state(th, s);
     b->samples++;
 }
@@ -370,7 +373,8 @@ zk_builder *zk_builder_new(zk_emit_fn emit, void *owner) {
     return b;
 }
 
-void zk_builder_add_round(zk_builder *b, const ss_round *r) {
+void zk_builder_add_round(zk_builder *b, const ss_round *r, uint64_t round_no) {
+    b->round_no = round_no;
     for (uint32_t i = 0; i < r->n_threads; i++)
         add_sample(b, r, &r->threads[i]);
 }

@@ -50,6 +50,7 @@ typedef struct zk_trace {
     uint64_t start_ns;      /* wall clock of the first sample, epoch ns */
     uint64_t interval_ns;   /* what one sample stands for */
     uint32_t n_samples;
+    uint64_t round_lo, round_hi; /* the consumed rounds its samples came from */
     uint32_t n_recs, cap_recs;
     zk_rec *recs;
     char *thread_name;
@@ -72,8 +73,9 @@ typedef struct zk_builder zk_builder;
 /* emit receives every closed trace (ownership passes). */
 zk_builder *zk_builder_new(zk_emit_fn emit, void *owner);
 void zk_builder_free(zk_builder *b);
-/* Add every thread of a round. */
-void zk_builder_add_round(zk_builder *b, const ss_round *r);
+/* Add every thread of a round, the exporter's round_no-th (1, 2, ...:
+ * traces carry the numbers of their rounds, for ss_round_loss). */
+void zk_builder_add_round(zk_builder *b, const ss_round *r, uint64_t round_no);
 /* Close every open trace (the end of a period); forget threads that had
  * no sample since the previous call. */
 void zk_builder_close_all(zk_builder *b);

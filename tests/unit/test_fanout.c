@@ -141,6 +141,35 @@ static void test_stop_keeps_deadline_with_hung_exporter(void **state) {
     ss_sleep_ns(100000000ull);
 }
 
+/* Rounds lost after consumption are counted once each, whatever order
+ * and overlap the requests or traces holding them are dropped in. */
+static void test_round_loss_counts_each_round_once(void **state) {
+    (void)state;
+    ss_exporter_stats st = {0};
+    ss_round_loss l;
+    ss_round_loss_init(&l);
+    assert_int_equal(ss_round_loss_mark(&l, &st, 5, 9), 5);   /* a request after the head */
+    assert_int_equal(ss_round_loss_mark(&l, &st, 3, 5), 2);   /* then the head: 3, 4 are new */
+    assert_int_equal(ss_round_loss_mark(&l, &st, 9, 9), 0);   /* a second batch of round 9 */
+    assert_int_equal(ss_round_loss_mark(&l, &st, 0, 4), 0);   /* no rounds known */
+    assert_int_equal(ss_round_loss_mark(&l, &st, 7, 6), 0);
+    assert_int_equal(ss_round_loss_mark(&l, &st, 11, 12), 2); /* a gap stays a gap */
+    assert_int_equal(ss_round_loss_mark(&l, &st, 10, 10), 1); /* which merges when filled */
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.span[0].lo, 3);
+    assert_int_equal(l.span[0].hi, 12);
+    assert_int_equal(ss_round_loss_mark(&l, &st, 1, 20), 10);  /* 1, 2 and 13..20 */
+    assert_int_equal(atomic_load(&st.rounds_lost), 20);
+    /* many separate runs: the oldest is forgotten, newer ones still dedup */
+    for (uint64_t r = 100; r < 100 + 3 * (SS_ROUND_LOSS_SPANS + 4); r += 3)
+        assert_int_equal(ss_round_loss_mark(&l, &st, r, r), 1);
+    assert_int_equal(l.n, SS_ROUND_LOSS_SPANS);
+    uint64_t last = 100 + 3 * (SS_ROUND_LOSS_SPANS + 3);
+    assert_int_equal(ss_round_loss_mark(&l, &st, last, last + 1), 1);
+    assert_int_equal(atomic_load(&st.rounds_lost), 20 + SS_ROUND_LOSS_SPANS + 4 + 1);
+    ss_round_loss_destroy(&l);
+}
+
 int main(void) {
     builder = ss_round_builder_create();
     ss_log_set_level(SS_LOG_ERROR);
@@ -148,6 +177,7 @@ int main(void) {
         cmocka_unit_test(test_in_order_to_every_exporter),
         cmocka_unit_test(test_memory_cap_drops_oldest),
         cmocka_unit_test(test_stop_keeps_deadline_with_hung_exporter),
+        cmocka_unit_test(test_round_loss_counts_each_round_once),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ss_round_builder_destroy(builder);

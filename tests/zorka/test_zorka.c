@@ -86,7 +86,7 @@ static void sink_free(sink *s) {
 
 static void feed(zk_builder *b, uint64_t seq, const th_spec *th, int n) {
     ss_round *r = make_round(seq, th, n);
-    zk_builder_add_round(b, r);
+    zk_builder_add_round(b, r, seq);
     ss_round_unref(r);
 }
 
@@ -122,6 +122,8 @@ static void test_tree(void **state) {
     assert_int_equal(s.n, 1);
     zk_trace *tr = s.t[0];
     assert_int_equal(tr->n_samples, 4);
+    assert_int_equal(tr->round_lo, 1); /* the rounds its samples came from */
+    assert_int_equal(tr->round_hi, 4);
     assert_int_equal(tr->n_recs, 5);
     expect_rec(&tr->recs[0], "A", 0, 0, 4);
     expect_rec(&tr->recs[1], "B", 1, 0, 3);
@@ -160,6 +162,9 @@ static void test_breaks(void **state) {
     feed(b, 5, &t, 1); /* round 4 missed */
     assert_int_equal(s.n, 2);
     assert_int_equal(s.t[1]->n_samples, 1);
+    assert_int_equal(s.t[0]->round_hi, 2);
+    assert_int_equal(s.t[1]->round_lo, 3);
+    assert_int_equal(s.t[1]->round_hi, 3);
     t.span = true;
     t.span_byte = 1;
     feed(b, 6, &t, 1); /* a span appears */

@@ -370,6 +370,17 @@ async function runCase(c) {
             const fan = parseFanout(r.stderr, c.exporter);
             if (!fan) problems.push('no fan-out accounting line');
             else if (fan.held) problems.push(`${fan.held} rounds held at exit`);
+            // a round whose records were dropped or rejected on the way is
+            // not "delivered": the equation counts it dropped (OTLP and
+            // Zorka count their losses in records, qubership in rounds)
+            if (fan && ctr && c.exporter !== 'qubership') {
+                const lostRecords = ctr.dropped + ctr.rejected > 0;
+                const lostRounds = fan.dropped > ctr.roundsDropped;
+                if (lostRecords !== lostRounds)
+                    problems.push(`fan-out: ${fan.dropped} rounds dropped (${ctr.roundsDropped} ` +
+                        `from the queue) with ${ctr.dropped + ctr.rejected} records dropped or ` +
+                        'rejected');
+            }
             if (!acc) {
                 problems.push('no accounting line');
             } else {
