@@ -31,6 +31,11 @@ cases:
   node       node --perf-basic-prof running a busy script: JIT frames named
              from /tmp/perf-<pid>.map, builtins named in node's remapped
              code, no _fini
+  sleepers   Debian's perl and watch, whose sleeps return early on a signal
+             (perl's sleep and select, watch's interval): at a 20 ms interval
+             they sleep as long and tick as often as without the agent, and
+             are sampled; an in-handler unwinder (STACKSHOT_UNWIND=gcc, which
+             signals them) cuts perl short: the case can tell
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -566,7 +571,72 @@ def case_node():
     check(any("Builtins_" in fr for fr in main), "V8 builtins (node's remapped code) are named")
 
 
-cases = {"node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+# ---- sleepers: real programs whose sleeps a signal would cut short ---------
+
+def timed(argv, env):
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return r, time.monotonic() - t0
+
+
+PERL_SLEEPS = 'sleep 2; select(undef, undef, undef, 1.0); print "done\\n"'
+
+
+def watch_ticks(d, env):
+    """Runs of `watch -n 1` in 3.5 s (it runs at 0, 1, 2, 3 s)."""
+    ticks = os.path.join(d, "ticks")
+    env = dict(env, TERM="xterm")
+    subprocess.run(["timeout", "3.5", "watch", "-n", "1", "-t", "-x", "sh", "-c",
+                    f"echo tick >> {ticks}"], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    if not os.path.exists(ticks):
+        return 0
+    with open(ticks) as f:
+        return len(f.read().split())
+
+
+def seen_in(path, pattern):
+    with open(path, errors="replace") as f:
+        return re.search(pattern, f.read()) is not None
+
+
+def case_sleepers():
+    perl, watch = shutil.which("perl"), shutil.which("watch")
+    if perl is None or watch is None:
+        skip("perl or watch (procps) is not installed")
+    # perl: sleep (nanosleep) then select with a timeout; both return early
+    # when a signal handler runs, and perl does not restart them
+    out = fresh("sleepers")
+    r, took = timed([perl, "-e", PERL_SLEEPS],
+                    agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"))
+    check(r.returncode == 0 and r.stdout.strip() == "done", f"perl exits 0 ({r.stderr.strip()[-200:]})")
+    check(took >= 2.95, f"perl slept its 3 s under the agent at 20 ms ({took:.2f} s)")
+    names = files(out)
+    rounds = rounds_in(os.path.join(out, names[0])) if len(names) == 1 else 0
+    check(rounds >= 20, f"and was sampled meanwhile ({rounds} rounds in {names})")
+    check(rounds and seen_in(os.path.join(out, names[0]), r"TIMED_WAITING \(sleeping\)\n(\tat .*\n)*\tat \S*nanosleep")
+          and seen_in(os.path.join(out, names[0]), r"\tat \S*select\b"),
+          "its stacks show it asleep in nanosleep, then in select")
+    # the control: an in-handler unwinder signals the sleeping thread
+    r, took = timed([perl, "-e", PERL_SLEEPS],
+                    agent_env(fresh("sleepers"), SPLUNK_PROFILER_CALL_STACK_INTERVAL="20",
+                              STACKSHOT_UNWIND="gcc"))
+    check(took < 2.5, f"control: signalled (STACKSHOT_UNWIND=gcc), perl's sleeps end early ({took:.2f} s)")
+    # watch -n 1: as many runs of its command as without the agent
+    base = watch_ticks(fresh("sleepers-base"), dict(os.environ))
+    out = fresh("sleepers")
+    d = fresh("sleepers-watch")
+    ticks = watch_ticks(d, agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"))
+    check(2 <= ticks <= base + 1 and base >= 2,
+          f"watch -n 1 ran its command {ticks} times in 3.5 s under the agent, {base} without")
+    names = [n for n in files(out) if n.startswith("watch.")]
+    rounds = rounds_in(os.path.join(out, names[0])) if len(names) == 1 else 0
+    check(rounds >= 20, f"and watch was sampled meanwhile ({rounds} rounds in {names})")
+    check(rounds and seen_in(os.path.join(out, names[0]), r"TIMED_WAITING \(sleeping\)\n(\tat .*\n)*\tat \S*usleep"),
+          "its stacks show it asleep in usleep")
+
+
+cases = {"sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
