@@ -120,8 +120,11 @@ static bool stopping;
 static bool thread_running;
 static pthread_t thread;
 static sampler *active;
-/* Kept reachable after a fork (the parent's copy may be mid-update). */
-static sampler *forgotten;
+/* Kept reachable after a fork (the parent's copy may be mid-update).
+ * volatile: nothing reads it, and the compiler dropped the stores of a
+ * plain static, which left the sampler "definitely lost" to valgrind in a
+ * child forked inside a round (valgrind_native_fork, one run in six). */
+static sampler *volatile forgotten;
 /* The sampler thread is taking a round: its state may be half-updated. */
 static _Atomic bool in_round;
 /* A forked child's copy of the parent's symbol resolver, for its next
