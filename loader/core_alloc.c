@@ -24,15 +24,35 @@
  * their runtimes refuse RTLD_DEEPBIND, and without it the global scope
  * (the sanitizer's allocator) comes first for everything, so this file
  * would be dead code: sanitizer builds define SS_CORE_ALLOC_NO_FAMILY and
- * keep only the hand-over. */
+ * keep only the hand-over.
+ *
+ * libelf's large buffers live in memory shared with forked children.
+ * libelf decompresses each compressed section of separate debuginfo
+ * (Debian's -dbg packages: libc6-dbg's .debug_info, .debug_line... are
+ * about 12 MB once decompressed) into a buffer of its own, written once
+ * and only read after that. Private anonymous memory makes every fork()
+ * of the host copy its page tables (the kernel skips shared mappings,
+ * whose pages the child finds again on access), and that copy was most of
+ * what a fork cost with the agent running. So an allocation of 256 KiB or
+ * more asked for by libelf itself (the caller's address is in libelf's
+ * code) is a MAP_SHARED anonymous mapping: parent and child see the same
+ * bytes, which neither writes again, and either side's free unmaps them
+ * only for itself. Mappings are placed in one 256 MiB range reserved at
+ * the first such allocation (free tells them apart by address); past it,
+ * and for everything else, the host's allocator serves as before. A fork
+ * while libelf fills such a buffer leaves the child a buffer the parent
+ * goes on filling: the child never uses it (it drops a resolver caught
+ * inside a lookup, samplers/symbols.c). */
 #include "loader/ss_core_api.h"
 
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define SS_EXPORT __attribute__((visibility("default")))
@@ -51,6 +71,10 @@ int ss_core_alloc_install(const ss_core_alloc *a) {
 #endif
     real = *a;
     atomic_store_explicit(&installed, true, memory_order_release);
+#ifndef SS_CORE_ALLOC_NO_FAMILY
+    void find_libelf_code(void);
+    find_libelf_code();
+#endif
     return 0;
 }
 
@@ -96,15 +120,117 @@ static size_t arena_size_of(const void *p) { return ((const size_t *)p)[-1]; }
 
 static bool power_of_two(size_t n) { return n && !(n & (n - 1)); }
 
+/* ---- libelf's large buffers, shared with forked children ----------- */
+
+#define SHARED_MIN ((size_t)256 << 10)
+#define SHARED_SPAN ((size_t)256 << 20)
+#define SHARED_HEAD ((size_t)64) /* the block's size, and malloc's alignment kept */
+
+static _Atomic uintptr_t libelf_lo, libelf_len; /* libelf's code; 0: unknown */
+static _Atomic uintptr_t shared_base;           /* the reserved range; 0: none yet */
+static _Atomic int shared_state;                /* 0 none, 1 reserving, 2 ready, 3 failed */
+static _Atomic size_t shared_next;              /* bump offset into the range */
+
+static int note_libelf(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    const char *base = slash ? slash + 1 : info->dlpi_name;
+    if (!base || strncmp(base, "libelf.so", 9) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            atomic_store(&libelf_len, (uintptr_t)ph->p_memsz);
+            atomic_store(&libelf_lo, (uintptr_t)(info->dlpi_addr + ph->p_vaddr));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* At the hand-over (libelf is mapped with the core, no loader lock is
+ * held): where libelf's code is. */
+void find_libelf_code(void) { dl_iterate_phdr(note_libelf, NULL); }
+
+static bool from_libelf(const void *caller, size_t size) {
+    uintptr_t lo = atomic_load_explicit(&libelf_lo, memory_order_relaxed);
+    return size >= SHARED_MIN && lo &&
+           (uintptr_t)caller - lo < atomic_load_explicit(&libelf_len, memory_order_relaxed);
+}
+
+static size_t page_round(size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) & ~(page - 1);
+}
+
+static bool in_shared(const void *p) {
+    uintptr_t base = atomic_load_explicit(&shared_base, memory_order_acquire);
+    return base && (uintptr_t)p - base < SHARED_SPAN;
+}
+
+/* The reserved range, made at the first use: PROT_NONE, no memory. */
+static uintptr_t shared_range(void) {
+    int st = atomic_load(&shared_state);
+    if (st == 0 && atomic_compare_exchange_strong(&shared_state, &st, 1)) {
+        void *m = mmap(NULL, SHARED_SPAN, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m != MAP_FAILED)
+            atomic_store_explicit(&shared_base, (uintptr_t)m, memory_order_release);
+        atomic_store(&shared_state, m != MAP_FAILED ? 2 : 3);
+    }
+    return atomic_load_explicit(&shared_base, memory_order_acquire);
+}
+
+/* A zero-filled shared block of `size` bytes, or NULL (the caller falls
+ * back to the host's allocator). */
+static void *shared_alloc(size_t size) {
+    uintptr_t base = shared_range();
+    if (!base || size > SHARED_SPAN)
+        return NULL;
+    int saved = errno;
+    size_t need = page_round(size + SHARED_HEAD);
+    size_t off = atomic_fetch_add(&shared_next, need);
+    if (off > SHARED_SPAN - need)
+        return NULL; /* the range is used up: never reused, by design */
+    void *m = mmap((void *)(base + off), need, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    errno = saved;
+    if (m == MAP_FAILED)
+        return NULL;
+    *(size_t *)m = size;
+    return (unsigned char *)m + SHARED_HEAD;
+}
+
+static size_t shared_size_of(const void *p) {
+    return *(const size_t *)((const unsigned char *)p - SHARED_HEAD);
+}
+
+/* Unmapped for this process only (a child keeps its own view), and the
+ * range left reserved. */
+static void shared_free(void *p) {
+    int saved = errno;
+    unsigned char *m = (unsigned char *)p - SHARED_HEAD;
+    mmap(m, page_round(shared_size_of(p) + SHARED_HEAD), PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    errno = saved;
+}
+
 SS_EXPORT void *malloc(size_t size) {
-    if (ready())
-        return real.malloc(size);
+    if (ready()) {
+        void *p = from_libelf(__builtin_return_address(0), size) ? shared_alloc(size) : NULL;
+        return p ? p : real.malloc(size);
+    }
     return arena_alloc(size, ARENA_ALIGN);
 }
 
 SS_EXPORT void free(void *p) {
     if (!p || in_arena(p))
         return;
+    if (in_shared(p)) {
+        shared_free(p);
+        return;
+    }
     if (ready())
         real.free(p);
     /* else: a pointer we never handed out, before any allocator is known;
@@ -116,8 +242,11 @@ SS_EXPORT void *calloc(size_t n, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    if (ready())
-        return real.calloc(n, size);
+    if (ready()) {
+        void *p = from_libelf(__builtin_return_address(0), n * size) ? shared_alloc(n * size)
+                                                                      : NULL;
+        return p ? p : real.calloc(n, size);
+    }
     return arena_alloc(n * size, ARENA_ALIGN);
 }
 
@@ -129,6 +258,19 @@ SS_EXPORT void *realloc(void *p, size_t size) {
         if (q) {
             size_t old = arena_size_of(p);
             memcpy(q, p, old < size ? old : size);
+        }
+        return q;
+    }
+    if (p && in_shared(p)) { /* into the host's allocator: libelf may write it again */
+        if (size == 0) {
+            shared_free(p);
+            return NULL;
+        }
+        void *q = real.malloc(size);
+        if (q) {
+            size_t old = shared_size_of(p);
+            memcpy(q, p, old < size ? old : size);
+            shared_free(p);
         }
         return q;
     }
@@ -204,6 +346,8 @@ SS_EXPORT size_t malloc_usable_size(void *p) {
         return 0;
     if (in_arena(p))
         return arena_size_of(p);
+    if (in_shared(p))
+        return shared_size_of(p);
     if (ready() && real.malloc_usable_size)
         return real.malloc_usable_size(p);
     return 0;

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""libelf's decompressed debuginfo lives in memory shared with forked
+children (loader/core_alloc.c): a fork does not copy its page tables, and
+a child that keeps its parent's symbol resolver reads the same bytes.
+
+The host is python3 (Debian's): it sleeps 1 s at a 50 ms interval (the
+agent resolves libc's sleeping frames with libc6-dbg's compressed DWARF),
+then counts the shared anonymous mappings in its own maps ("/dev/zero
+(deleted)", rw-s), forks a child that sleeps 1 s and exits, and waits.
+Checked: at least one shared mapping holds libelf's buffers; the parent's
+and the child's rounds name clock_nanosleep with its source file
+(clock_nanosleep.c: from the debuginfo, through the shared buffers in the
+child); the child's rounds are its own. Skipped (77) when libc has no
+separate debuginfo on this machine (libc6-dbg).
+
+usage: check_shared_debuginfo.py <libstackshot.so> <tmpdir>"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+lib, tmp = sys.argv[1:3]
+
+
+def libc_debuginfo():
+    out = subprocess.run(["readelf", "-n", "/lib/x86_64-linux-gnu/libc.so.6"],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m and os.path.exists(f"/usr/lib/debug/.build-id/{m.group(1)[:2]}/{m.group(1)[2:]}.debug")
+
+
+if shutil.which("python3") is None or not libc_debuginfo():
+    print("SKIP: no python3 or no separate debuginfo for libc (libc6-dbg)")
+    sys.exit(77)
+
+HOST = r"""
+import os, sys, time
+time.sleep(1.0)
+with open('/proc/self/maps') as f:
+    shared = [l for l in f if ' rw-s ' in l and '/dev/zero (deleted)' in l]
+print('shared', len(shared), flush=True)
+child = os.fork()
+if child == 0:
+    print('child', os.getpid(), flush=True)
+    time.sleep(1.0)
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+shutil.rmtree(tmp, ignore_errors=True)
+os.makedirs(tmp)
+env = dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true",
+           STACKSHOT_EXPORTERS="text", STACKSHOT_OUTPUT_DIR=tmp,
+           SPLUNK_PROFILER_CALL_STACK_INTERVAL="50", STACKSHOT_SYMBOLS_DEBUGINFO="true")
+p = subprocess.run([shutil.which("python3"), "-c", HOST], env=env, capture_output=True,
+                   text=True, timeout=60)
+failed = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failed.append(what)
+
+
+check(p.returncode == 0, f"the host exits 0 ({p.stderr.strip()[-300:]})")
+m = re.search(r"^shared (\d+)$", p.stdout, re.M)
+shared = int(m.group(1)) if m else 0
+check(shared >= 1, f"libelf's buffers are in shared mappings ({shared})")
+c = re.search(r"^child (\d+)$", p.stdout, re.M)
+child = c.group(1) if c else "?"
+texts = {}
+for path in glob.glob(os.path.join(tmp, "*.txt")):
+    pid = re.search(r"\.(\d+)\.txt$", path).group(1)
+    with open(path, errors="replace") as f:
+        texts[pid] = f.read()
+check(child in texts and len(texts) == 2, f"the parent's and the child's files: {sorted(texts)}")
+SLEEP = re.compile(r"\tat \S*clock_nanosleep\S*\(clock_nanosleep\.c:\d+\)")
+for pid, text in sorted(texts.items()):
+    who = "child" if pid == child else "parent"
+    rounds = re.findall(r"^Full thread dump stackshot round \d+ .*\(pid (\d+),", text, re.M)
+    check(rounds and all(r == pid for r in rounds), f"{who}: {len(rounds)} rounds, all its own")
+    check(SLEEP.search(text) is not None,
+          f"{who}: clock_nanosleep named with its source file (debuginfo)")
+if failed:
+    print("FAIL: %d checks; stderr: %s" % (len(failed), p.stderr[-800:]))
+    sys.exit(1)
+print("PASS")
