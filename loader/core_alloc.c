@@ -38,8 +38,9 @@
  * code) is a MAP_SHARED anonymous mapping: parent and child see the same
  * bytes, which neither writes again, and either side's free unmaps them
  * only for itself. Mappings are placed in one 256 MiB range reserved at
- * the first such allocation (free tells them apart by address); past it,
- * and for everything else, the host's allocator serves as before. A fork
+ * the first such allocation (free tells them apart by address; none under
+ * an RLIMIT_AS); past it, and for everything else, the host's allocator
+ * serves as before. A fork
  * while libelf fills such a buffer leaves the child a buffer the parent
  * goes on filling: the child never uses it (it drops a resolver caught
  * inside a lookup, samplers/symbols.c). */
@@ -53,6 +54,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define SS_EXPORT __attribute__((visibility("default")))
@@ -169,12 +171,17 @@ static bool in_shared(const void *p) {
     return base && (uintptr_t)p - base < SHARED_SPAN;
 }
 
-/* The reserved range, made at the first use: PROT_NONE, no memory. */
+/* The reserved range, made at the first use: PROT_NONE, no memory. It
+ * takes address space, though: under an RLIMIT_AS it could leave the host
+ * short of its own, so then there is none (libelf's buffers stay private). */
 static uintptr_t shared_range(void) {
     int st = atomic_load(&shared_state);
     if (st == 0 && atomic_compare_exchange_strong(&shared_state, &st, 1)) {
-        void *m = mmap(NULL, SHARED_SPAN, PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        struct rlimit as;
+        bool unlimited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur == RLIM_INFINITY;
+        void *m = !unlimited ? MAP_FAILED
+                             : mmap(NULL, SHARED_SPAN, PROT_NONE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m != MAP_FAILED)
             atomic_store_explicit(&shared_base, (uintptr_t)m, memory_order_release);
         atomic_store(&shared_state, m != MAP_FAILED ? 2 : 3);

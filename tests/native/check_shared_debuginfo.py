@@ -10,13 +10,16 @@ then counts the shared anonymous mappings in its own maps ("/dev/zero
 Checked: at least one shared mapping holds libelf's buffers; the parent's
 and the child's rounds name clock_nanosleep with its source file
 (clock_nanosleep.c: from the debuginfo, through the shared buffers in the
-child); the child's rounds are its own. Skipped (77) when libc has no
-separate debuginfo on this machine (libc6-dbg).
+child); the child's rounds are its own. Under an RLIMIT_AS the range the
+shared mappings go in is not reserved (it would take the host's address
+space): no shared mapping, and the names are the same. Skipped (77) when
+libc has no separate debuginfo on this machine (libc6-dbg).
 
 usage: check_shared_debuginfo.py <libstackshot.so> <tmpdir>"""
 import glob
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,6 +87,24 @@ for pid, text in sorted(texts.items()):
     check(rounds and all(r == pid for r in rounds), f"{who}: {len(rounds)} rounds, all its own")
     check(SLEEP.search(text) is not None,
           f"{who}: clock_nanosleep named with its source file (debuginfo)")
+
+# under an address-space limit: no reservation, no shared mapping
+def limit_as():
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+
+shutil.rmtree(tmp, ignore_errors=True)
+os.makedirs(tmp)
+q = subprocess.run([shutil.which("python3"), "-c", HOST], env=env, capture_output=True,
+                   text=True, timeout=60, preexec_fn=limit_as)
+m = re.search(r"^shared (\d+)$", q.stdout, re.M)
+check(q.returncode == 0 and m is not None and m.group(1) == "0",
+      f"under RLIMIT_AS: no shared mapping ({m.group(1) if m else q.stderr.strip()[-300:]})")
+texts = []
+for path in glob.glob(os.path.join(tmp, "*.txt")):
+    with open(path, errors="replace") as f:
+        texts.append(f.read())
+check(any(SLEEP.search(t) for t in texts), "under RLIMIT_AS: clock_nanosleep still named from debuginfo")
 if failed:
     print("FAIL: %d checks; stderr: %s" % (len(failed), p.stderr[-800:]))
     sys.exit(1)
