@@ -25,18 +25,15 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../common/host_clock.h"
+
 static long spin_ms;
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
+/* spin_for's work under a name of its own: the rounds must show it */
 __attribute__((noinline)) void spin_here(void) {
     volatile uint64_t x = 0;
-    uint64_t until = now_ms() + (uint64_t)spin_ms;
-    while (now_ms() < until)
+    double until = now() + (double)spin_ms / 1000.0;
+    while (now() < until)
         for (int i = 0; i < 1000; i++)
             x += (uint64_t)i;
 }
@@ -75,8 +72,7 @@ int main(int argc, char **argv) {
     spin_ms = atol(argv[2]);
     bool flip = argc > 3 && strcmp(argv[3], "flip") == 0;
     uint8_t *page = flip ? map_page() : NULL;
-    struct timespec nap = {before / 1000, (before % 1000) * 1000000};
-    nanosleep(&nap, NULL);
+    nap((double)before / 1000.0);
     void (*stub)(void) = write_stub(flip ? page : map_page());
     if (!stub)
         return 1;

@@ -32,24 +32,24 @@ __attribute__((noinline)) static void *create_loop(void *arg) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    double start = now_s(), end = start + secs, last = start;
-    while (now_s() < end) {
+    double start = now(), end = start + secs, last = start;
+    while (now() < end) {
         pthread_t t;
         if (pthread_create(&t, &attr, short_lived, c) == 0) {
             pthread_join(t, NULL);
             c->made++;
         }
-        double at = now_s();
+        double at = now();
         if (at - last > c->worst_gap)
             c->worst_gap = at - last;
         last = at;
         double due = start + c->made / PER_CREATOR_HZ;
-        double late = now_s() - due;
+        double late = now() - due;
         if (late > c->worst_late && c->made > 100)
             c->worst_late = late;
         if (late < 0)
-            nap_s(-late);
-        last = now_s();
+            nap(-late);
+        last = now();
     }
     return NULL;
 }
@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     secs = run_seconds(argc, argv, 20);
     static creator cs[CREATORS];
     pthread_t th[CREATORS];
-    double t0 = now_s();
+    double t0 = now();
     for (int i = 0; i < CREATORS; i++)
         pthread_create(&th[i], NULL, create_loop, &cs[i]);
     long made = 0;
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         if (cs[i].worst_gap > gap)
             gap = cs[i].worst_gap;
     }
-    double took = now_s() - t0;
+    double took = now() - t0;
     report("threads_made", made);
     report("rate_per_s", (long long)(made / took));
     report("worst_late_ms", (long long)(worst * 1000));

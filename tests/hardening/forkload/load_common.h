@@ -1,5 +1,6 @@
-/* load_common.h: what the load hosts share: clocks, naps, spinning, and
- * the host's own memory figures (from /proc/self/status), printed as
+/* load_common.h: what the load hosts share: clocks, naps and spinning
+ * (tests/common/host_clock.h, as every test host), wall time, and the
+ * host's own memory figures (from /proc/self/status), printed as
  * "load: <key> <value>" lines that load.js reads. */
 #ifndef SS_LOAD_COMMON_H
 #define SS_LOAD_COMMON_H
@@ -12,30 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "../../common/host_clock.h"
 
 static inline long long wall_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline void nap_s(double secs) {
-    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-__attribute__((noinline, unused)) static void spin_s(double secs) {
-    double end = now_s() + secs;
-    volatile unsigned long x = 0;
-    while (now_s() < end)
-        for (int i = 0; i < 1000; i++)
-            x += (unsigned long)i;
 }
 
 /* kB of a /proc/self/status field ("VmRSS", "VmHWM"), -1 unknown */

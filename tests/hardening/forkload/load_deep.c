@@ -26,9 +26,9 @@ __attribute__((noinline)) static size_t paint_and_run(void) {
     unsigned char *top = (unsigned char *)(sp - 1024); /* below our callees' frames */
     unsigned char *bottom = (unsigned char *)(sp - PAINT);
     memset(bottom, MARK, (size_t)(top - bottom));
-    double end = now_s() + secs;
-    while (now_s() < end)
-        spin_s(0.005);
+    double end = now() + secs;
+    while (now() < end)
+        spin_for(0.005);
     unsigned char *p = bottom;
     while (p < top && *p == MARK)
         p++;

@@ -10,8 +10,8 @@
 
 static volatile int stop;
 
-__attribute__((noinline)) static void work_a(void) { spin_s(0.002); }
-__attribute__((noinline)) static void work_b(void) { spin_s(0.003); }
+__attribute__((noinline)) static void work_a(void) { spin_for(0.002); }
+__attribute__((noinline)) static void work_b(void) { spin_for(0.003); }
 
 static void *busyish(void *arg) {
     prctl(PR_SET_NAME, "busyish");
@@ -21,7 +21,7 @@ static void *busyish(void *arg) {
             work_a();
         else
             work_b();
-        nap_s(0.01);
+        nap(0.01);
     }
     return NULL;
 }
@@ -30,7 +30,7 @@ static void *idle(void *arg) {
     (void)arg;
     prctl(PR_SET_NAME, "idle");
     while (!stop)
-        nap_s(0.2);
+        nap(0.2);
     return NULL;
 }
 
@@ -39,9 +39,9 @@ int main(int argc, char **argv) {
     pthread_t th[8];
     for (long i = 0; i < 8; i++)
         pthread_create(&th[i], NULL, i < 4 ? busyish : idle, (void *)i);
-    nap_s(secs / 4);
+    nap(secs / 4);
     report("quarter_rss_kb", status_kb("VmRSS"));
-    nap_s(secs - secs / 4);
+    nap(secs - secs / 4);
     stop = 1;
     for (int i = 0; i < 8; i++)
         pthread_join(th[i], NULL);

@@ -32,8 +32,8 @@ static void *parked(void *arg) {
 
 __attribute__((noinline)) static void busy_work(void) {
     while (!stop) {
-        spin_s(0.0002);
-        nap_s(0.02);
+        spin_for(0.0002);
+        nap(0.02);
     }
 }
 
@@ -57,9 +57,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    nap_s(0.05); /* the last ones reach their wait */
+    nap(0.05); /* the last ones reach their wait */
     report("all_started_ms", wall_ms());
-    nap_s(secs);
+    nap(secs);
     report("stopping_ms", wall_ms());
     pthread_mutex_lock(&mu);
     stop = 1;
