@@ -74,13 +74,14 @@ static void pop_head(ss_otlp_sender *s) {
     s->retry = (ss_retry_state){0};
 }
 
-static void lose_rounds(ss_otlp_sender *s, const pending *p) {
-    ss_round_loss_mark(&s->lost, s->stats, p->round_lo, p->round_hi);
+/* `records` records of the rounds round_lo..round_hi are given up. */
+static void lose(ss_otlp_sender *s, uint64_t records, uint64_t round_lo, uint64_t round_hi) {
+    atomic_fetch_add(&s->stats->records_dropped, records);
+    ss_round_loss_mark(&s->lost, s->stats, round_lo, round_hi);
 }
 
 static void drop_head(ss_otlp_sender *s) {
-    atomic_fetch_add(&s->stats->records_dropped, s->head->records);
-    lose_rounds(s, s->head);
+    lose(s, s->head->records, s->head->round_lo, s->head->round_hi);
     pop_head(s);
 }
 
@@ -91,8 +92,7 @@ static void drop_second(ss_otlp_sender *s) {
     if (s->tail == p)
         s->tail = s->head;
     s->n_pending--;
-    atomic_fetch_add(&s->stats->records_dropped, p->records);
-    lose_rounds(s, p);
+    lose(s, p->records, p->round_lo, p->round_hi);
     free_pending(p);
 }
 
@@ -208,8 +208,8 @@ static void count_delivered(ss_otlp_sender *s, const ss_otlp_outcome *o, const p
     }
     atomic_fetch_add(&s->stats->records_rejected, rejected);
     atomic_fetch_add(&s->stats->records_exported, p->records - rejected);
-    if (rejected)
-        lose_rounds(s, p);
+    if (rejected) /* records counted above; the rounds are not whole */
+        ss_round_loss_mark(&s->lost, s->stats, p->round_lo, p->round_hi);
     atomic_fetch_add(&s->stats->bytes_sent, p->len);
 }
 
@@ -361,8 +361,7 @@ const ss_otlp_endpoint *ss_otlp_sender_endpoint(const ss_otlp_sender *s) { retur
 void ss_otlp_sender_push(ss_otlp_sender *s, const void *bytes, size_t len, uint64_t records,
                          uint64_t items, uint64_t round_lo, uint64_t round_hi) {
     if (enqueue(s, bytes, len, records, items, round_lo, round_hi) != 0) {
-        atomic_fetch_add(&s->stats->records_dropped, records);
-        ss_round_loss_mark(&s->lost, s->stats, round_lo, round_hi);
+        lose(s, records, round_lo, round_hi);
         ss_warn("%s: out of memory queueing a request; its %" PRIu64 " records are lost",
                 s->sig.who, records);
     }
@@ -380,8 +379,7 @@ uint64_t ss_otlp_sender_round(const ss_otlp_sender *s) { return s->rounds_consum
 
 void ss_otlp_sender_lost(ss_otlp_sender *s, uint64_t records, uint64_t round_lo,
                          uint64_t round_hi) {
-    atomic_fetch_add(&s->stats->records_dropped, records);
-    ss_round_loss_mark(&s->lost, s->stats, round_lo, round_hi);
+    lose(s, records, round_lo, round_hi);
 }
 
 void ss_otlp_sender_tick(ss_otlp_sender *s) {
