@@ -62,6 +62,10 @@
 static ss_core_alloc real;
 static _Atomic bool installed;
 
+#ifndef SS_CORE_ALLOC_NO_FAMILY
+static void find_libelf_code(void);
+#endif
+
 int ss_core_alloc_install(const ss_core_alloc *a) {
     if (!a || !a->malloc || !a->free || !a->calloc || !a->realloc)
         return -EINVAL;
@@ -74,7 +78,6 @@ int ss_core_alloc_install(const ss_core_alloc *a) {
     real = *a;
     atomic_store_explicit(&installed, true, memory_order_release);
 #ifndef SS_CORE_ALLOC_NO_FAMILY
-    void find_libelf_code(void);
     find_libelf_code();
 #endif
     return 0;
@@ -153,7 +156,7 @@ static int note_libelf(struct dl_phdr_info *info, size_t size, void *data) {
 
 /* At the hand-over (libelf is mapped with the core, no loader lock is
  * held): where libelf's code is. */
-void find_libelf_code(void) { dl_iterate_phdr(note_libelf, NULL); }
+static void find_libelf_code(void) { dl_iterate_phdr(note_libelf, NULL); }
 
 static bool from_libelf(const void *caller, size_t size) {
     uintptr_t lo = atomic_load_explicit(&libelf_lo, memory_order_relaxed);
