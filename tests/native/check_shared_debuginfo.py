@@ -100,11 +100,11 @@ q = subprocess.run([shutil.which("python3"), "-c", HOST], env=env, capture_outpu
 m = re.search(r"^shared (\d+)$", q.stdout, re.M)
 check(q.returncode == 0 and m is not None and m.group(1) == "0",
       f"under RLIMIT_AS: no shared mapping ({m.group(1) if m else q.stderr.strip()[-300:]})")
-texts = []
+limited = []
 for path in glob.glob(os.path.join(tmp, "*.txt")):
     with open(path, errors="replace") as f:
-        texts.append(f.read())
-check(any(SLEEP.search(t) for t in texts), "under RLIMIT_AS: clock_nanosleep still named from debuginfo")
+        limited.append(f.read())
+check(any(SLEEP.search(t) for t in limited), "under RLIMIT_AS: clock_nanosleep still named from debuginfo")
 if failed:
     print("FAIL: %d checks; stderr: %s" % (len(failed), p.stderr[-800:]))
     sys.exit(1)
