@@ -76,13 +76,13 @@ static int logs_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     return 0;
 }
 
-/* The pprof format: the round as one record (see ss_logs_encode_pprof). */
-static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
+/* The pprof format: the round as one record (see ss_logs_encode_pprof).
+ * `round`: the sender's number for r (ss_otlp_sender_round). */
+static void consume_pprof(logs_state *s, ss_round *r, uint64_t round, uint64_t observed) {
     int rc = ss_logs_encode_pprof(&s->enc, &s->res, r, observed, &s->out);
     if (rc == -ENODATA)
         return; /* a round without threads: nothing to send */
     ss_otlp_sender_took(s->sender, 0, 1);
-    uint64_t round = ss_otlp_sender_round(s->sender);
     if (rc != 0 || s->out.len > SS_LOGS_MAX_REQUEST) {
         ss_otlp_sender_lost(s->sender, 1, round, round);
         ss_warn("otlp_logs: round %" PRIu64 " could not be encoded as pprof (%s); lost",
@@ -92,9 +92,8 @@ static void consume_pprof(logs_state *s, ss_round *r, uint64_t observed) {
     ss_otlp_sender_push(s->sender, s->out.data, s->out.len, 1, 1, round, round);
 }
 
-static void consume_text(logs_state *s, ss_round *r, uint64_t observed) {
+static void consume_text(logs_state *s, ss_round *r, uint64_t round, uint64_t observed) {
     ss_otlp_sender_took(s->sender, 0, r->n_threads);
-    uint64_t round = ss_otlp_sender_round(s->sender);
     uint32_t first = 0;
     while (first < r->n_threads) {
         uint32_t records, dropped;
@@ -122,6 +121,7 @@ static void consume_text(logs_state *s, ss_round *r, uint64_t observed) {
 static void logs_consume(void *state, ss_round *r) {
     logs_state *s = state;
     ss_otlp_sender_took(s->sender, 1, 0);
+    uint64_t round = ss_otlp_sender_round(s->sender);
     /* The resource is built with the first round, not in open: a JVM agent
      * starts its exporters in Agent_OnLoad and learns the runtime's name
      * and version (process.runtime.*) only once the VM is initialised,
@@ -130,7 +130,6 @@ static void logs_consume(void *state, ss_round *r) {
         if (ss_otlp_resource_build(&s->res) != 0) {
             uint32_t lost = s->pprof ? 1 : r->n_threads; /* pprof: the round is the record */
             ss_otlp_sender_took(s->sender, 0, lost);
-            uint64_t round = ss_otlp_sender_round(s->sender);
             ss_otlp_sender_lost(s->sender, lost, round, round);
             return;
         }
@@ -138,9 +137,9 @@ static void logs_consume(void *state, ss_round *r) {
     }
     uint64_t observed = ss_wall_ns();
     if (s->pprof)
-        consume_pprof(s, r, observed);
+        consume_pprof(s, r, round, observed);
     else
-        consume_text(s, r, observed);
+        consume_text(s, r, round, observed);
     ss_otlp_sender_pump(s->sender);
 }
 
