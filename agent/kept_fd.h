@@ -1,0 +1,52 @@
+/* kept_fd.h: descriptors the agent keeps open across calls, checked before
+ * every use.
+ *
+ * The agent shares a descriptor table with a host that owns it: a daemon
+ * may close every descriptor >= 3 (closefrom, close_range, a loop) at any
+ * moment and get the same numbers back for its own files. A number the
+ * agent still holds may then be the host's: writing, reading or closing
+ * it would touch the host's file. So a kept descriptor remembers what it
+ * was opened on (device and inode, from fstat) and is used only while the
+ * number still names that; otherwise it is forgotten, never closed (the
+ * number is the host's now), counted, and the owner opens its file again.
+ *
+ * The check is one fstat; the window between it and the use is a few
+ * instructions (a host that closes and reopens exactly then is not
+ * caught). Not async-signal-safe (fstat is, the counter too, but nothing
+ * here is meant for handlers). */
+#ifndef SS_KEPT_FD_H
+#define SS_KEPT_FD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#pragma GCC visibility push(default)
+
+typedef struct ss_kept_fd {
+    int fd;    /* -1: none */
+    dev_t dev; /* what it was opened on */
+    ino_t ino;
+} ss_kept_fd;
+
+#define SS_KEPT_FD_NONE {-1, 0, 0}
+
+/* Keep `fd` (just opened by the agent): records its identity. 0, or
+ * -errno (fd is then closed and k is none). fd < 0 is passed through as
+ * its own error (-EBADF) with k none. */
+int ss_kept_fd_adopt(ss_kept_fd *k, int fd);
+/* The descriptor if it is still what was kept, else -1: a number that now
+ * names something else is forgotten (k becomes none, nothing is closed)
+ * and counted. */
+int ss_kept_fd_get(ss_kept_fd *k);
+/* Closes it if it is still what was kept; forgets it either way. */
+void ss_kept_fd_close(ss_kept_fd *k);
+/* Forget without closing (a forked child's copy of a parent's
+ * descriptor it must not use, a number known to be lost). */
+void ss_kept_fd_forget(ss_kept_fd *k);
+/* Kept descriptors found taken over by the host since the start. */
+uint64_t ss_kept_fd_lost(void);
+
+#pragma GCC visibility pop
+
+#endif
