@@ -21,6 +21,7 @@
  * option string is checked against both, so that a typo gets a line. */
 static const char *const core_keys[] = {
     "SPLUNK_PROFILER_ENABLED",
+    "OTEL_SDK_DISABLED",
     "SPLUNK_PROFILER_CALL_STACK_INTERVAL",
     "SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS",
     "STACKSHOT_OUTPUT_DIR",
@@ -372,7 +373,11 @@ static void known_exporters(char *out, size_t n) {
 
 /* A comma list of exporter names. Unknown names are reported and skipped;
  * a list with no known name at all falls back to the default, in one line. */
-static uint32_t parse_exporters(const char *key) {
+/* STACKSHOT_EXPORTERS. A name that is not an exporter is a mistake: it
+ * is left out (one line), never replaced by the default, whose destination
+ * the user did not choose; with nothing left (and `none` not said)
+ * *nothing is set and the agent does not start. */
+static uint32_t parse_exporters(const char *key, bool *nothing) {
     const char *v = ss_config_raw(key);
     if (!v || blank(v))
         return ss_exporter_bit(DEFAULT_EXPORTER);
@@ -400,13 +405,24 @@ static uint32_t parse_exporters(const char *key) {
         known_exporters(known, sizeof known);
         snprintf(why, sizeof why, "unknown exporter '%s' (known: %s)", unknown, known);
         ss_config_bad(key, v, why,
-                      bits || none ? "ignoring the unknown names" : "using " DEFAULT_EXPORTER);
+                      bits || none ? "ignoring the unknown names"
+                                   : "no exporter left: the agent stays off");
     }
-    if (!bits && !none)
-        return ss_exporter_bit(DEFAULT_EXPORTER);
+    *nothing = !bits && !none;
     for (const ss_exporter_def *e = ss_exporter_table; e->name; e++)
         if (e->with && (bits & ss_exporter_bit(e->with)))
             bits |= 1u << (e - ss_exporter_table);
+    return bits;
+}
+
+/* Each selected exporter whose row can check its destination (an OTLP
+ * endpoint or protocol that does not parse) and finds it unusable is left
+ * out: it has said why in one line. */
+static uint32_t check_destinations(uint32_t bits) {
+    for (int i = 0; ss_exporter_table[i].name && i < 32; i++)
+        if ((bits & (1u << i)) && ss_exporter_table[i].check &&
+            ss_exporter_table[i].check() != 0)
+            bits &= ~(1u << i);
     return bits;
 }
 
@@ -491,13 +507,31 @@ void ss_config_load(ss_config *c) {
     c->log_level = parse_log_level("STACKSHOT_LOG_LEVEL", SS_LOG_INFO);
     ss_log_set_level(c->log_level);
     ss_log_set_file(ss_config_raw("STACKSHOT_LOG_FILE"));
-    c->enabled = ss_config_bool("SPLUNK_PROFILER_ENABLED", false);
+    char why[256];
+    ss_enabled on = ss_enabled_decide(ss_config_raw("SPLUNK_PROFILER_ENABLED"),
+                                      ss_config_raw("OTEL_SDK_DISABLED"), why, sizeof why);
+    if (on == SS_ENABLED_BAD_VALUE) /* said as every bad value is (a swallowed
+                                       option after a comma is not shown) */
+        ss_config_bad("SPLUNK_PROFILER_ENABLED", ss_config_raw("SPLUNK_PROFILER_ENABLED"),
+                      "only true turns the agent on", "the agent stays off");
+    else if (on == SS_ENABLED_SDK_DISABLED)
+        ss_error("%s", why);
+    c->enabled = on == SS_ENABLED_ON;
     c->interval_ms = (uint32_t)ss_config_int("SPLUNK_PROFILER_CALL_STACK_INTERVAL",
                                              1000, 5, 3600000);
     c->include_internal =
         ss_config_bool("SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS", false);
     parse_output_dir("STACKSHOT_OUTPUT_DIR", c->output_dir, sizeof c->output_dir);
-    c->exporters = parse_exporters("STACKSHOT_EXPORTERS");
+    c->exporters = parse_exporters("STACKSHOT_EXPORTERS", &c->nothing_to_run);
+    if (c->exporters) {
+        c->exporters = check_destinations(c->exporters);
+        if (!c->exporters) {
+            ss_error("no exporter has a usable destination: the agent stays off");
+            c->nothing_to_run = true;
+        }
+    }
+    if (c->nothing_to_run)
+        c->enabled = false;
     c->max_depth = (uint32_t)ss_config_int("STACKSHOT_MAX_DEPTH", 1024, 1, 65536);
     c->max_memory = ss_config_size("STACKSHOT_MAX_MEMORY", 64ull << 20, 1ull << 20,
                                    16ull << 30);

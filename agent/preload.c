@@ -18,6 +18,7 @@
 #include "loader/ss_core_api.h"
 #include "stackshot.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -44,6 +45,8 @@ int stackshot_start(void) {
         return 0;
     ss_config cfg;
     ss_config_load(&cfg);
+    if (cfg.nothing_to_run)
+        return -EINVAL; /* said in its lines */
     cfg.enabled = true;
     return ss_agent_start(&ss_native_source, &cfg);
 }

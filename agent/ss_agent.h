@@ -127,7 +127,25 @@ typedef struct ss_config {
      * loader's start thread waits that long), so the first round is
      * taken at once rather than one more interval later. */
     bool start_deferred;
+    /* Not a key: every exporter named was a mistake (an unknown name, an
+     * unusable destination), each said in one line; the agent does not
+     * start (enabled is false), not even by stackshot_start(). */
+    bool nothing_to_run;
 } ss_config;
+
+/* Is the agent turned on (agent/enabled.c, also compiled into the
+ * loader)? From the values of SPLUNK_PROFILER_ENABLED and OTEL_SDK_DISABLED
+ * (NULL: unset). Anything but SS_ENABLED_ON and SS_ENABLED_OFF leaves the
+ * agent off and puts the one line to say in why (without the "stackshot: "
+ * prefix). */
+typedef enum ss_enabled {
+    SS_ENABLED_OFF = 0,      /* unset, blank or false: off, silently */
+    SS_ENABLED_ON,           /* true (any case) */
+    SS_ENABLED_BAD_VALUE,    /* anything else: off, one line */
+    SS_ENABLED_SDK_DISABLED, /* true, but OTEL_SDK_DISABLED=true: off, one line */
+} ss_enabled;
+ss_enabled ss_enabled_decide(const char *enabled, const char *sdk_disabled, char *why,
+                             size_t why_len);
 
 /* Install the JVMTI option string ("key=value,key=value"), which takes
  * precedence over the environment. Unknown keys and malformed pairs print
@@ -491,6 +509,11 @@ typedef struct ss_exporter_def {
     const char *const *keys;   /* the configuration keys it reads, NULL-terminated */
     const char *with;          /* also runs whenever the exporter of this name is
                                   selected (NULL: only when named itself) */
+    /* Configuration time, before anything starts: 0 when its destination
+     * can be used; else it has said why in one line and is left out (a
+     * mistake never falls back to a default destination). NULL: nothing
+     * to check. */
+    int (*check)(void);
 } ss_exporter_def;
 
 /* Row i is bit 1u << i of ss_config.exporters (at most 32 rows). */

@@ -15,8 +15,14 @@
 
 #ifdef SS_EXPORTER_TABLE_ONLY
 #define OPS(x) NULL
+#define CHECK(x) NULL
 #else
+#include "otlp/otlp.h"
 #define OPS(x) (&(x))
+#define CHECK(x) (x)
+/* the OTLP exporters' destinations, checked before anything starts */
+static int check_logs(void) { return ss_otlp_endpoint_check("LOGS"); }
+static int check_profiles(void) { return ss_otlp_endpoint_check("PROFILES"); }
 extern const ss_exporter_ops ss_text_exporter;
 extern const ss_exporter_ops ss_otlp_logs_exporter;
 extern const ss_exporter_ops ss_otlp_profiles_exporter;
@@ -52,11 +58,13 @@ const ss_exporter_def ss_exporter_table[] = {
     {.name = "text", .ops = OPS(ss_text_exporter), .keys = KEYS("STACKSHOT_OUTPUT_DIR")},
     {.name = "otlp_logs",
      .ops = OPS(ss_otlp_logs_exporter),
+     .check = CHECK(check_logs),
      .keys = KEYS(OTLP_KEYS("LOGS"), "SPLUNK_PROFILER_LOGS_ENDPOINT", "SPLUNK_REALM",
                   "STACKSHOT_LOGS_FORMAT",
                   "STACKSHOT_LOGS_BATCH_SIZE")},
     {.name = "otlp_profiles",
      .ops = OPS(ss_otlp_profiles_exporter),
+     .check = CHECK(check_profiles),
      .keys = KEYS(OTLP_KEYS("PROFILES"), PERIOD_KEYS, "STACKSHOT_PROFILES_VERSION",
                   "STACKSHOT_PROFILES_METHOD", "STACKSHOT_PROFILES_TIMESTAMPS")},
     {.name = "qubership",

@@ -23,18 +23,20 @@
  *
  * STACKSHOT_CORE=<path> names another core file (tests). */
 #include "loader/ss_loader.h"
-#include "agent/ss_agent.h" /* SS_VERSION only: nothing of the core is linked */
+#include "agent/ss_agent.h" /* SS_VERSION, ss_enabled_decide (agent/enabled.c, compiled in here too) */
 #include "stackshot.h"
 
 #include <dlfcn.h>
 #include <errno.h> /* program_invocation_short_name */
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define SS_EXPORT __attribute__((visibility("default")))
 
@@ -206,22 +208,37 @@ const ss_core_api *ss_loader_load_core(void) {
     return api;
 }
 
-/* Is SPLUNK_PROFILER_ENABLED unset, blank or one of the false spellings
- * of ss_config_bool? Then the core is not even opened. Anything else opens
- * it: true starts the agent, a bad value gets the core's one error line. */
+/* One line of the loader's own, before the core exists: on the host's
+ * thread (this runs in its constructor), so it never blocks: a stderr
+ * that cannot take it now (a full pipe) does not get it. */
+static void loader_say(const char *msg) {
+    char line[320];
+    int n = snprintf(line, sizeof line, SS_NAME ": %s\n", msg);
+    if (n <= 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = (int)sizeof line - 1;
+    struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+    if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+        ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+        (void)w;
+    }
+}
+
+/* Is the agent off (agent/enabled.c: only SPLUNK_PROFILER_ENABLED=true
+ * turns it on, OTEL_SDK_DISABLED=true turns it off)? Then the core is not
+ * even opened. A value that is a mistake gets its one line here, in a
+ * native process; in a JVM the core decides from Agent_OnLoad, where the
+ * option string may say otherwise, and says it there. */
 static bool disabled_in_env(void) {
-    const char *v = getenv("SPLUNK_PROFILER_ENABLED");
-    if (!v)
-        return true;
-    while (*v == ' ' || *v == '\t' || *v == '\n')
-        v++;
-    if (!*v)
-        return true;
-    static const char *const no[] = {"false", "0", "no", "off"};
-    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
-        if (strcasecmp(v, no[i]) == 0)
-            return true;
-    return false;
+    char why[256];
+    ss_enabled on = ss_enabled_decide(getenv("SPLUNK_PROFILER_ENABLED"),
+                                      getenv("OTEL_SDK_DISABLED"), why, sizeof why);
+    if (on == SS_ENABLED_ON)
+        return false;
+    if (on != SS_ENABLED_OFF && !ss_process_is_jvm())
+        loader_say(why);
+    return true;
 }
 
 /* Preloaded: nothing at all (no library mapped, no constructor of theirs

@@ -348,7 +348,24 @@ static void url_for_messages(char *url, size_t n) {
     snprintf(url, n, "%s", shown);
 }
 
-static void load_target(ss_otlp_endpoint *ep, const char *signal) {
+/* One line for an endpoint that does not parse: the value (credentials
+ * and query not shown), what was expected, and that the signal's exporter
+ * is off. */
+static void say_bad_endpoint(const char *key, const char *url, const char *signal, bool http) {
+    char shown[1024];
+    snprintf(shown, sizeof shown, "%s", url);
+    url_for_messages(shown, sizeof shown);
+    char off[96];
+    snprintf(off, sizeof off, "the %s exporter is off: nothing is sent",
+             strcmp(signal, "PROFILES") == 0 ? "otlp_profiles" : "otlp_logs");
+    ss_config_bad(key, shown,
+                  http ? "not an endpoint (expected http://host:port/path or "
+                         "https://host:port/path)"
+                       : "not an endpoint (expected http://host:port or https://host:port)",
+                  off);
+}
+
+static int load_target(ss_otlp_endpoint *ep, const char *signal) {
     load_endpoint_url(ep, signal);
     char ikey[96];
     bool insecure = load_insecure(signal, ikey, sizeof ikey);
@@ -363,17 +380,12 @@ static void load_target(ss_otlp_endpoint *ep, const char *signal) {
                     ikey, ep->target);
         }
         url_for_messages(ep->url, sizeof ep->url);
-        return;
+        return 0;
     }
-    char shown[sizeof ep->url];
-    snprintf(shown, sizeof shown, "%s", ep->url);
-    url_for_messages(shown, sizeof shown);
-    ss_config_bad(ep->url_key, shown,
-                  "not an endpoint (expected http://host:port or https://host:port)",
-                  "using " SS_OTLP_DEFAULT_ENDPOINT);
-    snprintf(ep->url, sizeof ep->url, "%s", SS_OTLP_DEFAULT_ENDPOINT);
-    ep->url_key[0] = '\0';
-    ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls);
+    /* a mistake is never sent to a default destination */
+    say_bad_endpoint(ep->url_key, ep->url, signal, false);
+    ep->url[0] = ep->target[0] = '\0'; /* it may hold credentials */
+    return -EINVAL;
 }
 
 /* SPLUNK_ACCESS_TOKEN: sent as X-SF-Token (Splunk Observability Cloud's
@@ -452,22 +464,31 @@ static void load_timeout(ss_otlp_endpoint *ep, const char *signal) {
     ep->timeout_ms = ms > 86400000 ? 86400000u : (uint32_t)ms;
 }
 
-static ss_otlp_protocol load_protocol(const char *signal) {
+/* OTEL_EXPORTER_OTLP[_<signal>]_PROTOCOL; -EINVAL (one line, unless
+ * quiet) for a value that is not a protocol: the exporter is off. */
+static int load_protocol(const char *signal, bool quiet, ss_otlp_protocol *out) {
     char key[96];
     const char *v = signal_var(signal, "PROTOCOL", key, sizeof key);
+    *out = SS_OTLP_GRPC;
     if (!v || strcasecmp(v, "grpc") == 0)
-        return SS_OTLP_GRPC;
+        return 0;
+    *out = SS_OTLP_HTTP_PROTOBUF;
     if (strcasecmp(v, "http/protobuf") == 0)
-        return SS_OTLP_HTTP_PROTOBUF;
+        return 0;
     if (strcasecmp(v, "http/json") == 0) {
         /* an OTLP/HTTP receiver takes protobuf too (the specification
          * requires both), at the same endpoint */
-        ss_config_bad(key, v, "http/json is not supported by this agent",
-                      "using http/protobuf");
-        return SS_OTLP_HTTP_PROTOBUF;
+        if (!quiet)
+            ss_config_bad(key, v, "http/json is not supported by this agent",
+                          "using http/protobuf");
+        return 0;
     }
-    ss_config_bad(key, v, "not a protocol (grpc or http/protobuf)", "using grpc");
-    return SS_OTLP_GRPC;
+    char off[96];
+    snprintf(off, sizeof off, "the %s exporter is off: nothing is sent",
+             strcmp(signal, "PROFILES") == 0 ? "otlp_profiles" : "otlp_logs");
+    if (!quiet)
+        ss_config_bad(key, v, "not a protocol (grpc or http/protobuf)", off);
+    return -EINVAL;
 }
 
 /* ---- OTLP/HTTP: the URL requests are posted to ---------------------- */
@@ -527,22 +548,26 @@ static int http_url(const char *url_in, bool insecure, bool append, const char *
 }
 
 /* SPLUNK_REALM, for the call-stack logs when no endpoint is configured:
- * the realm (checked: one line for a bad one), or NULL. */
-static const char *splunk_realm(const char *signal) {
+ * 0 with *out NULL when it does not apply, 0 with the realm, or -EINVAL
+ * for a value that is not a realm name (one line: a mistake is never
+ * sent to a default destination, the exporter is off). */
+static int splunk_realm(const char *signal, const char **out) {
     char key[96];
     bool as_is;
+    *out = NULL;
     const char *realm = ss_config_str("SPLUNK_REALM", NULL);
     if (strcmp(signal, "LOGS") != 0 || !realm || configured_endpoint(signal, key, sizeof key, &as_is))
-        return NULL;
+        return 0;
     bool ok = strlen(realm) < 64;
     for (const char *c = realm; *c && ok; c++)
         ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-';
     if (!ok) {
         ss_config_bad("SPLUNK_REALM", realm, "not a realm name (like us0, eu0)",
-                      "not sending to Splunk Observability Cloud directly");
-        return NULL;
+                      "the otlp_logs exporter is off: nothing is sent");
+        return -EINVAL;
     }
-    return realm;
+    *out = realm;
+    return 0;
 }
 
 /* Splunk Observability Cloud's ingest endpoint of a realm for profiling
@@ -556,13 +581,17 @@ static void splunk_realm_endpoint(ss_otlp_endpoint *ep, const char *realm) {
     ep->tls = true;
 }
 
-static void load_http_target(ss_otlp_endpoint *ep, const char *signal, const char *path) {
+static int load_http_target(ss_otlp_endpoint *ep, const char *signal, const char *path) {
     char key[96], ikey[96];
     bool as_is;
     const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
     bool insecure = load_insecure(signal, ikey, sizeof ikey);
-    if (v && http_url(v, insecure, !as_is, path, ep->http_url, sizeof ep->http_url, ep->target,
-                      sizeof ep->target, &ep->tls) == 0) {
+    if (!v) {
+        ep->url_key[0] = '\0';
+        http_url(SS_OTLP_DEFAULT_HTTP_ENDPOINT, true, true, path, ep->http_url,
+                 sizeof ep->http_url, ep->target, sizeof ep->target, &ep->tls);
+    } else if (http_url(v, insecure, !as_is, path, ep->http_url, sizeof ep->http_url,
+                        ep->target, sizeof ep->target, &ep->tls) == 0) {
         snprintf(ep->url_key, sizeof ep->url_key, "%.63s", key);
         if (ep->tls && insecure && is_https(v)) {
             ep->skip_verify = true;
@@ -571,23 +600,13 @@ static void load_http_target(ss_otlp_endpoint *ep, const char *signal, const cha
                     ikey, ep->target);
         }
     } else {
-        char fallback[1100];
-        snprintf(fallback, sizeof fallback, "using %s%s", SS_OTLP_DEFAULT_HTTP_ENDPOINT, path);
-        if (v) {
-            char shown[sizeof ep->url];
-            snprintf(shown, sizeof shown, "%s", v);
-            url_for_messages(shown, sizeof shown);
-            ss_config_bad(key, shown,
-                          "not an endpoint (expected http://host:port/path or "
-                          "https://host:port/path)",
-                          fallback);
-        }
-        ep->url_key[0] = '\0';
-        http_url(SS_OTLP_DEFAULT_HTTP_ENDPOINT, true, true, path, ep->http_url,
-                 sizeof ep->http_url, ep->target, sizeof ep->target, &ep->tls);
+        /* a mistake is never sent to a default destination */
+        say_bad_endpoint(key, v, signal, true);
+        return -EINVAL;
     }
     snprintf(ep->url, sizeof ep->url, "%s", ep->http_url);
     url_for_messages(ep->url, sizeof ep->url);
+    return 0;
 }
 
 /* The PEM files: read whole (gRPC takes their contents; reading them also
@@ -655,14 +674,20 @@ int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal) {
 int ss_otlp_endpoint_load_path(ss_otlp_endpoint *ep, const char *signal, const char *http_path) {
     memset(ep, 0, sizeof *ep);
     snprintf(ep->signal, sizeof ep->signal, "%s", signal);
-    ep->protocol = load_protocol(signal);
-    const char *realm = splunk_realm(signal);
+    if (load_protocol(signal, false, &ep->protocol) != 0)
+        return -EINVAL;
+    const char *realm;
+    if (splunk_realm(signal, &realm) != 0)
+        return -EINVAL;
+    int rc = 0;
     if (realm)
         splunk_realm_endpoint(ep, realm); /* over OTLP/HTTP, whatever the protocol */
     else if (ep->protocol == SS_OTLP_HTTP_PROTOBUF)
-        load_http_target(ep, signal, http_path);
+        rc = load_http_target(ep, signal, http_path);
     else
-        load_target(ep, signal);
+        rc = load_target(ep, signal);
+    if (rc != 0)
+        return rc;
     load_compression(ep, signal);
     load_timeout(ep, signal);
     if (ep->tls)
@@ -688,4 +713,35 @@ void ss_otlp_endpoint_free(ss_otlp_endpoint *ep) {
     free(ep->key_file);
     ep->root_certs_pem = ep->client_key_pem = ep->client_cert_pem = NULL;
     ep->ca_file = ep->cert_file = ep->key_file = NULL;
+}
+
+/* Configuration time (the exporter table's check, before anything starts):
+ * would this signal's protocol and endpoint be usable? Only those two
+ * decide, and only their failure is said here (one line: the exporter is
+ * off); every other key is read, and said, when the exporter loads. */
+int ss_otlp_endpoint_check(const char *signal) {
+    ss_otlp_protocol protocol;
+    if (load_protocol(signal, false, &protocol) != 0)
+        return -EINVAL;
+    const char *realm;
+    if (splunk_realm(signal, &realm) != 0)
+        return -EINVAL;
+    if (realm)
+        return 0;
+    char key[96], target[256], url[1024];
+    bool as_is, tls;
+    const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
+    if (!v)
+        return 0; /* the default */
+    bool http = protocol == SS_OTLP_HTTP_PROTOBUF;
+    /* parsing does not depend on INSECURE, which only picks the scheme of
+     * an endpoint written without one */
+    int rc = http ? http_url(v, false, !as_is, default_http_path(signal), url, sizeof url,
+                             target, sizeof target, &tls)
+                  : ss_otlp_parse_url(v, false, target, sizeof target, &tls);
+    if (rc != 0) {
+        say_bad_endpoint(key, v, signal, http);
+        return -EINVAL;
+    }
+    return 0;
 }

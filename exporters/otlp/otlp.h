@@ -97,6 +97,10 @@ typedef struct ss_otlp_endpoint {
  * one line each and a safe fallback (a malformed endpoint falls back to the
  * default endpoint). Returns 0, or -ENOMEM. Free with ss_otlp_endpoint_free. */
 int ss_otlp_endpoint_load(ss_otlp_endpoint *ep, const char *signal);
+/* Configuration time: are the signal's (LOGS, PROFILES) protocol and
+ * endpoint usable? 0, or -EINVAL after one line saying the exporter is off
+ * (a mistake never falls back to a default destination). */
+int ss_otlp_endpoint_check(const char *signal);
 /* The same, with the path the signal's requests take over OTLP/HTTP when
  * the endpoint is the general one (OTEL_EXPORTER_OTLP_ENDPOINT or the
  * default http://localhost:4318): "/v1/logs", "/v1development/profiles".

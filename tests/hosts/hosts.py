@@ -31,6 +31,10 @@ cases:
   node       node --perf-basic-prof running a busy script: JIT frames named
              from /tmp/perf-<pid>.map, builtins named in node's remapped
              code, no _fini
+  switches   only SPLUNK_PROFILER_ENABLED=true turns the agent on; other
+             spellings and OTEL_SDK_DISABLED=true leave it off with one line;
+             a mistyped exporter, endpoint or protocol starts nothing and
+             sends nothing (not even to the default endpoint)
   sleepers   Debian's perl and watch, whose sleeps return early on a signal
              (perl's sleep and select, watch's interval): at a 20 ms interval
              they sleep as long and tick as often as without the agent, and
@@ -636,7 +640,86 @@ def case_sleepers():
           "its stacks show it asleep in usleep")
 
 
-cases = {"sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+# ---- switches: what turns the agent on, and mistakes that send nothing ----
+
+def agent_threads(env):
+    """The agent's threads in a `sleep 2` seen from outside at 1.5 s (past
+    the first round at the default interval), and its stderr."""
+    p = subprocess.Popen(["sleep", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.5)
+    threads = []
+    for comm in glob.glob(f"/proc/{p.pid}/task/*/comm"):
+        try:
+            with open(comm) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name.startswith("stackshot-"):
+            threads.append(name)
+    out, err = p.communicate(timeout=30)
+    return threads, subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def case_switches():
+    # only true turns it on (any case); other spellings: off, one line
+    for value, on in (("true", True), ("TRUE", True), ("yes", False), ("1", False), ("on", False),
+                      ("false", False), ("", False)):
+        out = fresh("switches")
+        threads, r = agent_threads(agent_env(out, SPLUNK_PROFILER_ENABLED=value))
+        lines = agent_lines(r.stderr)
+        if on:
+            check(threads and len(lines) == 1 and "started" in lines[0],
+                  f"SPLUNK_PROFILER_ENABLED={value!r}: on ({threads}, {lines})")
+        else:
+            check(not threads and files(out) == [],
+                  f"SPLUNK_PROFILER_ENABLED={value!r}: off, no thread, no file ({threads})")
+            said = value not in ("false", "")
+            check(len(lines) == (1 if said else 0) and
+                  (not said or "only true turns the agent on" in lines[0]),
+                  f"SPLUNK_PROFILER_ENABLED={value!r}: {'one line' if said else 'no line'}: {lines}")
+    # OTEL_SDK_DISABLED=true wins, with one line
+    out = fresh("switches")
+    threads, r = agent_threads(agent_env(out, OTEL_SDK_DISABLED="true"))
+    lines = agent_lines(r.stderr)
+    check(not threads and files(out) == [] and len(lines) == 1 and "OTEL_SDK_DISABLED=true" in lines[0],
+          f"OTEL_SDK_DISABLED=true: off, one line ({threads}, {lines})")
+    # a typo in the exporters or in the endpoint: one line naming the value,
+    # nothing started, nothing sent (a listener on the default port sees no
+    # connection), no file
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", 4317))
+    except OSError:
+        listener.close()
+        listener = None
+    if listener:
+        listener.listen(8)
+        listener.settimeout(0.2)
+    for extra, expect in (({"STACKSHOT_EXPORTERS": "otlp_log"}, "unknown exporter 'otlp_log'"),
+                          ({"STACKSHOT_EXPORTERS": "otlp_logs",
+                            "OTEL_EXPORTER_OTLP_ENDPOINT": "htp:/ /x"}, "not an endpoint"),
+                          ({"STACKSHOT_EXPORTERS": "otlp_logs",
+                            "OTEL_EXPORTER_OTLP_PROTOCOL": "grcp"}, "not a protocol")):
+        out = fresh("switches")
+        threads, r = agent_threads(agent_env(out, **extra))
+        lines = agent_lines(r.stderr)
+        check(not threads and files(out) == [], f"{extra}: nothing started ({threads})")
+        check(any(expect in l for l in lines) and any("stays off" in l for l in lines)
+              and len(lines) <= 2, f"{extra}: said, and that the agent stays off: {lines}")
+        if listener:
+            try:
+                c, _ = listener.accept()
+                c.close()
+                check(False, f"{extra}: something connected to the default endpoint")
+            except socket.timeout:
+                check(True, f"{extra}: no connection to the default endpoint")
+    if listener:
+        listener.close()
+
+
+cases = {"switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
 cases[case]()
 print(f"{case}: {len(failures)} failed")

@@ -106,9 +106,23 @@ static void test_endpoint_precedence(void **state) {
 static void test_endpoint_bad_values_fall_back(void **state) {
     (void)state;
     ss_otlp_endpoint ep;
+    /* an endpoint or protocol that is a mistake: the exporter is off,
+     * never sent to the default destination */
     setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://:notaport", 1);
+    assert_int_equal(ss_otlp_endpoint_check("LOGS"), -EINVAL);
+    assert_int_equal(ss_otlp_endpoint_load(&ep, "LOGS"), -EINVAL);
+    setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+    assert_int_equal(ss_otlp_endpoint_check("LOGS"), -EINVAL);
+    assert_int_equal(ss_otlp_endpoint_load(&ep, "LOGS"), -EINVAL);
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc/web", 1);
+    assert_int_equal(ss_otlp_endpoint_check("LOGS"), -EINVAL);
+    assert_int_equal(ss_otlp_endpoint_load(&ep, "LOGS"), -EINVAL);
+    unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
+    /* other bad values fall back to their defaults */
     setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "ten", 1);
     setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "brotli", 1);
+    assert_int_equal(ss_otlp_endpoint_check("LOGS"), 0);
     assert_int_equal(ss_otlp_endpoint_load(&ep, "LOGS"), 0);
     assert_string_equal(ep.target, "localhost:4317");
     assert_false(ep.tls);

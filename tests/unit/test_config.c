@@ -104,7 +104,7 @@ static void expect_one_line(const char *key, const char *value, const char *line
 static void test_bad_values(void **state) {
     (void)state;
     expect_one_line("SPLUNK_PROFILER_ENABLED", "maybe",
-                    "stackshot: SPLUNK_PROFILER_ENABLED=maybe: not a boolean (true or false); using false\n");
+                    "stackshot: SPLUNK_PROFILER_ENABLED=maybe: only true turns the agent on; the agent stays off\n");
     expect_one_line("SPLUNK_PROFILER_CALL_STACK_INTERVAL", "fast",
                     "stackshot: SPLUNK_PROFILER_CALL_STACK_INTERVAL=fast: not an integer; using 1000\n");
     expect_one_line("SPLUNK_PROFILER_CALL_STACK_INTERVAL", "1",
@@ -148,6 +148,96 @@ static void test_exporters_none(void **state) {
     capture cap;
     assert_int_equal(load(&c, &cap), 0);
     assert_int_equal(c.exporters, 0);
+}
+
+/* Only true turns the agent on; other spellings are off with one line;
+ * OTEL_SDK_DISABLED=true overrides it (agent/enabled.c). */
+static void test_enabled_values(void **state) {
+    (void)state;
+    static const struct {
+        const char *enabled, *sdk_disabled;
+        bool on;
+        const char *line; /* NULL: no line */
+    } cases[] = {
+        {"true", NULL, true, NULL},
+        {" TRUE ", NULL, true, NULL},
+        {"True", "false", true, NULL},
+        {"false", NULL, false, NULL},
+        {"", NULL, false, NULL},
+        {"yes", NULL, false, "SPLUNK_PROFILER_ENABLED=yes: only true turns the agent on; the agent stays off"},
+        {"1", NULL, false, "SPLUNK_PROFILER_ENABLED=1: only true turns the agent on"},
+        {"on", NULL, false, "SPLUNK_PROFILER_ENABLED=on: only true turns the agent on"},
+        {"true", "TRUE", false, "OTEL_SDK_DISABLED=true: OpenTelemetry is disabled in this process"},
+        {"true", "1", true, NULL}, /* OTel booleans: only true is true */
+        {"false", "true", false, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("SPLUNK_PROFILER_ENABLED", cases[i].enabled, 1);
+        if (cases[i].sdk_disabled)
+            setenv("OTEL_SDK_DISABLED", cases[i].sdk_disabled, 1);
+        else
+            unsetenv("OTEL_SDK_DISABLED");
+        setenv("STACKSHOT_EXPORTERS", "text", 1);
+        ss_config c;
+        capture cap;
+        int lines = load(&c, &cap);
+        if (c.enabled != cases[i].on || lines != (cases[i].line ? 1 : 0) ||
+            (cases[i].line && !strstr(cap.text, cases[i].line)))
+            fail_msg("ENABLED=%s OTEL_SDK_DISABLED=%s: enabled %d, %d lines: %s", cases[i].enabled,
+                     cases[i].sdk_disabled ? cases[i].sdk_disabled : "(unset)", c.enabled, lines,
+                     cap.text);
+    }
+    unsetenv("OTEL_SDK_DISABLED");
+}
+
+/* A mistake in what to send, or where, never sends to a default: the
+ * exporter is left out, and with nothing left the agent stays off. */
+static void test_mistakes_send_nothing(void **state) {
+    (void)state;
+    setenv("SPLUNK_PROFILER_ENABLED", "true", 1);
+    ss_config c;
+    capture cap;
+    setenv("STACKSHOT_EXPORTERS", "otlp_log", 1); /* a typo */
+    assert_int_equal(load(&c, &cap), 1);
+    assert_non_null(strstr(cap.text, "no exporter left: the agent stays off"));
+    assert_int_equal(c.exporters, 0);
+    assert_true(c.nothing_to_run);
+    assert_false(c.enabled);
+
+    unsetenv("STACKSHOT_EXPORTERS"); /* the default, otlp_logs, to a bad endpoint */
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "htp:/ /x", 1);
+    assert_int_equal(load(&c, &cap), 2);
+    assert_non_null(strstr(cap.text, "OTEL_EXPORTER_OTLP_ENDPOINT=htp:/ /x: not an endpoint"));
+    assert_non_null(strstr(cap.text, "the otlp_logs exporter is off: nothing is sent"));
+    assert_non_null(strstr(cap.text, "no exporter has a usable destination"));
+    assert_false(c.enabled);
+
+    setenv("STACKSHOT_EXPORTERS", "text,otlp_logs", 1); /* text goes on alone */
+    assert_int_equal(load(&c, &cap), 1);
+    assert_int_equal(c.exporters, ss_exporter_bit("text"));
+    assert_true(c.enabled);
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+
+    setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc/web", 1);
+    assert_int_equal(load(&c, &cap), 1);
+    assert_non_null(strstr(cap.text, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc/web: not a protocol"));
+    assert_int_equal(c.exporters, ss_exporter_bit("text"));
+    unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
+
+    setenv("STACKSHOT_EXPORTERS", "otlp_logs", 1);
+    setenv("SPLUNK_REALM", "US0!", 1);
+    assert_int_equal(load(&c, &cap), 2);
+    assert_non_null(strstr(cap.text, "SPLUNK_REALM=US0!: not a realm name"));
+    assert_false(c.enabled);
+    unsetenv("SPLUNK_REALM");
+
+    /* a good endpoint: on, no line */
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317", 1);
+    assert_int_equal(load(&c, &cap), 0);
+    assert_int_equal(c.exporters, ss_exporter_bit("otlp_logs"));
+    assert_true(c.enabled);
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    unsetenv("STACKSHOT_EXPORTERS");
 }
 
 static void test_signal_names(void **state) {
@@ -210,7 +300,7 @@ static void test_options_errors(void **state) {
     assert_string_equal(ss_config_raw("SPLUNK_PROFILER_ENABLED"), "true,bogus");
     ss_config c;
     assert_int_equal(load(&c, &cap), 1);
-    assert_non_null(strstr(cap.text, "SPLUNK_PROFILER_ENABLED=true,bogus: not a boolean"));
+    assert_non_null(strstr(cap.text, "SPLUNK_PROFILER_ENABLED=true,bogus: only true turns the agent on"));
     assert_false(c.enabled);
 
     capture_begin(&cap);
@@ -255,6 +345,8 @@ int main(void) {
         cmocka_unit_test_setup(test_bad_values, clean_env),
         cmocka_unit_test_setup(test_bad_values_fall_back, clean_env),
         cmocka_unit_test_setup(test_exporters_none, clean_env),
+        cmocka_unit_test_setup(test_enabled_values, clean_env),
+        cmocka_unit_test_setup(test_mistakes_send_nothing, clean_env),
         cmocka_unit_test_setup(test_signal_names, clean_env),
         cmocka_unit_test_setup(test_output_dir_follows_tmpdir, clean_env),
         cmocka_unit_test_setup(test_options_override_env, clean_env),

@@ -187,7 +187,14 @@ static void fuzz_endpoint(char *s) {
         rec = nl ? nl + 1 : NULL;
     }
     ss_otlp_endpoint ep;
-    CHECK(ss_otlp_endpoint_load(&ep, "LOGS") == 0);
+    /* the configuration-time check and the load agree: an endpoint or
+     * protocol that is a mistake turns the exporter off in both */
+    int checked = ss_otlp_endpoint_check("LOGS");
+    int rc = ss_otlp_endpoint_load(&ep, "LOGS");
+    CHECK(rc == 0 || rc == -EINVAL);
+    CHECK((checked == 0) == (rc == 0));
+    if (rc != 0)
+        return;
     CHECK(ep.target[0] != '\0' && memchr(ep.target, '\0', sizeof ep.target));
     CHECK(memchr(ep.url, '\0', sizeof ep.url) && !strchr(ep.url, '?') && !strchr(ep.url, '#'));
     CHECK(ep.timeout_ms <= 86400000u);

@@ -62,7 +62,11 @@ run newline     OTEL_EXPORTER_OTLP_HEADERS="x-sf-token=SECRET12%0Aevil: SECRET13
 expect newline "header item 1 has a value with bytes gRPC metadata does not allow"
 run nonascii    OTEL_EXPORTER_OTLP_HEADERS="x-sf-token=SECRET14%FF"
 expect nonascii "header item 1 has a value with bytes gRPC metadata does not allow"
-run userinfo    OTEL_EXPORTER_OTLP_ENDPOINT="https://user:SECRET15@collector:4317"
+# credentials in a URL are not supported: both OTLP exporters are off (one
+# line each, the URL redacted); text keeps the agent running
+run userinfo    STACKSHOT_EXPORTERS=otlp_logs,otlp_profiles,text \
+                OTEL_EXPORTER_OTLP_ENDPOINT="https://user:SECRET15@collector:4317"
+expect userinfo "OTEL_EXPORTER_OTLP_ENDPOINT=https://\*\*\*@collector:4317: not an endpoint.*the otlp_logs exporter is off"
 run query       OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port/v1?token=SECRET16#SECRET17"
 run logs_ep     SPLUNK_PROFILER_LOGS_ENDPOINT="http://127.0.0.1:$port/?access_token=SECRET18"
 exit $fail

@@ -251,11 +251,8 @@ cases.bad_config = async () => {
     const recv = new Receiver(() => ({}));
     const port = await recv.start();
     const res = await driver(2, baseEnv(port, {
-        // malformed: falls back to the default endpoint (localhost:4317)
-        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://bad host name:1',
         OTEL_EXPORTER_OTLP_HEADERS: 'tokenwithoutequals,x-ok=1',
         OTEL_EXPORTER_OTLP_TIMEOUT: 'ten',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc/web',
         OTEL_RESOURCE_ATTRIBUTES: 'a=1,b=%zz',
         STACKSHOT_LOGS_BATCH_SIZE: 'many',
         STACKSHOT_SHUTDOWN_TIMEOUT: '1000',
@@ -268,23 +265,45 @@ cases.bad_config = async () => {
         assert.equal(hits.length, 1, `${re}: ${hits.join(' | ')}`);
         return hits[0];
     };
-    one(/OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http:\/\/bad host name:1: not an endpoint.*; using http:\/\/localhost:4317/);
     one(/OTEL_EXPORTER_OTLP_HEADERS: header item 1 has no '='; skipping that header/);
     one(/OTEL_EXPORTER_OTLP_TIMEOUT=ten: not an integer number of milliseconds; using 10000/);
-    one(/OTEL_EXPORTER_OTLP_PROTOCOL=grpc\/web: not a protocol \(grpc or http\/protobuf\); using grpc/);
     one(/OTEL_RESOURCE_ATTRIBUTES=.*ignoring the whole variable/);
     one(/STACKSHOT_LOGS_BATCH_SIZE=many/);
     assert.ok(!/tokenwithoutequals/.test(res.stderr), 'a header item was printed');
     lib.counters(res.stderr); // the counters line is there
+    assertExactlyOnce(recv, 2); // the fallbacks still deliver, to the endpoint configured
 
     // credentials in a URL: not supported, one line, never printed
     const cred = await driver(1, baseEnv(port, {
         OTEL_EXPORTER_OTLP_ENDPOINT: 'https://user:hunter2@collector:4317',
         STACKSHOT_SHUTDOWN_TIMEOUT: '300',
     }));
-    assert.equal(cred.code, 0);
     assert.ok(!/hunter2/.test(cred.stderr), 'a password in a URL was printed');
     assert.match(cred.stderr, /OTEL_EXPORTER_OTLP_ENDPOINT=https:\/\/\*\*\*@collector:4317: not an endpoint/);
+};
+
+// A destination that is a mistake (an endpoint or protocol that does not
+// parse) sends nothing anywhere, never to the default: the exporter is off
+// with one line naming the value, and with nothing left the agent stays
+// off (the driver, which needs it on, says so and exits 2). A receiver on
+// the default port would have got the records before.
+cases.bad_destination = async () => {
+    for (const [extra, re] of [
+        [{OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://bad host name:1'},
+         /OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http:\/\/bad host name:1: not an endpoint.*the otlp_logs exporter is off: nothing is sent/],
+        [{OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc/web'},
+         /OTEL_EXPORTER_OTLP_PROTOCOL=grpc\/web: not a protocol \(grpc or http\/protobuf\); the otlp_logs exporter is off/],
+    ]) {
+        const recv = new Receiver(() => ({}));
+        const port = await recv.start();
+        const res = await driver(1, baseEnv(port, extra));
+        await recv.close();
+        const hits = res.stderr.split('\n').filter((l) => re.test(l));
+        assert.equal(hits.length, 1, `${re}: ${res.stderr}`);
+        assert.match(res.stderr, /no exporter has a usable destination: the agent stays off/);
+        assert.equal(res.code, 2, 'the agent stayed off');
+        assert.equal(recv.delivered().length, 0, 'nothing was sent');
+    }
 };
 
 // The endpoint precedence, end to end: SPLUNK_PROFILER_LOGS_ENDPOINT beats
