@@ -493,8 +493,12 @@ const cases = {
         const bad = await driver(1, baseEnv(port, {SPLUNK_REALM: 'us0/../x',
             OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: '',
             OTEL_EXPORTER_OTLP_TIMEOUT: '300', STACKSHOT_SHUTDOWN_TIMEOUT: '500'}));
-        assert.equal(lines(bad.stderr, /SPLUNK_REALM=us0\/\.\.\/x: not a realm name/).length, 1);
-        for (const r of [viaHttp, userWins, viaGrpc, realm, notUsed, bad]) {
+        // a bad realm is a mistake: the exporter is off, nothing is sent to
+        // a default, and with nothing left the agent stays off (exit 2)
+        assert.equal(lines(bad.stderr, /SPLUNK_REALM=us0\/\.\.\/x: not a realm name.*the otlp_logs exporter is off/).length, 1);
+        assert.equal(bad.code, 2);
+        assert.ok(!bad.stderr.includes(TOKEN), 'the token was printed');
+        for (const r of [viaHttp, userWins, viaGrpc, realm, notUsed]) {
             assert.equal(r.code, 0);
             assert.ok(!(r.stderr + r.stdout).includes(TOKEN), 'the token was printed');
             assert.ok(!(r.stderr + r.stdout).includes('from-headers'), 'a header value was printed');
