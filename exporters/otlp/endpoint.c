@@ -464,8 +464,9 @@ static void load_timeout(ss_otlp_endpoint *ep, const char *signal) {
     ep->timeout_ms = ms > 86400000 ? 86400000u : (uint32_t)ms;
 }
 
-/* OTEL_EXPORTER_OTLP[_<signal>]_PROTOCOL; -EINVAL (one line, unless
- * quiet) for a value that is not a protocol: the exporter is off. */
+/* OTEL_EXPORTER_OTLP[_<signal>]_PROTOCOL; -EINVAL (one line) for a value
+ * that is not a protocol: the exporter is off. quiet: not the notice
+ * about http/json (the exporter's own load says it). */
 static int load_protocol(const char *signal, bool quiet, ss_otlp_protocol *out) {
     char key[96];
     const char *v = signal_var(signal, "PROTOCOL", key, sizeof key);
@@ -486,8 +487,7 @@ static int load_protocol(const char *signal, bool quiet, ss_otlp_protocol *out) 
     char off[96];
     snprintf(off, sizeof off, "the %s exporter is off: nothing is sent",
              strcmp(signal, "PROFILES") == 0 ? "otlp_profiles" : "otlp_logs");
-    if (!quiet)
-        ss_config_bad(key, v, "not a protocol (grpc or http/protobuf)", off);
+    ss_config_bad(key, v, "not a protocol (grpc or http/protobuf)", off);
     return -EINVAL;
 }
 
@@ -721,7 +721,7 @@ void ss_otlp_endpoint_free(ss_otlp_endpoint *ep) {
  * off); every other key is read, and said, when the exporter loads. */
 int ss_otlp_endpoint_check(const char *signal) {
     ss_otlp_protocol protocol;
-    if (load_protocol(signal, false, &protocol) != 0)
+    if (load_protocol(signal, true, &protocol) != 0)
         return -EINVAL;
     const char *realm;
     if (splunk_realm(signal, &realm) != 0)

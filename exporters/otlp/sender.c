@@ -39,6 +39,8 @@ struct ss_otlp_sender {
     uint64_t rnd;
     int last_code;           /* to tell a change of state once, not every call */
     bool failing;            /* the last call failed */
+    bool answered_ok;        /* some call succeeded: the backend is known to work */
+    uint64_t inflight_since_ns; /* when the call in flight started */
     bool unimplemented_told, partial_told, unreadable_told, cap_told;
     uint64_t rounds_consumed, records_taken; /* the accounting line */
     ss_round_loss lost;                      /* rounds whose data did not all arrive */
@@ -240,6 +242,7 @@ static bool head_done(ss_otlp_sender *s, const ss_otlp_outcome *o) {
         if (s->failing)
             ss_info("%s: delivering to %s again", s->sig.who, s->ep.url);
         s->failing = false;
+        s->answered_ok = true;
         s->cap_told = false;
         count_delivered(s, o, s->head);
         pop_head(s);
@@ -276,6 +279,7 @@ static void start_head(ss_otlp_sender *s, uint64_t cap_ns) {
         deadline = cap_ns;
     ss_otlp_outcome o;
     ss_otlp_outcome_init(&o);
+    s->inflight_since_ns = now;
     s->inflight = s->tr->start(s->t, p->bytes, p->len, deadline, &o);
     if (!s->inflight)
         head_done(s, &o);
@@ -389,11 +393,40 @@ void ss_otlp_sender_tick(ss_otlp_sender *s) {
     pump(s);
 }
 
+/* What an exit may spend on a backend depends on what its last calls
+ * said of it: one that refused or failed gets nothing (its data are
+ * dropped and counted at once: a host's exit is never held by a backend
+ * that is down), one whose call has been in flight for EXIT_UNKNOWN_NS
+ * without an answer is stalled and gets nothing either, one never heard
+ * from yet (a short-lived process's first and only request) gets what is
+ * left of EXIT_UNKNOWN_NS since its call started (or since the exit
+ * began, when none is in flight), and a healthy one (its last call succeeded) up to the
+ * shutdown deadline (STACKSHOT_SHUTDOWN_TIMEOUT, the ceiling). A call
+ * that fails during the exit is not retried. */
+#define EXIT_UNKNOWN_NS 200000000ull
+
+static const char *exit_state(const ss_otlp_sender *s, uint64_t now) {
+    if (s->failing)
+        return "was failing";
+    if (s->inflight && now - s->inflight_since_ns >= EXIT_UNKNOWN_NS)
+        return "did not answer";
+    return s->answered_ok ? NULL : "unknown";
+}
+
 void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
     deadline_ns = ss_shutdown_send_until(deadline_ns);
+    uint64_t start = ss_mono_ns();
+    const char *state = exit_state(s, start);
+    if (state && strcmp(state, "unknown") != 0)
+        deadline_ns = start; /* down or silent: nothing more is tried */
+    else if (state) {
+        uint64_t from = s->inflight ? s->inflight_since_ns : start;
+        if (deadline_ns > from + EXIT_UNKNOWN_NS)
+            deadline_ns = from + EXIT_UNKNOWN_NS;
+    }
     while (s->head) {
         uint64_t now = ss_mono_ns();
-        if (now + 1000000 >= deadline_ns)
+        if (now + 1000000 >= deadline_ns || s->failing)
             break;
         if (s->inflight) {
             poll_inflight(s, deadline_ns - now);
@@ -418,8 +451,13 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
         uint64_t lost = 0;
         for (pending *p = s->head; p; p = p->next)
             lost += p->records;
-        ss_warn("%s: %" PRIu64 " records not delivered before the shutdown deadline",
-                s->sig.who, lost);
+        /* why, as the backend stood when the exit began */
+        const char *why = !state                         ? ""
+                          : strcmp(state, "unknown") == 0 ? " (the backend did not answer in time)"
+                          : strcmp(state, "did not answer") == 0 ? " (the backend did not answer)"
+                                                                  : " (the backend was failing)";
+        ss_warn("%s: %" PRIu64 " records not delivered before the shutdown deadline%s",
+                s->sig.who, lost, why);
     }
     while (s->head)
         drop_head(s);

@@ -31,6 +31,9 @@ cases:
   node       node --perf-basic-prof running a busy script: JIT frames named
              from /tmp/perf-<pid>.map, builtins named in node's remapped
              code, no _fini
+  nobackend  with no collector (refused) or one that never answers, over
+             gRPC and HTTP, `for i in 1 2 3; do sleep 1.2; done` takes as
+             long as without the agent, and the drop is counted
   switches   only SPLUNK_PROFILER_ENABLED=true turns the agent on; other
              spellings and OTEL_SDK_DISABLED=true leave it off with one line;
              a mistyped exporter, endpoint or protocol starts nothing and
@@ -719,7 +722,65 @@ def case_switches():
         listener.close()
 
 
-cases = {"switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+# ---- nobackend: a backend that is down or silent never holds an exit ----
+
+def case_nobackend():
+    """The issue's two measurements: with no collector (connections
+    refused) a shell loop of three 1.2 s sleeps, and with a collector that
+    accepts and never answers a 3 s sleep (its one call has been in flight
+    for 2 s at exit: stalled), each as long as without the agent."""
+    def elapsed(argv, env):
+        t0 = time.monotonic()
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        return time.monotonic() - t0, r
+
+    loop = ["bash", "-c", "for i in 1 2 3; do sleep 1.2; done"]
+    refused = free_port()  # nothing listens there: connections are refused
+    silent = socket.socket()  # accepts, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    held = []
+    import threading
+    done = threading.Event()
+
+    def accept_forever():
+        silent.settimeout(0.2)
+        while not done.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except (socket.timeout, OSError):
+                pass
+
+    t = threading.Thread(target=accept_forever, daemon=True)
+    t.start()
+    # Against the agent with a local exporter (text) in the same run: what
+    # the backend adds must be nothing but noise (the harm was 0.25-0.9 s
+    # per process, 1.8 s for sleep 3); the agent's own start and exit
+    # (its first round) are measured apart, against no agent.
+    for what, port, argv, n in (("refused", refused, loop, 3),
+                                ("silent", silent.getsockname()[1], ["sleep", "3"], 1)):
+        base, _ = elapsed(argv, dict(os.environ))
+        local, _ = elapsed(argv, agent_env(fresh("nobackend"), STACKSHOT_EXPORTERS="text"))
+        for proto in ("grpc", "http/protobuf"):
+            env = agent_env(fresh("nobackend"), STACKSHOT_EXPORTERS="otlp_logs",
+                            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                            OTEL_EXPORTER_OTLP_PROTOCOL=proto)
+            took, r = elapsed(argv, env)
+            lines = agent_lines(r.stderr)
+            check(r.returncode == 0 and took < max(base, local) + 0.15 * n + 0.1,
+                  f"{what} collector over {proto}: {' '.join(argv[:3])} took {took:.2f} s; "
+                  f"{local:.2f} s with the text exporter, {base:.2f} s without the agent")
+            drop = [l for l in lines if "not delivered" in l]
+            check(drop and all("(the backend was failing)" in l or "(the backend did not answer" in l
+                               for l in drop),
+                  f"{what} over {proto}: what was not sent is counted, and why: {drop}")
+    done.set()
+    t.join()
+    for c in held:
+        c.close()
+    silent.close()
+
+cases = {"nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
 cases[case]()
 print(f"{case}: {len(failures)} failed")

@@ -71,10 +71,12 @@ const cases = {
         const recv = new Receiver((i) =>
             i === 0 ? {code: 8, details: 'slow down', retryDelayMs: 800} : {});
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port));
+        // the retry 800 ms later comes before the exit (which does not
+        // wait for a backend that is failing)
+        const res = await driver(10, baseEnv(port));
         await recv.close();
         assert.equal(res.code, 0);
-        assertExactlyOnce(recv, 3);
+        assertExactlyOnce(recv, 10);
         const gap = recv.calls[1].t - recv.calls[0].t;
         assert.ok(gap >= 780, `server delay honoured (${gap} ms)`);
         const k = lib.counters(res.stderr);
@@ -144,13 +146,15 @@ const cases = {
     async deadline() {
         const recv = new Receiver((i) => (i === 0 ? {hang: true} : {}));
         const port = await recv.start();
-        const res = await driver(3, baseEnv(port, {OTEL_EXPORTER_OTLP_TIMEOUT: '300'}));
+        // long enough for the retry to come before the exit, which does
+        // not wait for a backend that is failing
+        const res = await driver(6, baseEnv(port, {OTEL_EXPORTER_OTLP_TIMEOUT: '300'}));
         await recv.close();
         assert.equal(res.code, 0);
         assert.match(res.stderr, /DEADLINE_EXCEEDED.*retrying in/);
-        assertExactlyOnce(recv, 3); // the held call was never answered OK
+        assertExactlyOnce(recv, 6); // the held call was never answered OK
         const k = lib.counters(res.stderr);
-        assert.equal(k.exported, 9);
+        assert.equal(k.exported, 18);
         assert.ok(k.retries >= 1);
         assert.ok(res.ms < 6000, `no long stall (${res.ms} ms)`);
     },
