@@ -3,8 +3,11 @@
 
 usage: check_seccomp.py <case> <seccomp_host> <libstackshot.so> <tmpdir> [preload-prefix]
 cases: kill_before, eperm_before, kill_after, eperm_after (seccomp_host.c
-says what each filter denies and when it comes), list (the host's denied
-calls against systemd-analyze's @debug set; 77 without systemd-analyze).
+says what each filter denies and when it comes), service_before,
+service_after (an allow list: systemd's @system-service less @debug and
+process_vm_*, numbers from <asm/unistd_64.h>; 77 without systemd-analyze),
+list (the host's denied calls against systemd-analyze's @debug set; 77
+without systemd-analyze).
 
 Checks: the host exits 0 (a call the filter kills on ends it with SIGSYS,
 exit 159), its sleepers saw no EINTR and slept as long as they asked
@@ -69,12 +72,33 @@ if case == "list":
     finish()
 
 mode, when = case.split("_")
+extra = {}
+if mode == "service":
+    allowed = systemd_set("@system-service")
+    if allowed is None:
+        print("systemd-analyze not found: skipped")
+        sys.exit(77)
+    denied = {l.split()[0] for l in subprocess.run([host, "--list"], capture_output=True,
+                                                   text=True).stdout.splitlines()}
+    numbers = {}
+    for hdr in ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"):
+        if os.path.exists(hdr):
+            with open(hdr) as fh:
+                numbers = dict(re.findall(r"^#define __NR_(\w+) (\d+)$", fh.read(), re.M))
+            break
+    if not numbers:
+        print("<asm/unistd_64.h> not found: skipped")
+        sys.exit(77)
+    allow = sorted(int(numbers[c]) for c in allowed - denied if c in numbers)
+    print("allowed: %d calls of @system-service (less %s)" % (len(allow), " ".join(sorted(denied))))
+    extra["SS_ALLOW"] = ",".join(map(str, allow))
 os.makedirs(tmp, exist_ok=True)
 for f in os.listdir(tmp):
     os.unlink(os.path.join(tmp, f))
 env = dict(os.environ, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
            STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="info",
            SPLUNK_PROFILER_CALL_STACK_INTERVAL="20")
+env.update(extra)
 env.pop("LD_PRELOAD", None)  # the host preloads the agent into itself (after its filter)
 p = subprocess.run([host, mode, when, "3", preload], env=env, capture_output=True, text=True,
                    timeout=120)

@@ -4,6 +4,11 @@
  *   seccomp_host MODE WHEN SECONDS AGENT_LIB
  *     MODE   none | kill | eperm: what the filter does to a denied call
  *            (SECCOMP_RET_KILL_PROCESS, or SECCOMP_RET_ERRNO with EPERM)
+ *            service: an allow list instead, the calls whose numbers
+ *            $SS_ALLOW holds (comma separated; check_seccomp.py puts
+ *            systemd's @system-service there, less the deny list
+ *            below), anything else kills: SystemCallFilter=@system-service
+ *            with SystemCallFilter=~@debug process_vm_readv process_vm_writev
  *     WHEN   before: installed with prctl(PR_SET_SECCOMP) by this program,
  *                    which then executes itself with AGENT_LIB in
  *                    LD_PRELOAD: the filter is there from the first
@@ -112,11 +117,34 @@ static size_t build_filter(struct sock_filter *f, uint32_t deny) {
     return n;
 }
 
+/* The allow list: wrong architecture or x32 -> kill; a call of $SS_ALLOW
+ * -> allow; anything else -> kill. f has room for 3 + 2 * 2048. */
+static size_t build_allow(struct sock_filter *f) {
+    size_t n = 0;
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    const char *p = getenv("SS_ALLOW");
+    for (int k = 0; p && *p && k < 2048; k++) {
+        char *end;
+        unsigned long nr = strtoul(p, &end, 10);
+        if (end == p)
+            break;
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1);
+        f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        p = *end == ',' ? end + 1 : end;
+    }
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    return n;
+}
+
 static int install_filter(const char *mode, int all_threads) {
     uint32_t deny = strcmp(mode, "kill") == 0 ? SECCOMP_RET_KILL_PROCESS
                                               : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
-    struct sock_filter f[8 + 2 * NDENY];
-    struct sock_fprog prog = {.len = (unsigned short)build_filter(f, deny), .filter = f};
+    static struct sock_filter f[8 + 2 * 2048];
+    size_t n = strcmp(mode, "service") == 0 ? build_allow(f) : build_filter(f, deny);
+    struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         perror("seccomp_host: PR_SET_NO_NEW_PRIVS");
         return -1;
