@@ -21,8 +21,9 @@
  * descriptor and reuse the number: the identity is checked with fstat
  * before each read, and a number taken over is forgotten, never read or
  * closed, and the file opened again). A forked child's copy names the
- * parent's memory: it is closed in the child (an at-fork handler marks
- * it, the pid that opened it confirms) and the child's own file opened.
+ * parent's memory: it is closed in the child (by an at-fork handler, and
+ * at the child's first read if the pid that opened it is not the
+ * child's) and the child's own file opened.
  *
  * Without /proc (a chroot): process_vm_readv, but only while the process
  * has no seccomp filter (PR_GET_SECCOMP, the value /proc/self/status
@@ -67,7 +68,15 @@ static bool filter_seen;           /* a seccomp filter is never removed */
 static bool said_refused;
 static _Atomic uint64_t n_proc, n_vm, n_refused, n_reopened;
 
-static void on_fork_child(void) { atomic_store_explicit(&forked, true, memory_order_relaxed); }
+/* In a forked child (one thread: fstat and close only): the copy names
+ * the parent's memory. Closed at once, so the child does not pin the
+ * parent's mm; a number the host took over meanwhile is left alone (the
+ * identity check). mem_fd() checks the opener's pid again. */
+static void on_fork_child(void) {
+    if (mem.fd >= 0 && mem_pid != getpid())
+        ss_kept_fd_close(&mem);
+    atomic_store_explicit(&forked, true, memory_order_relaxed);
+}
 
 static int open_mem(void) {
     int fd = open("/proc/thread-self/mem", O_RDONLY | O_CLOEXEC);
