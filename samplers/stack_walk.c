@@ -128,7 +128,7 @@ void ss_walker_descriptor_layout(const ss_walker *w, int *tid_off, int *stack_of
     *stack_size_off = w->stack_size_off;
 }
 
-/* Replace the table (walks only read through process_vm_readv: a table
+/* Replace the table (walks only read through ss_uw_read_memory: a table
  * a little out of date costs a failed read, never a fault). */
 static void read_maps(ss_walker *w) {
     ss_maps *m = ss_maps_read();

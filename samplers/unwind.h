@@ -8,7 +8,7 @@
  *     stack pointer up, both made by the signal handler (signal_sampler.c);
  *   - a thread asleep in a system call: only the stack pointer and the
  *     program counter (/proc/self/task/<tid>/syscall), its stack read here
- *     with process_vm_readv as the walk needs it (the thread does not run
+ *     with ss_uw_read_memory as the walk needs it (the thread does not run
  *     meanwhile; native_sampler.c checks that it did not).
  *
  * Frames are found with the DWARF call frame information of each module's
@@ -22,8 +22,9 @@
  * address whose call went to the frame's own function (unwind.c).
  *
  * Every read of memory outside the stack copy goes through
- * process_vm_readv: a module unloaded or a stack freed meanwhile gives an
- * error, never a fault in the host. Not thread-safe: one unwinder per
+ * ss_uw_read_memory (self_mem.c: pread on /proc/self/mem): a module
+ * unloaded or a stack freed meanwhile gives an error, never a fault in
+ * the host. Not thread-safe: one unwinder per
  * sampler thread.
  */
 #ifndef SS_UNWIND_H
@@ -60,7 +61,7 @@ typedef struct ss_uw_stack {
     size_t len;     /* bytes in data now */
     size_t cap;     /* bytes data may hold: STACKSHOT_STACK_COPY, or less at the mapping's end */
     uint64_t map_hi;
-    bool live;      /* fill data with process_vm_readv as needed */
+    bool live;      /* fill data with ss_uw_read_memory as needed */
 } ss_uw_stack;
 
 /* How a walk ended. */
@@ -113,7 +114,9 @@ ss_uw_end ss_unwind(ss_unwinder *u, const ss_uw_regs *regs, ss_uw_stack *stack, 
 void ss_unwinder_stats(const ss_unwinder *u, uint64_t *compiled, uint64_t *cached);
 
 /* Read n bytes of this process's memory at addr without faulting
- * (process_vm_readv). Bytes read, or -errno. */
+ * (self_mem.c: pread on /proc/self/mem; process_vm_readv only without
+ * /proc and without a seccomp filter). Bytes read (fewer when the range
+ * runs into memory that cannot be read), or -errno. */
 long ss_uw_read_memory(void *dst, uint64_t addr, size_t n);
 
 /* ---- the CFI (unwind_cfi.c), used by unwind.c --------------------- */

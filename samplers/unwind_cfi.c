@@ -20,29 +20,15 @@
  *
  * The module list is read under the loader's lock (dl_iterate_phdr), where
  * the headers may be read directly. Everything read later (the table, the
- * FDEs and CIEs) is read with process_vm_readv: a module unloaded
- * meanwhile gives an error, not a fault. */
+ * FDEs and CIEs) is read with ss_uw_read_memory (self_mem.c): a module
+ * unloaded meanwhile gives an error, not a fault. */
 #include "unwind.h"
 
 #include <errno.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
-
-/* ---- reading this process's memory without faulting ---------------- */
-
-static pid_t self_pid;
-
-long ss_uw_read_memory(void *dst, uint64_t addr, size_t n) {
-    if (!self_pid)
-        self_pid = getpid();
-    struct iovec local = {dst, n};
-    struct iovec remote = {(void *)(uintptr_t)addr, n};
-    ssize_t r = process_vm_readv(self_pid, &local, 1, &remote, 1, 0);
-    return r < 0 ? -errno : (long)r;
-}
 
 /* ---- a cursor over bytes read from address `addr` ------------------ */
 
@@ -316,7 +302,6 @@ static int cmp_module(const void *a, const void *b) {
 }
 
 bool ss_cfi_refresh(ss_cfi *c) {
-    self_pid = getpid(); /* changes in a forked child */
     counts k = {0};
     dl_iterate_phdr(read_counts, &k);
     if (c->listed && k.ok && k.adds == c->adds && k.subs == c->subs)
