@@ -298,6 +298,7 @@ typedef struct ss_thread_sample {
     uint64_t wait_ns;         /* time spent blocked/waiting, SS_UNKNOWN_U64 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;     /* W3C trace flags of the span, when has_span (0 unknown) */
     uint32_t frame_start;    /* index into round->frames */
     uint32_t frame_count;    /* leaf first */
 } ss_thread_sample;

@@ -22,7 +22,9 @@
  * Events: VMInit (start sampling once the VM is live, from -agentpath),
  * VMDeath (flush and stop within STACKSHOT_SHUTDOWN_TIMEOUT), ThreadStart
  * (record the new thread's kernel tid: the callback runs on that thread),
- * and on JDK 21+ VirtualThreadStart/End. */
+ * ClassPrepare (note the OpenTelemetry context classes and bind
+ * io.stackshot.StackshotSpan, jspan.c: one signature compare per class
+ * loaded), and on JDK 21+ VirtualThreadStart/End. */
 #include "jvmti_internal.h"
 
 #include <string.h>
@@ -94,6 +96,7 @@ static void go_live(JNIEnv *env) {
     fill_runtime_facts(env);
     ss_jheap_live(env, &config);
     ss_jthreads_init(env);
+    ss_jspan_init(env);
     if (want_vthreads) {
         if (ss_vthreads_enable(ss_jvmti, max_vthreads) != 0)
             ss_warn("jvmti: virtual threads could not be tracked; only platform "
@@ -150,6 +153,7 @@ static bool install_events(bool live) {
     cb.base.VMInit = on_vm_init;
     cb.base.VMDeath = on_vm_death;
     cb.base.ThreadStart = on_thread_start;
+    cb.base.ClassPrepare = ss_jspan_class_prepare_cb;
     cb.base.ResourceExhausted = ss_jheap_exhausted_cb; /* enabled by heapdump.c if wanted */
     cb.virtual_thread_start = ss_vthread_start_cb;
     cb.virtual_thread_end = ss_vthread_end_cb;
@@ -157,7 +161,7 @@ static bool install_events(bool live) {
     if ((*ss_jvmti)->SetEventCallbacks(ss_jvmti, &cb.base, size) != JVMTI_ERROR_NONE)
         return false;
     jvmtiEvent events[] = {JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_THREAD_START,
-                           JVMTI_EVENT_VM_INIT};
+                           JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_VM_INIT};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
         if (live && events[i] == JVMTI_EVENT_VM_INIT)
             continue;
@@ -198,6 +202,7 @@ static void load(JavaVM *vm, const char *options, bool live) {
             ss_error("jvmti: attach without a JNI environment; the agent stays off");
             return;
         }
+        ss_jspan_scan_loaded(env); /* after ClassPrepare is on: none missed */
         go_live(env);
     }
 }

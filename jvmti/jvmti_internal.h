@@ -7,6 +7,8 @@
  *   threads.c   thread metadata as jstack prints it, the internal-thread rule
  *   nid.c       kernel tids of threads the agent did not see start
  *   vthreads.c  virtual threads (JDK 21+)
+ *   jspan.c     the OpenTelemetry span current on each thread, and
+ *               io.stackshot.StackshotSpan's natives
  *   heapdump.c  what the dumps exporter needs of the VM: jstack's banner,
  *               heap dumps on OutOfMemoryError and on demand
  */
@@ -129,5 +131,24 @@ uint32_t ss_vthreads_snapshot(JNIEnv *env, jthread *out, uint32_t max,
                               uint64_t *dropped);
 bool ss_vthreads_active(void);
 uint32_t ss_vthreads_cap(void);
+
+/* ---- jspan.c ------------------------------------------------------ */
+
+/* JNI ids of java.lang's ThreadLocal internals (the VM is live). */
+int ss_jspan_init(JNIEnv *env);
+/* ClassPrepare (enabled from load on, any phase): notes the classes the
+ * span reader needs and binds io.stackshot.StackshotSpan's natives. */
+void JNICALL ss_jspan_class_prepare_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
+                                       jclass cls);
+/* Attached to a running VM: the same for the classes already loaded. */
+void ss_jspan_scan_loaded(JNIEnv *env);
+/* Start of a round (sampler thread): take the classes noted since, drop
+ * unloaded ones. True when some thread may have a span to read. */
+bool ss_jspan_round(JNIEnv *env);
+/* Sets t->has_span, trace_id, span_id, trace_flags from the thread's
+ * current span, if any (sampler thread). */
+void ss_jspan_read(JNIEnv *env, jthread thread, ss_thread_sample *t);
+void ss_jspan_stats(uint64_t *reads, uint64_t *with_span, uint64_t *ns_span,
+                    uint64_t *ns_none);
 
 #endif /* SS_JVMTI_INTERNAL_H */

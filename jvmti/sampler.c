@@ -71,6 +71,7 @@ typedef struct sampler {
     uint64_t rounds, last_invalid_report;
     cpu_table cpu[2]; /* [prev_ix]: the previous round's */
     int prev_ix;
+    bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
 static uint32_t slot_of(const cpu_table *t, int64_t id) {
@@ -283,6 +284,8 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
         if (keep < 0)
             break;
         if (keep > 0) {
+            if (s->spans)
+                ss_jspan_read(env, info->thread, t);
             cpu_delta(s, t);
             add_frames(s, env, t, info->frame_buffer, info->frame_count);
         }
@@ -324,6 +327,8 @@ static uint32_t add_virtual(sampler *s, JNIEnv *env) {
         t->prio = ti.priority;
         ss_jthreads_state(state, t);
         t->on_cpu = t->state == SS_STATE_RUNNABLE; /* no CPU clock of its own */
+        if (s->spans)
+            ss_jspan_read(env, vt, t); /* its own threadLocals, mounted or not */
         add_frames(s, env, t, s->frames, count);
     }
     return skipped;
@@ -336,6 +341,7 @@ static void take_round(sampler *s, JNIEnv *env) {
     }
     uint64_t t0 = ss_mono_ns();
     ss_jresolver_round(s->resolver);
+    s->spans = ss_jspan_round(env);
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
     jvmtiStackInfo *si = NULL;
     jint n = 0;
@@ -445,6 +451,15 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  (unsigned long long)s.rounds, (unsigned long long)methods,
                  (unsigned long long)clears, (unsigned long long)refreshes,
                  (unsigned long long)invalid);
+        uint64_t reads, with_span, ns_span, ns_none;
+        ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
+        ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "
+                 "without (%.2f us each)",
+                 (unsigned long long)reads, (unsigned long long)with_span,
+                 with_span ? (double)ns_span / 1e3 / (double)with_span : 0.0,
+                 (unsigned long long)(reads - with_span),
+                 reads > with_span ? (double)ns_none / 1e3 / (double)(reads - with_span)
+                                   : 0.0);
     }
     sampler_free(&s);
     ss_internal_thread_remove(me);

@@ -1,0 +1,6 @@
+package io.opentelemetry.context;
+
+public interface Scope extends AutoCloseable {
+    @Override
+    void close();
+}
