@@ -12,9 +12,11 @@
  * 2": it keeps a private duplicate (F_DUPFD_CLOEXEC, numbered 3 or more),
  * taken at its start (ss_log_take_stderr, when the loader opens the core)
  * and only if fd 2 is then still the file it was when the loader was
- * loaded (the loader records its device and inode in its constructor):
- * a host that put a file of its own on fd 2 in between, or started with
- * fd 2 closed, gets no line at all. The duplicate is a kept descriptor
+ * loaded (the loader records its device and inode in its constructor),
+ * or a log the host pointed fd 2 to (a regular file open write-only with
+ * O_APPEND: nginx's error log): a host that put another file of its own
+ * on fd 2 in between (a data file, a socket), or started with fd 2
+ * closed, gets no line at all. The duplicate is a kept descriptor
  * (kept_fd.h): a host that closes every descriptor and reuses the number
  * is noticed, the number forgotten; a new duplicate is taken only while
  * fd 2 is still the original file, otherwise lines are dropped. A host
@@ -201,13 +203,24 @@ static bool is_original(int fd) {
     return fstat(fd, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
 }
 
+/* fd 2 (st) is a log the host pointed its stderr to: a regular file open
+ * write-only for appending, as servers open their error log before they
+ * dup2 it onto fd 2 (nginx) and as a shell's 2>> does. A data file that
+ * an open() after close(2) happened to put there is read-write, or not
+ * appended to. */
+static bool host_log(int fd, const struct stat *st) {
+    int fl = fcntl(fd, F_GETFL);
+    return S_ISREG(st->st_mode) && fl >= 0 && (fl & O_ACCMODE) == O_WRONLY && (fl & O_APPEND);
+}
+
 /* With log_lock held: stderr as it is now becomes the agent's stderr,
- * unless the loader saw another file (or none) there at load. */
+ * if it is the file the loader saw there at load, or the host's log. */
 static void take_stderr_locked(bool known, bool open_at_load, uint64_t dev, uint64_t ino) {
     struct stat st;
     bool open_now = fstat(STDERR_FILENO, &st) == 0;
-    if (!open_now || (known && (!open_at_load || (uint64_t)st.st_dev != dev ||
-                                (uint64_t)st.st_ino != ino))) {
+    bool same = known && open_at_load && open_now && (uint64_t)st.st_dev == dev &&
+                (uint64_t)st.st_ino == ino;
+    if (!open_now || (known && !same && !host_log(STDERR_FILENO, &st))) {
         err_is = ERR_NOWHERE; /* the host's file, not the stderr it was started with */
         return;
     }
@@ -400,6 +413,13 @@ void ss_log_take_stderr(bool known, bool open_at_load, uint64_t dev, uint64_t in
     pthread_mutex_lock(&log_lock);
     if (err_is == ERR_UNTAKEN)
         take_stderr_locked(known, open_at_load, dev, ino);
+    pthread_mutex_unlock(&log_lock);
+}
+
+void ss_log_retake_stderr(void) {
+    pthread_mutex_lock(&log_lock);
+    ss_kept_fd_close(&err.fd);
+    err_is = ERR_UNTAKEN;
     pthread_mutex_unlock(&log_lock);
 }
 

@@ -87,6 +87,9 @@ bool ss_log_enabled(ss_log_level level);
  * the host put its own file there: no line goes to stderr. Not known:
  * fd 2 as it is now. Without this call, the first line takes it so. */
 void ss_log_take_stderr(bool known, bool open_at_load, uint64_t dev, uint64_t ino);
+/* Tests that move fd 2 to capture the lines (tests/unit/stderr_capture.h):
+ * forget the duplicate; the next line takes fd 2 as it is then. */
+void ss_log_retake_stderr(void);
 /* Lines dropped so far (destination full, gone or the host's). */
 uint64_t ss_log_dropped(void);
 /* At the agent's stop: one line (info) if lines were dropped since the
