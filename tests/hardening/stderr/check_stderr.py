@@ -3,7 +3,7 @@
 
 usage: check_stderr.py <case> <stderr_host> <libstackshot.so> <tmpdir>
 cases: full_exit, full_socket, full_tty, full_exec, full_fork, drain,
-full_other_user, drain_other_user, reassign, closeall, early, early_closed
+full_other_user, drain_other_user, early_log, reassign, closeall, early, early_closed
 
 full_*: fd 2 is a pipe the test filled and never reads. The host runs
 without the agent, then with it (text exporter, 20 ms, log level info: the
@@ -19,7 +19,9 @@ full_socket, full_tty: full_exit with fd 2 a full socket, a full pty.
 reassign / closeall / early / early_closed: the host puts a data file of its
 own on fd 2 (after the agent started, after closing every descriptor too,
 before the agent started, or with fd 2 closed from the start); the data
-files must hold the host's bytes only. See docs/safety/guest.md."""
+files must hold the host's bytes only. early_log: the file the host puts on
+fd 2 before the agent starts is its log (write-only, O_APPEND, as nginx's
+error log): the agent's lines go there. See docs/safety/guest.md."""
 import fcntl
 import os
 import re
@@ -219,9 +221,10 @@ def taken_over():
             env_for(True, "debug")
     elif case == "closeall":
         args, env = ["closeall", tmp, str(int(600 * scale))], env_for(True, "debug", "none")
-    else:  # early, early_closed: the agent starts 300 ms after load
-        args, env = ["early", os.path.join(tmp, "data.txt"), str(int(1200 * scale))], \
-            env_for(True, "debug", "text", "300")
+    else:  # early, early_closed, early_log: the agent starts 300 ms after load
+        args, env = ["earlylog" if case == "early_log" else "early",
+                     os.path.join(tmp, "log.txt" if case == "early_log" else "data.txt"),
+                     str(int(1200 * scale))], env_for(True, "debug", "text", "300")
     preexec = (lambda: os.close(2)) if case == "early_closed" else None
     with open(err_path, "wb") as err:
         rc, secs, out = run_bounded(args, env, err, 60 * scale, preexec)
@@ -230,6 +233,17 @@ def taken_over():
     print("exit %s after %.2f s: %s\nstderr:\n%s" % (rc, secs, out.strip(), err_text[-3000:]))
     check(rc == 0, "exit code %s" % rc)
     check("host: ok" in out, "the host's own check: %r" % out.strip())
+    if case == "early_log":
+        # the host's log, write-only and appended to, is its stderr: the
+        # agent's lines belong there (whole lines among the host's)
+        with open(os.path.join(tmp, "log.txt"), errors="replace") as f:
+            log = f.read().splitlines()
+        check(any(l.startswith("stackshot: started in pid") for l in log),
+              "the agent's start line is not in the host's log")
+        check(all(l.startswith("stackshot: ") or re.match(r"^host log line \d+$", l)
+                  for l in log), "a line of the log is cut or mixed")
+        check("stackshot:" not in err_text, "the agent wrote to the stderr the host left")
+        return
     files = sorted(f for f in os.listdir(tmp) if f.startswith("data."))
     check(files, "no data file")
     for f in files:
@@ -259,7 +273,7 @@ elif case == "full_fork":
     full(["fork", "300", "600"])
 elif case in ("drain", "drain_other_user"):
     drain()
-elif case in ("reassign", "closeall", "early", "early_closed"):
+elif case in ("reassign", "closeall", "early", "early_closed", "early_log"):
     taken_over()
 else:
     sys.exit("unknown case " + case)

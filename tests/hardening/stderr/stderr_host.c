@@ -13,6 +13,9 @@
  *   stderr_host early <file> <ms>     at once (before the agent starts):
  *                                     close(2), open <file> (it gets 2),
  *                                     write data <ms>
+ *   stderr_host earlylog <file> <ms>  the same with a log of its own,
+ *                                     opened O_WRONLY | O_APPEND, as its
+ *                                     stderr (nginx's error log)
  *
  * The host checks its own behaviour and prints one line on stdout:
  * "host: ok ..." or "host: FAIL <why>". Its stderr must keep its flags
@@ -239,6 +242,21 @@ int main(int argc, char **argv) {
         write_data_for(atol(argv[3]));
         check_data();
         return finish("closeall");
+    }
+    if (strcmp(mode, "earlylog") == 0 && argc >= 4) {
+        /* its own log as its stderr, as nginx does with its error log */
+        close(2);
+        int fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0600);
+        if (fd != 2)
+            fail("%s", "the log did not get fd 2");
+        double end = now_s() + (double)atol(argv[3]) / 1000.0;
+        for (int i = 0; now_s() < end; i++) {
+            dprintf(2, "host log line %d\n", i);
+            sleep_ms(20);
+        }
+        if (!agent_running())
+            fail("%s", "the agent was not running at the end");
+        return finish("earlylog");
     }
     if (strcmp(mode, "early") == 0 && argc >= 4) {
         close(2);
