@@ -3,7 +3,7 @@
 
 usage: check_stderr.py <case> <stderr_host> <libstackshot.so> <tmpdir>
 cases: full_exit, full_socket, full_tty, full_exec, full_fork, drain,
-full_other_user, drain_other_user, early_log, reassign, closeall, early, early_closed
+full_other_user, drain_other_user, early_log, closeall_logfile, reassign, closeall, early, early_closed
 
 full_*: fd 2 is a pipe the test filled and never reads. The host runs
 without the agent, then with it (text exporter, 20 ms, log level info: the
@@ -21,7 +21,10 @@ own on fd 2 (after the agent started, after closing every descriptor too,
 before the agent started, or with fd 2 closed from the start); the data
 files must hold the host's bytes only. early_log: the file the host puts on
 fd 2 before the agent starts is its log (write-only, O_APPEND, as nginx's
-error log): the agent's lines go there. See docs/safety/guest.md."""
+error log): the agent's lines go there. closeall_logfile: closeall with
+STACKSHOT_LOG_FILE, whose descriptor the host closes and reuses: the agent
+writes nothing into the data files and opens its log again by name. See
+docs/safety/guest.md."""
 import fcntl
 import os
 import re
@@ -219,8 +222,10 @@ def taken_over():
     if case == "reassign":
         args, env = ["reassign", os.path.join(tmp, "data.txt"), str(int(600 * scale))], \
             env_for(True, "debug")
-    elif case == "closeall":
+    elif case in ("closeall", "closeall_logfile"):
         args, env = ["closeall", tmp, str(int(600 * scale))], env_for(True, "debug", "none")
+        if case == "closeall_logfile":
+            env["STACKSHOT_LOG_FILE"] = os.path.join(tmp, "agent.log")
     else:  # early, early_closed, early_log: the agent starts 300 ms after load
         args, env = ["earlylog" if case == "early_log" else "early",
                      os.path.join(tmp, "log.txt" if case == "early_log" else "data.txt"),
@@ -248,6 +253,13 @@ def taken_over():
     check(files, "no data file")
     for f in files:
         data_only_host(os.path.join(tmp, f))
+    if case == "closeall_logfile":
+        # its log file was closed by the host (the number reused for a data
+        # file): opened again by name, the lines at exit are there
+        with open(os.path.join(tmp, "agent.log"), errors="replace") as f:
+            log = f.read()
+        check(re.search(r"^stackshot: pid \d+ memory: peak", log, re.M),
+              "the agent's lines at exit are not in its log file")
     if case == "reassign":
         # the agent's duplicate of the original stderr: its lines of after
         # the host's change (the accounting at exit) still reach the original
@@ -273,7 +285,7 @@ elif case == "full_fork":
     full(["fork", "300", "600"])
 elif case in ("drain", "drain_other_user"):
     drain()
-elif case in ("reassign", "closeall", "early", "early_closed", "early_log"):
+elif case in ("reassign", "closeall", "closeall_logfile", "early", "early_closed", "early_log"):
     taken_over()
 else:
     sys.exit("unknown case " + case)
