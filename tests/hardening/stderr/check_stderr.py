@@ -8,7 +8,7 @@ full_other_user, drain_other_user, early_log, closeall_logfile, reassign, closea
 full_*: fd 2 is a pipe the test filled and never reads. The host runs
 without the agent, then with it (text exporter, 20 ms, log level info: the
 agent has its start line to write); with it the host must end in about the
-same time (under 2x + 1 s: a hang detector, not a performance assertion),
+same time (under 2x + 3 s: a hang detector, not a performance assertion),
 exit 0 and find its stderr's flags as it left them.
 drain: the same full pipe, read by the test from 0.8 s on: the start line
 was dropped, and the line at exit says so.
@@ -126,7 +126,7 @@ def full(args, kind="pipe"):
     r, w, filled = full_pipe(kind)
     rc0, t_without, out0 = run_bounded(args, env_for(False), w, 60)
     check(rc0 == 0 and "host: ok" in out0, "without the agent: %s %s" % (rc0, out0))
-    bound = (2 * t_without + 1) * scale
+    bound = (2 * t_without + 3) * scale  # a hang detector, loose for a loaded machine
     rc, t_with, out = run_bounded(args, env_for(True), w, bound)
     print("%s: %.2f s without the agent, %.2f s with it (bound %.2f s), exit %s: %s" %
           (" ".join(args), t_without, t_with, bound, rc, out.strip()))
