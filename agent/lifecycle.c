@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +69,41 @@ static uint64_t restart_due_ns;
 static pthread_cond_t restart_cv;
 
 #define RESTART_DELAY_MAX_MS 100u
+
+/* STACKSHOT_SHUTDOWN_TIMEOUT of the running agent, readable without the
+ * lock: what a host thread may wait for it at exit, exec or a step aside. */
+static _Atomic uint32_t shutdown_ms = 2000;
+/* Waits on the host's paths that reached the shutdown deadline: the
+ * agent's thread was left behind (running, detached) instead. */
+static _Atomic uint64_t waits_given_up;
+
+static uint64_t shutdown_deadline(void) {
+    return ss_mono_ns() + (uint64_t)atomic_load(&shutdown_ms) * 1000000ull;
+}
+
+/* lifecycle_lock, for a host thread: waited for until `deadline_ns` at
+ * most (the holder, an agent thread starting the agent, could be stuck
+ * in a system call). false: not taken, counted. */
+static bool lock_until(uint64_t deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + left;
+    ts.tv_sec = (time_t)(abs / 1000000000ull);
+    ts.tv_nsec = (long)(abs % 1000000000ull);
+    if (pthread_mutex_timedlock(&lifecycle_lock, &ts) == 0)
+        return true;
+    atomic_fetch_add(&waits_given_up, 1);
+    return false;
+}
+
+/* The restart thread, joined until `deadline_ns` at most; later, it is
+ * left detached (ss_thread_join) and counted. */
+static void join_restart(pthread_t t, uint64_t deadline_ns) {
+    if (ss_thread_join(t, deadline_ns) != 0)
+        atomic_fetch_add(&waits_given_up, 1);
+}
 
 const ss_config *ss_config_current(void) { return &config; }
 bool ss_agent_running(void) { return atomic_load(&running); }
@@ -121,7 +157,9 @@ static void *restart_main(void *arg) {
     pthread_mutex_lock(&lifecycle_lock);
     while (!restart_cancel && ss_mono_ns() < restart_due_ns)
         ss_cond_wait_until(&restart_cv, &lifecycle_lock, restart_due_ns);
-    if (!restart_cancel) {
+    /* a thread whose join gave up (left detached) and that a newer
+     * restart thread replaced: the restart is not its business */
+    if (!restart_cancel && pthread_equal(restart_thread, pthread_self())) {
         /* pending until started: a fork during start_locked must restart too */
         if (atomic_load(&restart_pending) && !atomic_load(&running))
             start_locked(false);
@@ -210,6 +248,7 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
         config = *cfg;
     else
         ss_config_load(&config);
+    atomic_store(&shutdown_ms, config.shutdown_ms);
     source = src;
     int rc = start_locked(false);
     if (rc == 0 && !atfork_installed && !loader_forks) {
@@ -220,18 +259,36 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
     return rc;
 }
 
+/* Stops within STACKSHOT_SHUTDOWN_TIMEOUT, counted from the call: the
+ * host's exit and exec wait no longer. An agent thread that holds the
+ * lifecycle lock past it (stuck while starting the agent) is left as it
+ * is: the process ends without it. */
 void ss_agent_stop(void) {
     pthread_t t;
-    pthread_mutex_lock(&lifecycle_lock);
+    uint64_t deadline = shutdown_deadline();
+    if (!lock_until(deadline)) {
+        ss_warn("the agent did not stop within STACKSHOT_SHUTDOWN_TIMEOUT (%u ms): one of "
+                "its threads is busy starting it; left behind",
+                (unsigned)atomic_load(&shutdown_ms));
+        return;
+    }
     bool join = cancel_restart_locked(&t); /* a forked child exiting early */
-    if (atomic_exchange(&running, false)) {
-        uint64_t deadline = ss_mono_ns() + (uint64_t)config.shutdown_ms * 1000000ull;
+    bool stopped = atomic_exchange(&running, false);
+    if (stopped) {
         source->stop(deadline);
         ss_exporters_stop(deadline);
     }
     pthread_mutex_unlock(&lifecycle_lock);
     if (join)
-        pthread_join(t, NULL);
+        join_restart(t, deadline);
+    if (stopped) {
+        ss_log_report();
+        uint64_t given_up = atomic_load(&waits_given_up);
+        if (given_up)
+            ss_debug("lifecycle: %llu waits for the agent's threads given up at the "
+                     "shutdown deadline (threads left behind)",
+                     (unsigned long long)given_up);
+    }
 }
 
 /* ---- stepping aside -------------------------------------------------- */
@@ -241,7 +298,11 @@ enum { BACK_NONE = 0, BACK_START, BACK_REARM, BACK_CHECK_CAPS };
 int ss_agent_step_aside(int kind) {
     pid_t pid = (pid_t)syscall(SYS_getpid);
     pthread_t t;
-    pthread_mutex_lock(&lifecycle_lock);
+    uint64_t deadline = shutdown_deadline();
+    /* not taken in time: a thread of ours is stuck starting the agent;
+     * the host's call goes ahead (an exec ends that thread anyway) */
+    if (!lock_until(deadline))
+        return BACK_NONE;
     /* A forked child whose restart is still due: its thread only waits.
      * It is joined; after the call it is started again, due as before
      * (not after an exec, which ends this image). */
@@ -249,7 +310,7 @@ int ss_agent_step_aside(int kind) {
         bool join = cancel_restart_locked(&t);
         pthread_mutex_unlock(&lifecycle_lock);
         if (join)
-            pthread_join(t, NULL);
+            join_restart(t, deadline);
         return kind == SS_ASIDE_EXEC ? BACK_NONE : BACK_REARM;
     }
     bool here = atomic_load(&running) && ss_process()->ns_pid == pid;
@@ -273,7 +334,8 @@ int ss_agent_step_aside(int kind) {
 }
 
 static void start_again(void) {
-    pthread_mutex_lock(&lifecycle_lock);
+    if (!lock_until(shutdown_deadline()))
+        return;
     if (!atomic_load(&running) && source)
         start_locked(true);
     pthread_mutex_unlock(&lifecycle_lock);
@@ -283,7 +345,8 @@ void ss_agent_step_back(int token) {
     if (token == BACK_START) {
         start_again();
     } else if (token == BACK_REARM) {
-        pthread_mutex_lock(&lifecycle_lock);
+        if (!lock_until(shutdown_deadline()))
+            return;
         if (!atomic_load(&running) && !atomic_load(&restart_pending))
             spawn_restart_locked();
         pthread_mutex_unlock(&lifecycle_lock);

@@ -66,8 +66,11 @@ typedef enum ss_log_level {
     SS_LOG_DEBUG,
 } ss_log_level;
 
-/* Writes "stackshot: <message>\n" to stderr with one write(2), so lines of
- * different threads never interleave. Not async-signal-safe. */
+/* Writes "stackshot: <message>\n" with one write, so lines of different
+ * threads never interleave, to STACKSHOT_LOG_FILE or to the agent's own
+ * duplicate of the stderr it started with (never to whatever fd 2 is
+ * later). Never waits for a reader: a line the destination cannot take
+ * now is dropped and counted. Not async-signal-safe. */
 void ss_log(ss_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ss_vlog(ss_log_level level, const char *fmt, va_list ap);
@@ -78,6 +81,20 @@ void ss_log_set_level(ss_log_level level);
 void ss_log_set_file(const char *path);
 ss_log_level ss_log_get_level(void);
 bool ss_log_enabled(ss_log_level level);
+/* At the agent's start (the core's entry): take the private duplicate of
+ * stderr. known: the loader looked at fd 2 at load; open_at_load, dev and
+ * ino say what it found. If fd 2 is no longer that file (or was closed),
+ * the host put its own file there: no line goes to stderr. Not known:
+ * fd 2 as it is now. Without this call, the first line takes it so. */
+void ss_log_take_stderr(bool known, bool open_at_load, uint64_t dev, uint64_t ino);
+/* Tests that move fd 2 to capture the lines (tests/unit/stderr_capture.h):
+ * forget the duplicate; the next line takes fd 2 as it is then. */
+void ss_log_retake_stderr(void);
+/* Lines dropped so far (destination full, gone or the host's). */
+uint64_t ss_log_dropped(void);
+/* At the agent's stop: one line (info) if lines were dropped since the
+ * last report, else a debug line with the counters. */
+void ss_log_report(void);
 
 #define ss_error(...) ss_log(SS_LOG_ERROR, __VA_ARGS__)
 #define ss_warn(...) ss_log(SS_LOG_WARN, __VA_ARGS__)

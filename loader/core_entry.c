@@ -90,6 +90,10 @@ ss_core_entry_v1(const ss_core_host *host) {
     ss_agent_set_loader_forks(host->loader_forks);
     ss_process_set_program_name_ref(host->program_name);
     ss_env_set_snapshot(host->environ_at_load);
+    /* the agent's start: its own duplicate of stderr, if fd 2 is still
+     * the file it was at load */
+    ss_log_take_stderr(host->stderr_at_load != 0, host->stderr_at_load > 0, host->stderr_dev,
+                       host->stderr_ino);
     ss_native_note_dlopened();
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SS_EXPORT __attribute__((visibility("default")))
@@ -127,6 +128,10 @@ static void keep_environment(char **envp) {
     environ_copy = copy;
 }
 
+/* fd 2 at load: the stderr the agent's lines may go to (agent/log.c). */
+static int stderr_at_load; /* 0 not looked at, 1 open, -1 closed */
+static struct stat stderr_st;
+
 static void keep_program_name(int argc, char **argv) {
     if (argc < 1 || !argv || !argv[0] || !argv[0][0])
         return;
@@ -142,7 +147,10 @@ static const ss_core_api *open_core(void) {
         program_name_ptr = program_invocation_short_name;
     ss_core_host host = {.size = sizeof host, .deepbind = true, .loader_forks = true,
                          .program_name = &program_name_ptr,
-                         .environ_at_load = environ_copy};
+                         .environ_at_load = environ_copy,
+                         .stderr_at_load = stderr_at_load,
+                         .stderr_dev = (uint64_t)stderr_st.st_dev,
+                         .stderr_ino = (uint64_t)stderr_st.st_ino};
     host.why_not_deepbind = sanitizer_present();
     if (host.why_not_deepbind)
         host.deepbind = false;
@@ -250,6 +258,7 @@ __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, 
         return;
     keep_program_name(argc, argv);
     keep_environment(envp);
+    stderr_at_load = fstat(2, &stderr_st) == 0 ? 1 : -1;
     ss_start_arm(argc, argv);
 }
 

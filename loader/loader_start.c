@@ -81,6 +81,9 @@ static bool cancel;       /* asks the start thread to leave */
 static pthread_t start_thread;
 static uint64_t due_ns;      /* monotonic: the first round is due */
 static uint64_t interval_ns;
+/* STACKSHOT_SHUTDOWN_TIMEOUT: the longest the host's exit or exec waits
+ * for the start thread */
+static uint64_t shutdown_ns = 2000000000ull;
 static pid_t armed_pid; /* the process the start thread belongs to */
 
 static uint64_t mono_ns(void) {
@@ -99,12 +102,12 @@ static void init_cond(void) {
     pthread_condattr_destroy(&a);
 }
 
-/* SPLUNK_PROFILER_CALL_STACK_INTERVAL as the core reads it; a bad value
- * is the core's to report (at start), here it means the default. */
-static uint32_t interval_from_env(void) {
-    const char *v = getenv("SPLUNK_PROFILER_CALL_STACK_INTERVAL");
+/* A key in ms as the core reads it; a bad value is the core's to report
+ * (at start), here it means the default. */
+static uint32_t ms_from_env(const char *key, uint32_t def, uint32_t min, uint32_t max) {
+    const char *v = getenv(key);
     if (!v)
-        return INTERVAL_DEFAULT_MS;
+        return def;
     while (isspace((unsigned char)*v))
         v++;
     char *end;
@@ -112,9 +115,14 @@ static uint32_t interval_from_env(void) {
     unsigned long ms = strtoul(v, &end, 10);
     while (isspace((unsigned char)*end))
         end++;
-    if (errno || end == v || *end || ms < INTERVAL_MIN_MS || ms > INTERVAL_MAX_MS)
-        return INTERVAL_DEFAULT_MS;
+    if (errno || end == v || *end || ms < min || ms > max)
+        return def;
     return (uint32_t)ms;
+}
+
+static uint32_t interval_from_env(void) {
+    return ms_from_env("SPLUNK_PROFILER_CALL_STACK_INTERVAL", INTERVAL_DEFAULT_MS,
+                       INTERVAL_MIN_MS, INTERVAL_MAX_MS);
 }
 
 /* ---- who is a launcher at rest ---------------------------------------- */
@@ -329,18 +337,27 @@ static void spawn_locked(void) {
 
 /* With the lock held: make the start thread leave and join it; wait for
  * a start in progress to end. Returns the state found (ARMED: it was
- * cancelled and may be spawned again). */
+ * cancelled and may be spawned again). The host's exit or exec waits
+ * STACKSHOT_SHUTDOWN_TIMEOUT at most: a start still under way then (none
+ * should be: the agent's lines never wait for a reader) is left behind,
+ * detached, and RUNNING is returned. */
 static start_state stop_thread_locked(void) {
-    while (state == START_RUNNING)
-        pthread_cond_wait(&cond, &lock);
+    uint64_t until = mono_ns() + shutdown_ns;
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
+                          .tv_nsec = (long)(until % 1000000000ull)};
+    while (state == START_RUNNING && mono_ns() < until)
+        pthread_cond_timedwait(&cond, &lock, &ts);
     start_state was = state;
-    if (thread_alive) {
+    if (thread_alive && was == START_RUNNING) {
+        pthread_detach(start_thread);
+        thread_alive = false;
+    } else if (thread_alive) {
         cancel = true;
         pthread_cond_broadcast(&cond);
         pthread_t t = start_thread;
         thread_alive = false;
         pthread_mutex_unlock(&lock);
-        pthread_join(t, NULL);
+        pthread_join(t, NULL); /* it only waits, on our condition variable */
         pthread_mutex_lock(&lock);
     }
     return was;
@@ -427,6 +444,7 @@ void ss_start_arm(int argc, char **argv) {
         return;
     init_cond();
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
+    shutdown_ns = (uint64_t)ms_from_env("STACKSHOT_SHUTDOWN_TIMEOUT", 2000, 0, 60000) * 1000000ull;
     ss_start_fork_handler();
     pthread_mutex_lock(&lock);
     due_ns = mono_ns() + interval_ns;

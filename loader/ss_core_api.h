@@ -45,6 +45,12 @@ typedef struct ss_core_host {
     /* The environment as it was at load (a copy, NULL-terminated), or
      * NULL: servers rewrite or clear theirs before the first round */
     char *const *environ_at_load;
+    /* fd 2 at load (the loader's constructor): 0 not looked at, 1 open
+     * (its device and inode below), -1 closed. The agent's lines go to
+     * fd 2 only if it is still that file when the agent starts (or the
+     * host's own log there: agent/log.c). */
+    int stderr_at_load;
+    uint64_t stderr_dev, stderr_ino;
 } ss_core_host;
 
 typedef struct ss_core_api {

@@ -8,6 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* agent/log.c: the agent keeps its own duplicate of stderr (never
+ * whatever fd 2 is later); a test that moves fd 2 tells it to take fd 2
+ * again. */
+void ss_log_retake_stderr(void);
+
 typedef struct capture {
     int saved;
     FILE *tmp;
@@ -19,6 +24,7 @@ static inline void capture_begin(capture *c) {
     c->saved = dup(STDERR_FILENO);
     c->tmp = tmpfile();
     dup2(fileno(c->tmp), STDERR_FILENO);
+    ss_log_retake_stderr();
     c->text[0] = '\0';
 }
 
@@ -26,6 +32,7 @@ static inline void capture_begin(capture *c) {
 static inline int capture_end(capture *c) {
     fflush(stderr);
     dup2(c->saved, STDERR_FILENO);
+    ss_log_retake_stderr();
     close(c->saved);
     rewind(c->tmp);
     size_t n = fread(c->text, 1, sizeof c->text - 1, c->tmp);
