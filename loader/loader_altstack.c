@@ -34,7 +34,9 @@
  * Not covered: threads made by raw clone() or created before the loader's
  * constructor ran (not registered: never signalled), threads whose start
  * routine ends with a raw SYS_exit (no key destructor: their 64 KiB stay
- * mapped, and their registry byte stays until the tid is used again). */
+ * mapped, and their registry byte stays until the tid is used again), and
+ * threads that replaced or disabled our stack (it stays mapped at exit,
+ * see release). */
 #include "loader/ss_loader.h"
 
 #include <errno.h>
@@ -102,22 +104,23 @@ static bool is_ours(const stack_t *ss, void *base) {
 }
 
 /* Key destructor, at thread exit: forget the thread first (the sampler
- * stops choosing it), then disable our stack if it is still the thread's,
- * then unmap it. A thread that exits while on the alternate stack (inside
- * a handler) keeps it mapped: the kernel refuses to change it then. */
+ * stops choosing it), then, if our stack is still the thread's alternate
+ * stack, disable it and unmap it. Left mapped: a stack the thread is on
+ * (it exits from inside a handler: the kernel refuses to change it), and
+ * one the thread replaced or disabled meanwhile: whoever did learnt its
+ * address (sigaltstack's old value) and may have unmapped it already (a
+ * sanitizer runtime unmaps the stack it finds at thread exit), and the
+ * range may be another mapping by now. */
 static void release(void *base) {
     mark(my_tid(), SS_SIGNAL_ROOM_NONE);
     if (!base || base == NOT_OURS)
         return;
     stack_t cur;
-    if (raw_sigaltstack(NULL, &cur) != 0 || (cur.ss_flags & SS_ONSTACK))
+    if (raw_sigaltstack(NULL, &cur) != 0 || (cur.ss_flags & SS_ONSTACK) || !is_ours(&cur, base))
         return;
-    if (is_ours(&cur, base)) {
-        stack_t off = {.ss_flags = SS_DISABLE};
-        if (raw_sigaltstack(&off, NULL) != 0)
-            return;
-    }
-    munmap(base, page_size + alt_size);
+    stack_t off = {.ss_flags = SS_DISABLE};
+    if (raw_sigaltstack(&off, NULL) == 0)
+        munmap(base, page_size + alt_size);
 }
 
 /* A new mapping for one stack: a guard page, then alt_size bytes. */
@@ -229,16 +232,17 @@ void ss_altstack_after_fork_child(void) {
 
 /* ---- the wrappers ---------------------------------------------------- */
 
-/* What the trampoline needs, written at the bottom of the new thread's
- * alternate stack (read before the stack is installed): no malloc in
- * pthread_create, which a host's allocator may itself call. */
+/* What the trampoline needs, written at the top of the new thread's
+ * alternate stack (read before the stack is installed; the page the first
+ * signal frame takes anyway): no malloc in pthread_create, which a host's
+ * allocator may itself call. */
 typedef struct start_call {
     void *(*fn)(void *);
     void *arg;
     void *base;
 } start_call;
 
-static void *trampoline(void *p) {
+static void *altstack_thread_start(void *p) {
     start_call c = *(start_call *)p;
     settle(c.base);
     return c.fn(c.arg);
@@ -259,11 +263,11 @@ SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     void *base = map_stack();
     if (!base) /* the thread runs unregistered: never signalled */
         return create(thread, attr, fn, arg);
-    start_call *c = (start_call *)((char *)base + page_size);
+    start_call *c = (start_call *)((char *)base + page_size + alt_size) - 1;
     c->fn = fn;
     c->arg = arg;
     c->base = base;
-    int rc = create(thread, attr, trampoline, c);
+    int rc = create(thread, attr, altstack_thread_start, c);
     if (rc != 0)
         munmap(base, page_size + alt_size);
     return rc;

@@ -281,8 +281,8 @@ elif case == "undumpable":
 
 elif case == "altstack":
     # the loader gives the main thread and every new thread an alternate
-    # signal stack of its own size while the agent is enabled, none while
-    # it is disabled; a thread that installs its own keeps it and is
+    # signal stack of its own size while the agent is enabled (unmapped at
+    # thread exit), none while it is disabled; a thread that installs its own keeps it and is
     # sampled; a thread that disables its stack is no longer signalled
     # (counted) and gets no signal frame on its own stack
     sanitizer = len(sys.argv) > 5 and bool(sys.argv[5])
@@ -298,6 +298,8 @@ elif case == "altstack":
         check(r.get("main_size") == r.get("want_size") and r.get("thread_size") == r.get("want_size"),
               "the agent's alternate stacks measure %s: %s" % (r.get("want_size"), r))
     check(r.get("own_kept") == 1, "the thread's own alternate stack stayed in place: %s" % r)
+    # 200 threads created and joined: their stacks are unmapped at exit
+    check(r.get("churn_maps", 999) <= 20, "200 threads left %s mappings" % r.get("churn_maps"))
     check(r.get("off_clobbered", 1) == 0,
           "%s bytes below the stack pointer of the thread without an alternate stack changed"
           % r.get("off_clobbered"))

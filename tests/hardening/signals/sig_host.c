@@ -561,6 +561,32 @@ __attribute__((noinline)) static void *alt_off(void *arg) {
     return NULL;
 }
 
+/* Mappings of the process now (lines of /proc/self/maps). */
+static int count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* 200 threads created and joined one after the other: the mappings they
+ * leave behind (an alternate stack not freed at exit: two each). */
+static int churn_growth(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, report_alt, NULL); /* glibc's stack cache warm */
+    pthread_join(t, NULL);
+    int before = count_maps();
+    for (int i = 0; i < 200; i++) {
+        pthread_create(&t, NULL, report_alt, NULL);
+        pthread_join(t, NULL);
+    }
+    return count_maps() - before;
+}
+
 /* Wait (at most 20 s) until `want` more rounds were written. */
 static int wait_rounds(int want) {
     int start = rounds_written(), now = start;
@@ -575,7 +601,7 @@ static int mode_altstack(int rounds) {
     pthread_t r, own, off;
     pthread_create(&r, NULL, report_alt, NULL);
     pthread_join(r, NULL);
-    int got = 0;
+    int growth = 0, got = 0;
     if (rounds > 0) {
         pthread_create(&own, NULL, alt_own, NULL);
         pthread_setname_np(own, "alt-own");
@@ -584,15 +610,16 @@ static int mode_altstack(int rounds) {
         while (!atomic_load(&off_ready) || !atomic_load(&own_ready))
             nap_ms(5);
         got = wait_rounds(rounds);
+        growth = churn_growth(); /* the agent runs: its own mappings are made */
         atomic_store(&done, 1);
         pthread_join(own, NULL);
         pthread_join(off, NULL);
     }
     printf("altstack: main_on=%d main_size=%zu thread_on=%d thread_size=%zu want_size=%zu "
-           "own_kept=%d off_clobbered=%llu rounds=%d\n",
+           "own_kept=%d off_clobbered=%llu churn_maps=%d rounds=%d\n",
            !(main_alt.ss_flags & SS_DISABLE), main_alt.ss_size,
            !(thread_alt.ss_flags & SS_DISABLE), thread_alt.ss_size, agent_alt_size(),
-           atomic_load(&own_kept), rounds > 0 ? atomic_load(&off_clobbered) : 0ull, got);
+           atomic_load(&own_kept), rounds > 0 ? atomic_load(&off_clobbered) : 0ull, growth, got);
     return 0;
 }
 
