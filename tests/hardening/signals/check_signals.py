@@ -3,7 +3,7 @@
 
 usage: check_signals.py <case> <sig_host> <libstackshot.so> <tmpdir> [preload-prefix]
 cases: late, chain, blocked, blocked_late, prof, prof_signal, eintr, sleep5, quiet,
-undumpable, altstack, edge, coro
+undumpable, altstack, forkalt, edge, coro
 
 Each case runs sig_host with the agent preloaded and the text exporter,
 then checks the host's own result line, the agent's stderr and the text
@@ -310,6 +310,19 @@ elif case == "altstack":
     m = re.findall(r"(\d+) running with no alternate signal stack known", p.stderr)
     print("threads left out for want of an alternate stack: %s" % m)
     check(m and int(m[-1]) >= 4, "the thread without an alternate stack counted: %s" % m)
+
+elif case == "forkalt":
+    # after fork the registry holds the calling thread alone, under its new
+    # tid: the child's main thread, spinning, is sampled by its own agent
+    p = run(["forkalt", "6"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "forkalt")
+    c = result(p, "forkalt-child")
+    check(r.get("child_exit") == 0, "the child exited %s" % r.get("child_exit"))
+    check(c.get("alt_on") == 1 and c.get("rounds", 0) >= 6, "the child: %s" % c)
+    mine = [x for x in rounds() if x["threads"].get("ss_sig_host") is not None]
+    spun = [x for x in mine if any("child_spin" in f for f in x["threads"]["ss_sig_host"])]
+    print("rounds with the child's main thread in child_spin: %d" % len(spun))
+    check(len(spun) >= 3, "the child's main thread sampled in child_spin: %d rounds" % len(spun))
 
 elif case == "edge":
     # a thread with ~2,000 bytes of stack left, spinning through rounds:

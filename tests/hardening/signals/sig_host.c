@@ -23,6 +23,8 @@
  *                           its own and spins on, one disables its stack
  *                           and spins with a pattern below its stack
  *                           pointer (0 ROUNDS: report only)
+ *   sig_host forkalt ROUNDS after 3 rounds, forks: the child's main thread
+ *                           spins until its own agent wrote ROUNDS rounds
  *   sig_host edge ROUNDS    a thread spins with ~2,000 bytes of stack left
  *   sig_host coro ROUNDS    makecontext coroutines on 8 and 16 KiB heap
  *                           stacks spin with ~2,000 bytes left, canaries below
@@ -47,6 +49,7 @@
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -623,6 +626,38 @@ static int mode_altstack(int rounds) {
     return 0;
 }
 
+/* ---- forkalt: the calling thread of fork, in the child --------------- */
+
+/* Spins, looking at the child's own rounds now and then. */
+__attribute__((noinline)) static int child_spin(int rounds) {
+    int got = 0;
+    uint64_t until = mono_ms() + 20000;
+    volatile unsigned long x = 0;
+    while ((got = rounds_written()) < rounds && mono_ms() < until)
+        for (unsigned long i = 0; i < 20000000ul; i++)
+            x++;
+    return got;
+}
+
+static int mode_forkalt(int rounds) {
+    wait_rounds(3);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        stack_t ss;
+        sigaltstack(NULL, &ss);
+        int got = child_spin(rounds);
+        printf("forkalt-child: pid=%d alt_on=%d rounds=%d\n", (int)getpid(),
+               !(ss.ss_flags & SS_DISABLE), got);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("forkalt: child_exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    return 0;
+}
+
 /* ---- edge: a thread at the end of its stack ------------------------- */
 
 #define EDGE_LEFT 2000u
@@ -774,6 +809,8 @@ int main(int argc, char **argv) {
         return mode_undumpable(atoi(argv[2]));
     if (strcmp(mode, "altstack") == 0 && argc > 2)
         return mode_altstack(atoi(argv[2]));
+    if (strcmp(mode, "forkalt") == 0 && argc > 2)
+        return mode_forkalt(atoi(argv[2]));
     if (strcmp(mode, "edge") == 0 && argc > 2)
         return mode_edge(atoi(argv[2]));
     if (strcmp(mode, "coro") == 0 && argc > 2)
