@@ -740,18 +740,21 @@ static void coro_main(void) {
     coro_spin(c, here - lo - CORO_LEFT - 256);
 }
 
+/* Runs coroutine c until it returns (to runner_ctx, its uc_link). */
+__attribute__((noinline)) static void run_coro(coro *c) {
+    getcontext(&c->ctx);
+    c->ctx.uc_stack.ss_sp = c->block + CANARY_BYTES;
+    c->ctx.uc_stack.ss_size = c->size;
+    c->ctx.uc_link = &runner_ctx;
+    makecontext(&c->ctx, coro_main, 0);
+    running_coro = c;
+    swapcontext(&runner_ctx, &c->ctx);
+}
+
 static void *coro_runner(void *arg) {
     coro *cs = arg;
-    for (int i = 0; i < 2; i++) {
-        coro *c = &cs[i];
-        getcontext(&c->ctx);
-        c->ctx.uc_stack.ss_sp = c->block + CANARY_BYTES;
-        c->ctx.uc_stack.ss_size = c->size;
-        c->ctx.uc_link = &runner_ctx;
-        makecontext(&c->ctx, coro_main, 0);
-        running_coro = c;
-        swapcontext(&runner_ctx, &c->ctx);
-    }
+    run_coro(&cs[0]);
+    run_coro(&cs[1]);
     return NULL;
 }
 
