@@ -19,8 +19,9 @@
  *     one from the loader's constructor. Go (cgo) and Rust adopt an
  *     existing alternate stack on a new thread instead of making their own;
  *   - at thread exit a pthread key's destructor forgets the thread in the
- *     registry, disables our stack if it is still the thread's, and
- *     unmaps it (never while the thread runs on it);
+ *     registry, disables our stack if it is still the thread's, and keeps
+ *     it for the next thread (up to 64 kept) or unmaps it (never while
+ *     the thread runs on it);
  *   - sigaltstack is interposed: a host that installs its own large
  *     enough stack keeps it (the thread is marked HOST), one that disables
  *     it or installs one too small makes the thread unsafe;
@@ -73,6 +74,15 @@ static pthread_key_t key; /* our mapping's base, or NOT_OURS */
  * destructor must still forget the thread in the registry. */
 #define NOT_OURS ((void *)1)
 
+/* Stacks of exited threads, kept for the next ones (as glibc keeps thread
+ * stacks): a program that creates and joins threads all the time would
+ * otherwise map and unmap one per thread, and every munmap of a
+ * multi-threaded process stops the others' CPUs (TLB shootdown). */
+#define CACHE_MAX 64u
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *cache[CACHE_MAX];
+static unsigned n_cached;
+
 static pid_t my_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* Our own calls go straight to the kernel, not through our wrapper. */
@@ -103,6 +113,39 @@ static bool is_ours(const stack_t *ss, void *base) {
            (char *)ss->ss_sp == (char *)base + page_size;
 }
 
+/* A mapping for one stack: a guard page, then alt_size bytes. */
+static void *map_stack(void) {
+    void *base = NULL;
+    pthread_mutex_lock(&cache_lock);
+    if (n_cached)
+        base = cache[--n_cached];
+    pthread_mutex_unlock(&cache_lock);
+    if (base)
+        return base;
+    base = mmap(NULL, page_size + alt_size, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    if (mprotect(base, page_size, PROT_NONE) != 0) {
+        munmap(base, page_size + alt_size);
+        return NULL;
+    }
+    return base;
+}
+
+/* A stack no thread uses any more (nor can: it is nobody's alternate
+ * stack): kept for the next thread, or unmapped. */
+static void put_stack(void *base) {
+    pthread_mutex_lock(&cache_lock);
+    if (n_cached < CACHE_MAX) {
+        cache[n_cached++] = base;
+        base = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (base)
+        munmap(base, page_size + alt_size);
+}
+
 /* Key destructor, at thread exit: forget the thread first (the sampler
  * stops choosing it), then, if our stack is still the thread's alternate
  * stack, disable it and unmap it. Left mapped: a stack the thread is on
@@ -120,20 +163,7 @@ static void release(void *base) {
         return;
     stack_t off = {.ss_flags = SS_DISABLE};
     if (raw_sigaltstack(&off, NULL) == 0)
-        munmap(base, page_size + alt_size);
-}
-
-/* A new mapping for one stack: a guard page, then alt_size bytes. */
-static void *map_stack(void) {
-    void *base = mmap(NULL, page_size + alt_size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (base == MAP_FAILED)
-        return NULL;
-    if (mprotect(base, page_size, PROT_NONE) != 0) {
-        munmap(base, page_size + alt_size);
-        return NULL;
-    }
-    return base;
+        put_stack(base);
 }
 
 /* On the thread itself: use the alternate stack it has, else install
@@ -143,7 +173,7 @@ static void settle(void *base) {
     stack_t cur;
     if (raw_sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) {
         if (base)
-            munmap(base, page_size + alt_size);
+            put_stack(base);
         if (pthread_setspecific(key, NOT_OURS) == 0)
             mark(tid, judge(&cur));
         return;
@@ -154,7 +184,7 @@ static void settle(void *base) {
     }
     stack_t ss = {.ss_sp = (char *)base + page_size, .ss_size = alt_size, .ss_flags = 0};
     if (raw_sigaltstack(&ss, NULL) != 0) {
-        munmap(base, page_size + alt_size);
+        put_stack(base);
         mark(tid, SS_SIGNAL_ROOM_NONE);
         return;
     }
@@ -162,7 +192,7 @@ static void settle(void *base) {
         /* nobody would free it at exit: not kept */
         stack_t off = {.ss_flags = SS_DISABLE};
         raw_sigaltstack(&off, NULL);
-        munmap(base, page_size + alt_size);
+        put_stack(base);
         mark(tid, SS_SIGNAL_ROOM_NONE);
         return;
     }
@@ -217,6 +247,9 @@ bool ss_altstack_enabled(void) { return atomic_load_explicit(&enabled, memory_or
 void ss_altstack_after_fork_child(void) {
     if (!ss_altstack_enabled())
         return;
+    /* another thread may have held it at the fork; the cache itself is
+     * at worst one stack short (lost, never handed out twice) */
+    pthread_mutex_init(&cache_lock, NULL);
     /* the parent's threads are not here; a private anonymous mapping
      * reads as zeros (NONE) again after MADV_DONTNEED */
     if (madvise((void *)registry, registry_len, MADV_DONTNEED) != 0)
@@ -269,7 +302,7 @@ SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     c->base = base;
     int rc = create(thread, attr, altstack_thread_start, c);
     if (rc != 0)
-        munmap(base, page_size + alt_size);
+        put_stack(base);
     return rc;
 }
 
