@@ -330,7 +330,8 @@ enum { ROOM_OK = 0, ROOM_SHORT, ROOM_OFF_ALT };
  * interrupted context, so no syscall here. Its ss_flags does not say
  * SS_ONSTACK (kernels since 4.7 store the flags the thread set), so "on
  * it" is decided from where our own frame is. */
-static int stack_room(const ucontext_t *uc, uint32_t need) {
+/* always inlined: the frame measured is the calling handler's */
+static inline __attribute__((always_inline)) int stack_room(const ucontext_t *uc, uint32_t need) {
     int off = atomic_load_explicit(&refuse_off_alt, memory_order_relaxed) ? ROOM_OFF_ALT : ROOM_OK;
     if (uc->uc_stack.ss_flags & SS_DISABLE)
         return off;
