@@ -1119,8 +1119,9 @@ static void log_counters(const sampler *s) {
     ss_debug("native sampler: %llu rounds, %llu stacks taken by signal, %llu read asleep "
              "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
              "alternate-stack room, %llu running with no alternate signal stack known: "
-             "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu asleep fell back to a signal (walk ended: no CFI "
-             "%llu, register unknown %llu, memory %llu, bad frame %llu; ran meanwhile %llu); "
+             "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
+             "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
+             "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
              "stack; unwind rules %llu compiled, %llu cached",
              (unsigned long long)s->rounds, (unsigned long long)s->signalled,
