@@ -310,6 +310,13 @@ elif case == "altstack":
     m = re.findall(r"(\d+) running with no alternate signal stack known", p.stderr)
     print("threads left out for want of an alternate stack: %s" % m)
     check(m and int(m[-1]) >= 4, "the thread without an alternate stack counted: %s" % m)
+    # one disabled its stack by the raw system call: the registry does not
+    # know, it is signalled, and its handler answers without copying
+    o = re.findall(r"(\d+) answers refused off an alternate stack", p.stderr)
+    print("answers refused off an alternate stack: %s" % o)
+    check(o and int(o[-1]) >= 4, "the handlers off an alternate stack counted: %s" % o)
+    check(not any(any("raw_spin" in f for f in x["threads"].get("alt-raw", [])) for x in rs),
+          "the thread off its alternate stack was not sampled (its handler refused)")
 
 elif case == "forkalt":
     # after fork the registry holds the calling thread alone, under its new

@@ -22,7 +22,8 @@
  *                           thread and a new thread have; a thread installs
  *                           its own and spins on, one disables its stack
  *                           and spins with a pattern below its stack
- *                           pointer (0 ROUNDS: report only)
+ *                           pointer, one disables it by the raw system
+ *                           call and spins (0 ROUNDS: report only)
  *   sig_host forkalt ROUNDS after 3 rounds, forks: the child's main thread
  *                           spins until its own agent wrote ROUNDS rounds
  *   sig_host edge ROUNDS    a thread spins with ~2,000 bytes of stack left
@@ -564,6 +565,27 @@ __attribute__((noinline)) static void *alt_off(void *arg) {
     return NULL;
 }
 
+/* Disables its alternate stack behind the loader's back (the raw system
+ * call, as the Go runtime makes it) and spins: the registry still has it
+ * safe, so it is signalled, and the handler finds itself on the thread's
+ * own stack. */
+static atomic_int raw_ready;
+
+__attribute__((noinline)) static void raw_spin(void) {
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+}
+
+static void *alt_raw(void *arg) {
+    (void)arg;
+    stack_t off = {.ss_flags = SS_DISABLE};
+    syscall(SYS_sigaltstack, &off, NULL);
+    atomic_store(&raw_ready, 1);
+    raw_spin();
+    return NULL;
+}
+
 /* Mappings of the process now (lines of /proc/self/maps). */
 static int count_maps(void) {
     FILE *f = fopen("/proc/self/maps", "r");
@@ -601,7 +623,7 @@ static int wait_rounds(int want) {
 static int mode_altstack(int rounds) {
     stack_t main_alt;
     sigaltstack(NULL, &main_alt);
-    pthread_t r, own, off;
+    pthread_t r, own, off, raw;
     pthread_create(&r, NULL, report_alt, NULL);
     pthread_join(r, NULL);
     int growth = 0, got = 0;
@@ -610,13 +632,16 @@ static int mode_altstack(int rounds) {
         pthread_setname_np(own, "alt-own");
         pthread_create(&off, NULL, alt_off, NULL);
         pthread_setname_np(off, "alt-off");
-        while (!atomic_load(&off_ready) || !atomic_load(&own_ready))
+        pthread_create(&raw, NULL, alt_raw, NULL);
+        pthread_setname_np(raw, "alt-raw");
+        while (!atomic_load(&off_ready) || !atomic_load(&own_ready) || !atomic_load(&raw_ready))
             nap_ms(5);
         got = wait_rounds(rounds);
         growth = churn_growth(); /* the agent runs: its own mappings are made */
         atomic_store(&done, 1);
         pthread_join(own, NULL);
         pthread_join(off, NULL);
+        pthread_join(raw, NULL);
     }
     printf("altstack: main_on=%d main_size=%zu thread_on=%d thread_size=%zu want_size=%zu "
            "own_kept=%d off_clobbered=%llu churn_maps=%d rounds=%d\n",
