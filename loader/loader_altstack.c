@@ -14,8 +14,8 @@
  *   - every thread created with pthread_create starts in a trampoline
  *     that installs an alternate stack of ours (mmap'd, a PROT_NONE guard
  *     page below it, max(64 KiB, 4 * AT_MINSIGSTKSZ)) unless the thread
- *     already has one (a sanitizer runtime's, say: then that one is
- *     used), then calls the host's start routine. The main thread gets
+ *     already has one (then that one is used, judged like a host's), then
+ *     calls the host's start routine. The main thread gets
  *     one from the loader's constructor. Go (cgo) and Rust adopt an
  *     existing alternate stack on a new thread instead of making their own;
  *   - at thread exit a pthread key's destructor forgets the thread in the
