@@ -8,6 +8,7 @@
 #include "loader/ss_core_api.h"
 #include "agent/ss_agent.h"
 #include "samplers/ss_samplers.h"
+#include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
 #include "stackshot.h"
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
@@ -17,6 +18,10 @@
 /* Copied: the loader may be unloaded (a JVM after Agent_OnUnload) while
  * the core stays mapped. */
 static char why_not_deepbind[96];
+
+/* The loader judges a host's alternate stack with the handler's need. */
+_Static_assert(SS_SIGNAL_ROOM_NEED == SS_SIG_COPY_STACK_NEED,
+               "the loader and the handler disagree on the stack room the handler needs");
 static bool deepbind;
 static atomic_flag told = ATOMIC_FLAG_INIT;
 
@@ -82,7 +87,9 @@ static const ss_core_api api = {
 
 __attribute__((visibility("default"))) const ss_core_api *
 ss_core_entry_v1(const ss_core_host *host) {
-    if (!host || host->size < sizeof(ss_core_host))
+    /* fields are only appended: the loader filled the first host->size
+     * bytes (thread_signal_room came last) */
+    if (!host || host->size < offsetof(ss_core_host, thread_signal_room))
         return NULL;
     if (ss_core_alloc_install(&host->alloc) != 0)
         return NULL;
@@ -95,6 +102,8 @@ ss_core_entry_v1(const ss_core_host *host) {
     ss_log_take_stderr(host->stderr_at_load != 0, host->stderr_at_load > 0, host->stderr_dev,
                        host->stderr_ino);
     ss_native_note_dlopened();
+    if (host->size >= offsetof(ss_core_host, thread_signal_room) + sizeof host->thread_signal_room)
+        ss_native_set_signal_room(host->thread_signal_room);
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;

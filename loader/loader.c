@@ -150,7 +150,8 @@ static const ss_core_api *open_core(void) {
                          .environ_at_load = environ_copy,
                          .stderr_at_load = stderr_at_load,
                          .stderr_dev = (uint64_t)stderr_st.st_dev,
-                         .stderr_ino = (uint64_t)stderr_st.st_ino};
+                         .stderr_ino = (uint64_t)stderr_st.st_ino,
+                         .thread_signal_room = ss_altstack_enabled() ? ss_altstack_room : NULL};
     host.why_not_deepbind = sanitizer_present();
     if (host.why_not_deepbind)
         host.deepbind = false;
@@ -250,8 +251,9 @@ static bool disabled_in_env(void) {
 }
 
 /* Preloaded: nothing at all (no library mapped, no constructor of theirs
- * run) while the agent is disabled; enabled, the start is armed for when
- * the first round is due (loader_start.c). glibc passes the program's
+ * run) while the agent is disabled; enabled, host threads get alternate
+ * signal stacks from now on and the start is armed for when the first
+ * round is due (loader_start.c). glibc passes the program's
  * arguments to the constructors of preloaded objects too. */
 __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, char **envp) {
     if (disabled_in_env())
@@ -259,6 +261,11 @@ __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, 
     keep_program_name(argc, argv);
     keep_environment(envp);
     stderr_at_load = fstat(2, &stderr_st) == 0 ? 1 : -1;
+    if (!ss_start_wanted(argc, argv))
+        return;
+    /* from here every host thread gets an alternate signal stack
+     * (loader_altstack.c), the main thread now */
+    ss_altstack_enable();
     ss_start_arm(argc, argv);
 }
 

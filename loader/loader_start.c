@@ -387,6 +387,7 @@ static void atfork_prepare(void) {
 }
 
 static void atfork_child(void) {
+    ss_altstack_after_fork_child();
     /* only this thread exists: our lock may have been held by another */
     pthread_mutex_init(&lock, NULL);
     init_cond();
@@ -439,8 +440,12 @@ void ss_start_fork_handler(void) {
         pthread_atfork(atfork_prepare, NULL, atfork_child);
 }
 
+bool ss_start_wanted(int argc, char **argv) {
+    return !ss_process_is_jvm() && !chromium_helper(argc, argv);
+}
+
 void ss_start_arm(int argc, char **argv) {
-    if (ss_process_is_jvm() || chromium_helper(argc, argv))
+    if (!ss_start_wanted(argc, argv))
         return;
     init_cond();
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;

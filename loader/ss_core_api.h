@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The allocator the host process uses (what libc's own strdup, getline,
  * getaddrinfo... call). The core's malloc family forwards here, so memory
@@ -51,7 +52,22 @@ typedef struct ss_core_host {
      * host's own log there: agent/log.c). */
     int stderr_at_load;
     uint64_t stderr_dev, stderr_ino;
+    /* Can thread `tid` take the sampling signal without it touching the
+     * thread's own stack (loader/loader_altstack.c)? SS_SIGNAL_ROOM_*:
+     * NONE (unknown, no alternate stack, or one too small) means "do not
+     * signal it". NULL: no registry in this process (the agent was not
+     * enabled when the loader was loaded, a JVM): every thread is
+     * signalled as before. */
+    int (*thread_signal_room)(pid_t tid);
 } ss_core_host;
+
+/* What thread_signal_room says of a thread. */
+enum { SS_SIGNAL_ROOM_NONE = 0, SS_SIGNAL_ROOM_OURS, SS_SIGNAL_ROOM_HOST };
+/* A host's own alternate stack can take the signal when it holds the
+ * kernel's frame (AT_MINSIGSTKSZ) and this much more for the handler: the
+ * copy-mode handler's need (SS_SIG_COPY_STACK_NEED of samplers/; the core
+ * checks that they agree). */
+#define SS_SIGNAL_ROOM_NEED (2u * 1024u)
 
 typedef struct ss_core_api {
     size_t size; /* sizeof(ss_core_api) of the core */

@@ -22,6 +22,9 @@ bool ss_process_is_jvm(void);
 /* loader_start.c: the preloaded start, armed for when the first round is
  * due, and what calls that need a single-threaded process do around it. */
 void ss_start_arm(int argc, char **argv);
+/* Is a preloaded start for this process (not a JVM, not a sandboxed
+ * Chromium helper)? What ss_start_arm checks first. */
+bool ss_start_wanted(int argc, char **argv);
 /* No start thread from here on (it is joined); a start under way ends
  * first. At exit, and before stackshot_start. */
 void ss_start_disarm(void);
@@ -39,5 +42,17 @@ int ss_start_quiesce(int kind);
 void ss_start_resume(int token);
 /* First thing in a child made by clone(): see loader_ns.c. */
 void ss_start_child_of_clone(void);
+
+/* loader_altstack.c: an alternate signal stack for every host thread,
+ * and the registry of threads that can take the signal. */
+/* From the constructor when the agent is enabled for this process: the
+ * main thread gets its stack, pthread_create and sigaltstack start
+ * registering. */
+void ss_altstack_enable(void);
+bool ss_altstack_enabled(void);
+/* The registry's answer for tid (SS_SIGNAL_ROOM_*). */
+int ss_altstack_room(pid_t tid);
+/* In a forked child: the registry holds the calling thread only. */
+void ss_altstack_after_fork_child(void);
 
 #endif /* SS_LOADER_H */

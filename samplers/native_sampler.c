@@ -18,7 +18,10 @@
  *   - otherwise (running, or the walk failed) assigns it a slot to be
  *     signalled (signal_sampler.c); its handler copies its registers and
  *     stack, and the copy is unwound here. A thread that blocks the signal
- *     and is running is counted as `blocked`.
+ *     and is running is counted as `blocked`. When the loader keeps a
+ *     registry of the threads that have an alternate signal stack
+ *     (loader/loader_altstack.c), a running thread it does not know safe
+ *     is not signalled either: left out, counted as `no_altstack`.
  *
  * With STACKSHOT_UNWIND=step, fast or gcc every thread that ran is
  * signalled and its handler unwinds in place, as before the copy mode
@@ -111,6 +114,8 @@ typedef struct sampler {
     uint64_t fell_by[SS_UW_BAD_FRAME + 2]; /* ... by how the walk ended; last: ran meanwhile */
     uint64_t cut_copy;       /* stacks cut at STACKSHOT_STACK_COPY */
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
+    uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
+    uint32_t no_altstack_round;
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -133,6 +138,9 @@ static ss_symbols *inherited_symbols;
 static enum { FORK_QUIET, FORK_IN_ROUND, FORK_IN_LOOKUP } fork_fell;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
+/* The loader's registry of threads that can take the signal (NULL: none,
+ * every thread is signalled). */
+static int (*signal_room)(pid_t tid);
 static bool force_signal; /* benchmarks: every thread that ran is signalled */
 
 /* ---- known threads ------------------------------------------------ */
@@ -416,6 +424,19 @@ static bool deaf(sampler *s, known *k) {
     return k->blocks;
 }
 
+/* Would the signal land on the thread's own stack? With the loader's
+ * registry, a thread is signalled only when it has an alternate signal
+ * stack (ours, or a host's large enough); without a registry, always. */
+static bool no_altstack(sampler *s, const known *k) {
+    if (!signal_room || signal_room(k->tid) != 0)
+        return false;
+    s->no_altstack++;
+    s->no_altstack_round++;
+    return true;
+}
+
+void ss_native_set_signal_room(int (*fn)(pid_t tid)) { signal_room = fn; }
+
 /* What reading a thread asleep gave. */
 typedef enum asleep_rc {
     ASLEEP_READ = 0, /* its stack is in k */
@@ -587,6 +608,11 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             k->have_stack = false;
             continue;
         }
+        if (no_altstack(s, k)) {
+            (*skipped)++; /* a signal would land on its own stack */
+            k->have_stack = false;
+            continue;
+        }
         if (fell) {
             s->fallbacks++;
             s->fallbacks_round++;
@@ -672,6 +698,11 @@ static void take_deferred(sampler *s, uint32_t planned) {
             p->cpu = cpu;
             if (deaf(s, k)) {
                 p->gone = true; /* counted as skipped; as blocking from the next round */
+                continue;
+            }
+            if (no_altstack(s, k)) {
+                p->gone = true; /* counted as skipped */
+                k->have_stack = false;
                 continue;
             }
             if (fell) {
@@ -794,6 +825,7 @@ static ss_round *take_round(sampler *s) {
         return NULL;
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
+    s->no_altstack_round = 0;
     uint32_t planned = plan(s, &skipped, &blocked);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
     take_deferred(s, planned);
@@ -822,6 +854,10 @@ static ss_round *take_round(sampler *s) {
         ss_debug("native round %llu: %u threads asleep were signalled (their stack could not "
                  "be read without)",
                  (unsigned long long)s->rounds + 1, s->fallbacks_round);
+    if (s->no_altstack_round)
+        ss_debug("native round %llu: %u running threads not signalled: no alternate signal "
+                 "stack known (the signal would land on their own stack)",
+                 (unsigned long long)s->rounds + 1, s->no_altstack_round);
     s->rounds++;
     s->skipped_total += skipped;
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
@@ -1033,6 +1069,7 @@ static int prepare(const ss_config *given) {
     c.signal = signal_wanted(given);
     int mode = unwind_wanted();
     uint32_t copy_bytes = copy_wanted();
+    ss_sig_require_altstack(signal_room != NULL);
     int rc = ss_sig_start(cfg->signal, cfg->max_depth, mode, copy_bytes);
     if (rc != 0)
         return rc;
@@ -1081,14 +1118,17 @@ static void log_counters(const sampler *s) {
     ss_walker_stats(s->walker, &compiled, &cached);
     ss_debug("native sampler: %llu rounds, %llu stacks taken by signal, %llu read asleep "
              "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
-             "alternate-stack room); %llu asleep fell back to a signal (walk ended: no CFI "
-             "%llu, register unknown %llu, memory %llu, bad frame %llu; ran meanwhile %llu); "
+             "alternate-stack room, %llu running with no alternate signal stack known: "
+             "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
+             "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
+             "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
              "stack; unwind rules %llu compiled, %llu cached",
              (unsigned long long)s->rounds, (unsigned long long)s->signalled,
              (unsigned long long)s->asleep, (unsigned long long)s->reused,
              (unsigned long long)s->skipped_total,
-             (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->fallbacks,
+             (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->no_altstack,
+             (unsigned long long)ss_sig_off_stack_total(), (unsigned long long)s->fallbacks,
              (unsigned long long)s->fell_by[SS_UW_NO_CFI],
              (unsigned long long)s->fell_by[SS_UW_NO_REGISTER],
              (unsigned long long)s->fell_by[SS_UW_BAD_MEMORY],
@@ -1194,6 +1234,8 @@ void ss_native_sample_counts(ss_native_counts *c) {
     c->cut_copy = active->cut_copy;
     c->fp_guessed = active->fp_guessed;
     c->sent = ss_sig_sent();
+    c->no_altstack = active->no_altstack;
+    c->off_stack = ss_sig_off_stack_total();
 }
 
 void ss_native_bench_force_signal(bool on) { force_signal = on; }

@@ -64,7 +64,8 @@ struct ss_sig_slot {
     uint64_t pthread;
     uint64_t cpu_ns;
     bool has_span;
-    bool no_room;      /* answered without a stack: too little stack left */
+    bool no_room;      /* answered without a stack: too little stack left, or
+                          not on an alternate stack (require_alt) */
     bool quarantined;  /* sampler-private: BUSY past a deadline */
     bool cut_copy;     /* copy mode: the stack went on past the copy */
     uint8_t trace_id[16];
@@ -104,6 +105,16 @@ static _Atomic bool active;
 static _Atomic pid_t own_pid;
 static _Atomic uint32_t answers; /* futex word: bumped by every answer */
 static _Atomic uint64_t no_room_total; /* answers refused for stack room */
+static _Atomic uint64_t off_stack_total; /* ... for running on the thread's own stack */
+/* Every thread signalled is known to have an alternate stack (the
+ * loader's registry): a handler that finds itself elsewhere answers
+ * without working (ss_sig_require_altstack). */
+static _Atomic bool require_alt;
+/* ... and the handler in front of ours has SA_ONSTACK too: a host's
+ * handler that passes our signal on without it puts the frame on the
+ * thread's stack itself, and refusing then would only lose the sample
+ * (set before every batch, handler_state) */
+static _Atomic bool refuse_off_alt;
 static uint64_t restorer;        /* the signal trampoline's address */
 static int unwind_mode;          /* SS_UNWIND_* */
 static uint32_t copy_cap;        /* copy mode: bytes of stack a handler copies at most */
@@ -295,7 +306,21 @@ static int bind_libgcc(void) {
     return frames > 0 ? 0 : -ENOENT;
 }
 
-/* A thread interrupted while on its alternate signal stack (inside one of
+/* Where the handler runs, and whether it may work there. */
+enum { ROOM_OK = 0, ROOM_SHORT, ROOM_OFF_ALT };
+
+/* The handler is installed with SA_ONSTACK: the kernel runs it on the
+ * thread's alternate signal stack when it has one, else on the stack the
+ * thread was on. With the loader's registry only threads with an
+ * alternate stack are signalled, so a handler found elsewhere (the thread
+ * disabled its stack after the sampler looked, a tid reused by a thread
+ * the loader never saw) answers without copying or unwinding, and is
+ * counted (ROOM_OFF_ALT): its frame is on the thread's own stack already,
+ * the least it can do is add nothing to it. Unless a host's handler that
+ * passes our signal on, installed without SA_ONSTACK, runs in front of
+ * ours: the host chose that stack, and its thread is sampled as before.
+ *
+ * A thread interrupted while on its alternate signal stack (inside one of
  * its own SA_ONSTACK handlers) runs our handler there too: the kernel
  * only switches stacks when a thread is not on its alternate stack yet.
  * Such stacks are often small (MINSIGSTKSZ, 8 KiB), and unwinding needs
@@ -305,15 +330,23 @@ static int bind_libgcc(void) {
  * interrupted context, so no syscall here. Its ss_flags does not say
  * SS_ONSTACK (kernels since 4.7 store the flags the thread set), so "on
  * it" is decided from where our own frame is. */
-static bool stack_room(const ucontext_t *uc, uint32_t need) {
+/* always inlined: the frame measured is the calling handler's */
+static inline __attribute__((always_inline)) int stack_room(const ucontext_t *uc, uint32_t need) {
+    int off = atomic_load_explicit(&refuse_off_alt, memory_order_relaxed) ? ROOM_OFF_ALT : ROOM_OK;
     if (uc->uc_stack.ss_flags & SS_DISABLE)
-        return true;
+        return off;
     uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp;
     uintptr_t hi = lo + uc->uc_stack.ss_size;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     if (here < lo || here >= hi)
-        return true; /* on the thread's ordinary stack */
-    return here - lo >= need;
+        return off; /* on the thread's ordinary stack */
+    return here - lo >= need ? ROOM_OK : ROOM_SHORT;
+}
+
+/* A refused answer, counted by why. */
+static void count_refused(int room) {
+    atomic_fetch_add_explicit(room == ROOM_OFF_ALT ? &off_stack_total : &no_room_total, 1,
+                              memory_order_relaxed);
 }
 
 static inline uint64_t tsc(void) {
@@ -389,7 +422,7 @@ static void handler_copy(siginfo_t *si, void *uc) {
     ss_sig_slot *s = slot_at((uint32_t)v);
     if (!s || atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(v >> 32))
         return;
-    bool room = stack_room(uc, SS_SIG_COPY_STACK_NEED);
+    int room = stack_room(uc, SS_SIG_COPY_STACK_NEED);
     int saved_errno = errno;
     int expected = SLOT_REQUESTED;
     if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_BUSY)) {
@@ -401,13 +434,13 @@ static void handler_copy(siginfo_t *si, void *uc) {
         errno = saved_errno;
         return;
     }
-    s->no_room = !room;
-    if (room) {
+    s->no_room = room != ROOM_OK;
+    if (room == ROOM_OK) {
         copy_context(s, uc);
         s->has_span = ss_span_current(s->trace_id, s->span_id);
         s->pthread = (uint64_t)pthread_self();
     } else {
-        atomic_fetch_add_explicit(&no_room_total, 1, memory_order_relaxed);
+        count_refused(room);
     }
     s->cycles = (uint32_t)(tsc() - t0);
     atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
@@ -433,7 +466,7 @@ static void handler(int sig, siginfo_t *si, void *uc) {
     /* decided before any call: on a small alternate stack even a lazily
      * bound call (the dynamic linker saves every vector register) may not
      * fit; with too little room only tiny calls follow (gettid, futex) */
-    bool room = stack_room(uc, SS_SIG_STACK_NEED);
+    int room = stack_room(uc, SS_SIG_STACK_NEED);
     int saved_errno = errno;
     pid_t me = ss_gettid();
     ss_sig_slot *s = find_slot(me);
@@ -442,10 +475,10 @@ static void handler(int sig, siginfo_t *si, void *uc) {
         if (atomic_load_explicit(&s->tid, memory_order_acquire) != me) {
             /* reassigned between lookup and claim: not ours */
             atomic_store_explicit(&s->state, SLOT_REQUESTED, memory_order_release);
-        } else if (!room) {
+        } else if (room != ROOM_OK) {
             s->depth = 0;
             s->no_room = true;
-            atomic_fetch_add_explicit(&no_room_total, 1, memory_order_relaxed);
+            count_refused(room);
             atomic_store_explicit(&s->state, SLOT_DONE, memory_order_release);
             atomic_fetch_add_explicit(&answers, 1, memory_order_release);
             futex_wake(&answers);
@@ -483,7 +516,10 @@ static int install_handler(int sig) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on the thread's alternate stack when it has one (the
+     * loader gives every host thread one), never on a stack that may be
+     * nearly full or tiny; and Go's runtime requires it of every handler */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigfillset(&sa.sa_mask); /* no other handler may nest inside ours */
     if (sigaction(sig, &sa, NULL) != 0)
         return -errno;
@@ -742,6 +778,9 @@ static int handler_state(void) {
     struct sigaction cur;
     if (sigaction(the_signal, NULL, &cur) != 0)
         return HANDLER_OURS; /* cannot tell; the signal number was valid at start */
+    bool alt = atomic_load_explicit(&require_alt, memory_order_relaxed);
+    atomic_store_explicit(&refuse_off_alt, alt && (cur.sa_flags & SA_ONSTACK),
+                          memory_order_relaxed);
     if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == handler)
         return HANDLER_OURS;
     if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)
@@ -769,6 +808,15 @@ static void declare_lost(void) {
 
 uint64_t ss_sig_no_room_total(void) {
     return atomic_load_explicit(&no_room_total, memory_order_relaxed);
+}
+
+uint64_t ss_sig_off_stack_total(void) {
+    return atomic_load_explicit(&off_stack_total, memory_order_relaxed);
+}
+
+void ss_sig_require_altstack(bool on) {
+    atomic_store_explicit(&require_alt, on, memory_order_relaxed);
+    atomic_store_explicit(&refuse_off_alt, on, memory_order_relaxed);
 }
 
 static void note_cycles(uint32_t c) {

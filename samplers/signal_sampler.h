@@ -81,7 +81,9 @@ int ss_sig_mode(void);
  * signalling. */
 void ss_sig_descriptor_layout(int tid_off, int stack_off, int stack_size_off);
 
-/* Stack room the handler insists on in copy mode (it only copies). */
+/* Stack room the handler insists on in copy mode (it only copies); also
+ * what the loader wants above AT_MINSIGSTKSZ of a host's alternate stack
+ * (SS_SIGNAL_ROOM_NEED of loader/ss_core_api.h, checked equal). */
 #define SS_SIG_COPY_STACK_NEED (2u * 1024u)
 
 /* Stack a thread must have left below our handler's frame, when it is
@@ -101,6 +103,15 @@ void ss_sig_note_go(bool is_go);
 
 /* Answers refused since start for lack of stack room (alternate stacks). */
 uint64_t ss_sig_no_room_total(void);
+/* Answers refused since start because the handler ran on the thread's own
+ * stack while ss_sig_require_altstack was on. */
+uint64_t ss_sig_off_stack_total(void);
+
+/* On: every thread signalled is known to have an alternate signal stack
+ * (the loader's registry); a handler that finds itself off one answers
+ * "not sampled" without copying or unwinding. Off (the default): the
+ * handler works wherever the kernel runs it. */
+void ss_sig_require_altstack(bool on);
 
 /* Make the handler a no-op (it stays installed: a late signal must never
  * meet SIG_DFL, which would kill the process). */

@@ -34,6 +34,12 @@ typedef struct ss_native_counts {
     uint64_t rounds, signalled, asleep, reused;
     uint64_t fallbacks, cut_copy, fp_guessed;
     uint64_t sent; /* signals sent by the process's sampler, ever */
+    /* running threads not signalled: the registry (ss_native_set_signal_room)
+     * did not know them safe (no alternate signal stack, or one too small) */
+    uint64_t no_altstack;
+    /* answers refused because the handler found itself on the thread's
+     * own stack, not an alternate one (registry present only), ever */
+    uint64_t off_stack;
 } ss_native_counts;
 /* Benchmarks: signal (and in copy mode, copy) every thread that ran,
  * asleep or not, to measure the signal path on a machine with fewer cores
@@ -108,5 +114,14 @@ void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses);
  * with malloc, on each thread's first access, which rules out unwinders
  * that touch it inside the signal handler (STACKSHOT_UNWIND=fast). */
 void ss_native_note_dlopened(void);
+
+/* Which threads can take the sampling signal on an alternate stack (the
+ * loader's registry, handed over by the core's entry point): fn(tid) == 0
+ * means "do not signal it" (counted as no_altstack), and the handler then
+ * refuses to work off an alternate stack. NULL (the default: in-process
+ * tests, a JVM, stackshot_start without a preloaded enabled agent): every
+ * thread is signalled, the handler runs wherever the kernel puts it.
+ * Set before the sampler starts. */
+void ss_native_set_signal_room(int (*fn)(pid_t tid));
 
 #endif /* SS_SAMPLERS_H */

@@ -3,7 +3,7 @@
 
 usage: check_signals.py <case> <sig_host> <libstackshot.so> <tmpdir> [preload-prefix]
 cases: late, chain, blocked, blocked_late, prof, prof_signal, eintr, sleep5, quiet,
-undumpable
+undumpable, altstack, forkalt, edge, coro
 
 Each case runs sig_host with the agent preloaded and the text exporter,
 then checks the host's own result line, the agent's stderr and the text
@@ -278,6 +278,81 @@ elif case == "undumpable":
         seen = [x for x in rs[2:] if any(fn in f for f in x["threads"].get(name, []))]
         check(len(seen) >= len(rs[2:]) // 2,
               "%s sampled in %s() in %d of %d rounds" % (name, fn, len(seen), len(rs[2:])))
+
+elif case == "altstack":
+    # the loader gives the main thread and every new thread an alternate
+    # signal stack of its own size while the agent is enabled (unmapped at
+    # thread exit), none while it is disabled; a thread that installs its own keeps it and is
+    # sampled; a thread that disables its stack is no longer signalled
+    # (counted) and gets no signal frame on its own stack
+    sanitizer = len(sys.argv) > 5 and bool(sys.argv[5])
+    off = result(run(["altstack", "0"], {"SPLUNK_PROFILER_ENABLED": "false"}), "altstack")
+    check(off.get("main_on") == 0 and off.get("thread_on") == 0 or sanitizer,
+          "agent disabled: no alternate stack expected: %s" % off)
+    p = run(["altstack", "8"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20",
+                                "STACKSHOT_LOG_LEVEL": "debug"})
+    r = result(p, "altstack")
+    check(r.get("main_on") == 1 and r.get("thread_on") == 1,
+          "agent enabled: main and new threads have an alternate stack: %s" % r)
+    if not sanitizer:  # a sanitizer runtime installs its own first: that one is kept
+        check(r.get("main_size") == r.get("want_size") and r.get("thread_size") == r.get("want_size"),
+              "the agent's alternate stacks measure %s: %s" % (r.get("want_size"), r))
+    check(r.get("own_kept") == 1, "the thread's own alternate stack stayed in place: %s" % r)
+    # 200 threads created and joined: their stacks are unmapped at exit
+    check(r.get("churn_maps", 999) <= 20, "200 threads left %s mappings" % r.get("churn_maps"))
+    check(r.get("off_clobbered", 1) == 0,
+          "%s bytes below the stack pointer of the thread without an alternate stack changed"
+          % r.get("off_clobbered"))
+    check(r.get("rounds", 0) >= 8, "rounds: %s" % r.get("rounds"))
+    rs = rounds()
+    check(any(any("own_spin" in f for f in x["threads"].get("alt-own", [])) for x in rs),
+          "the thread on its own alternate stack is sampled in own_spin")
+    m = re.findall(r"(\d+) running with no alternate signal stack known", p.stderr)
+    print("threads left out for want of an alternate stack: %s" % m)
+    check(m and int(m[-1]) >= 4, "the thread without an alternate stack counted: %s" % m)
+    # one disabled its stack by the raw system call: the registry does not
+    # know, it is signalled, and its handler answers without copying
+    o = re.findall(r"(\d+) answers refused off an alternate stack", p.stderr)
+    print("answers refused off an alternate stack: %s" % o)
+    check(o and int(o[-1]) >= 4, "the handlers off an alternate stack counted: %s" % o)
+    check(not any(any("raw_spin" in f for f in x["threads"].get("alt-raw", [])) for x in rs),
+          "the thread off its alternate stack was not sampled (its handler refused)")
+
+elif case == "forkalt":
+    # after fork the registry holds the calling thread alone, under its new
+    # tid: the child's main thread, spinning, is sampled by its own agent
+    p = run(["forkalt", "6"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "forkalt")
+    c = result(p, "forkalt-child")
+    check(r.get("child_exit") == 0, "the child exited %s" % r.get("child_exit"))
+    check(c.get("alt_on") == 1 and c.get("rounds", 0) >= 6, "the child: %s" % c)
+    mine = [x for x in rounds() if x["threads"].get("ss_sig_host") is not None]
+    spun = [x for x in mine if any("child_spin" in f for f in x["threads"]["ss_sig_host"])]
+    print("rounds with the child's main thread in child_spin: %d" % len(spun))
+    check(len(spun) >= 3, "the child's main thread sampled in child_spin: %d rounds" % len(spun))
+
+elif case == "edge":
+    # a thread with ~2,000 bytes of stack left, spinning through rounds:
+    # the signal frame (~3.3 KiB with AVX-512) used to land below its end
+    # (SIGSEGV); on the alternate stack it survives, and is sampled
+    p = run(["edge", "5"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "edge")
+    print("stack left: %s bytes" % r.get("left"))
+    check(0 < r.get("left", 0) <= 2600, "stack left %s bytes" % r.get("left"))
+    check(r.get("rounds", 0) >= 5, "rounds: %s" % r.get("rounds"))
+    check(any(any("edge_spin" in f for f in x["threads"].get("edge", [])) for x in rounds()),
+          "the thread at its stack's end is sampled in edge_spin")
+
+elif case == "coro":
+    # makecontext coroutines on 8 and 16 KiB heap stacks, ~2,000 bytes
+    # left, spinning through rounds at 20 ms: the canary words below the
+    # stacks stay untouched (a signal frame on the coroutine's stack used
+    # to overwrite them: heap corruption)
+    p = run(["coro", "5"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "coro")
+    check(r.get("rounds", 0) >= 10, "rounds: %s" % r.get("rounds"))
+    check(r.get("changed8", 1) == 0 and r.get("changed16", 1) == 0,
+          "canary words changed below the coroutine stacks: %s" % r)
 
 else:
     sys.exit("unknown case " + case)

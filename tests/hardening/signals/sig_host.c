@@ -18,6 +18,17 @@
  *                           ROUNDS rounds, counting EINTR
  *   sig_host undumpable ROUNDS  makes itself non-dumpable (run it as an
  *                           unprivileged user), a napping and a busy thread
+ *   sig_host altstack ROUNDS  reports the alternate signal stacks its main
+ *                           thread and a new thread have; a thread installs
+ *                           its own and spins on, one disables its stack
+ *                           and spins with a pattern below its stack
+ *                           pointer, one disables it by the raw system
+ *                           call and spins (0 ROUNDS: report only)
+ *   sig_host forkalt ROUNDS after 3 rounds, forks: the child's main thread
+ *                           spins until its own agent wrote ROUNDS rounds
+ *   sig_host edge ROUNDS    a thread spins with ~2,000 bytes of stack left
+ *   sig_host coro ROUNDS    makecontext coroutines on 8 and 16 KiB heap
+ *                           stacks spin with ~2,000 bytes left, canaries below
  *
  * Every mode prints one result line on stdout; the checks are in
  * check_signals.py. [sig] defaults to SIGRTMAX-3, the agent's default. */
@@ -32,12 +43,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static atomic_int done;
@@ -475,6 +490,331 @@ static int mode_undumpable(int rounds) {
     return 0;
 }
 
+/* ---- altstack: the alternate signal stacks threads get -------------- */
+
+#define PATTERN 0x5a
+#define ZONE (32u * 1024u)
+#define OWN_ALT (128u * 1024u)
+
+static atomic_int off_ready, own_ready;
+static atomic_ullong off_clobbered = 1ull << 40;
+static atomic_int own_kept = -1;
+static stack_t thread_alt;
+
+/* What the loader's alternate stack should measure: max(64 KiB,
+ * 4 * AT_MINSIGSTKSZ), whole pages. */
+static size_t agent_alt_size(void) {
+    size_t min = (size_t)getauxval(AT_MINSIGSTKSZ), page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t n = 4 * min > 65536 ? 4 * min : 65536;
+    return (n + page - 1) / page * page;
+}
+
+static void *report_alt(void *arg) {
+    (void)arg;
+    sigaltstack(NULL, &thread_alt);
+    return NULL;
+}
+
+/* Installs a 128 KiB alternate stack of its own, spins, then says whether
+ * it is still the one in place. */
+__attribute__((noinline)) static void own_spin(void) {
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+}
+
+static void *alt_own(void *arg) {
+    (void)arg;
+    static char *mine;
+    mine = malloc(OWN_ALT);
+    stack_t ss = {.ss_sp = mine, .ss_size = OWN_ALT, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0)
+        return NULL;
+    atomic_store(&own_ready, 1);
+    own_spin();
+    stack_t now;
+    sigaltstack(NULL, &now);
+    atomic_store(&own_kept, !(now.ss_flags & SS_DISABLE) && now.ss_sp == mine &&
+                                now.ss_size == OWN_ALT);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    free(mine);
+    return NULL;
+}
+
+/* Disables its alternate stack, lets any signal already on its way land,
+ * then writes a pattern below its stack pointer (the bytes a signal frame
+ * would take) and spins without a call, so that nothing of its own goes
+ * there: a changed byte is a signal frame on its stack. */
+__attribute__((noinline)) static void *alt_off(void *arg) {
+    (void)arg;
+    stack_t off = {.ss_flags = SS_DISABLE};
+    sigaltstack(&off, NULL);
+    nap_ms(300);
+    volatile unsigned char *top = (volatile unsigned char *)__builtin_frame_address(0) - 2048;
+    for (size_t i = 1; i <= ZONE; i++)
+        top[-(long)i] = PATTERN;
+    atomic_store(&off_ready, 1);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+    unsigned long long bad = 0;
+    for (size_t i = 1; i <= ZONE; i++)
+        bad += top[-(long)i] != PATTERN;
+    atomic_store(&off_clobbered, bad);
+    return NULL;
+}
+
+/* Disables its alternate stack behind the loader's back (the raw system
+ * call, as the Go runtime makes it) and spins: the registry still has it
+ * safe, so it is signalled, and the handler finds itself on the thread's
+ * own stack. */
+static atomic_int raw_ready;
+
+__attribute__((noinline)) static void raw_spin(void) {
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+}
+
+static void *alt_raw(void *arg) {
+    (void)arg;
+    stack_t off = {.ss_flags = SS_DISABLE};
+    syscall(SYS_sigaltstack, &off, NULL);
+    atomic_store(&raw_ready, 1);
+    raw_spin();
+    return NULL;
+}
+
+/* Mappings of the process now (lines of /proc/self/maps). */
+static int count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* 200 threads created and joined one after the other: the mappings they
+ * leave behind (an alternate stack not freed at exit: two each). */
+static int churn_growth(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, report_alt, NULL); /* glibc's stack cache warm */
+    pthread_join(t, NULL);
+    int before = count_maps();
+    for (int i = 0; i < 200; i++) {
+        pthread_create(&t, NULL, report_alt, NULL);
+        pthread_join(t, NULL);
+    }
+    return count_maps() - before;
+}
+
+/* Wait (at most 20 s) until `want` more rounds were written. */
+static int wait_rounds(int want) {
+    int start = rounds_written(), now = start;
+    for (int i = 0; i < 400 && (now = rounds_written()) < start + want; i++)
+        nap_ms(50);
+    return now - start;
+}
+
+static int mode_altstack(int rounds) {
+    stack_t main_alt;
+    sigaltstack(NULL, &main_alt);
+    pthread_t r, own, off, raw;
+    pthread_create(&r, NULL, report_alt, NULL);
+    pthread_join(r, NULL);
+    int growth = 0, got = 0;
+    if (rounds > 0) {
+        pthread_create(&own, NULL, alt_own, NULL);
+        pthread_setname_np(own, "alt-own");
+        pthread_create(&off, NULL, alt_off, NULL);
+        pthread_setname_np(off, "alt-off");
+        pthread_create(&raw, NULL, alt_raw, NULL);
+        pthread_setname_np(raw, "alt-raw");
+        while (!atomic_load(&off_ready) || !atomic_load(&own_ready) || !atomic_load(&raw_ready))
+            nap_ms(5);
+        got = wait_rounds(rounds);
+        growth = churn_growth(); /* the agent runs: its own mappings are made */
+        atomic_store(&done, 1);
+        pthread_join(own, NULL);
+        pthread_join(off, NULL);
+        pthread_join(raw, NULL);
+    }
+    printf("altstack: main_on=%d main_size=%zu thread_on=%d thread_size=%zu want_size=%zu "
+           "own_kept=%d off_clobbered=%llu churn_maps=%d rounds=%d\n",
+           !(main_alt.ss_flags & SS_DISABLE), main_alt.ss_size,
+           !(thread_alt.ss_flags & SS_DISABLE), thread_alt.ss_size, agent_alt_size(),
+           atomic_load(&own_kept), rounds > 0 ? atomic_load(&off_clobbered) : 0ull, growth, got);
+    return 0;
+}
+
+/* ---- forkalt: the calling thread of fork, in the child --------------- */
+
+/* Spins, looking at the child's own rounds now and then. */
+__attribute__((noinline)) static int child_spin(int rounds) {
+    int got = 0;
+    uint64_t until = mono_ms() + 20000;
+    volatile unsigned long x = 0;
+    while ((got = rounds_written()) < rounds && mono_ms() < until)
+        for (unsigned long i = 0; i < 20000000ul; i++)
+            x++;
+    return got;
+}
+
+static int mode_forkalt(int rounds) {
+    wait_rounds(3);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        stack_t ss;
+        sigaltstack(NULL, &ss);
+        int got = child_spin(rounds);
+        printf("forkalt-child: pid=%d alt_on=%d rounds=%d\n", (int)getpid(),
+               !(ss.ss_flags & SS_DISABLE), got);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("forkalt: child_exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    return 0;
+}
+
+/* ---- edge: a thread at the end of its stack ------------------------- */
+
+#define EDGE_LEFT 2000u
+static uintptr_t edge_lo;
+static atomic_ullong edge_left;
+static atomic_int edge_ready;
+
+/* Takes all its stack but about `n` bytes above the bottom and spins. */
+__attribute__((noinline)) static void edge_spin(size_t n) {
+    volatile char *p = __builtin_alloca(n);
+    p[0] = 1;
+    atomic_store(&edge_left, (unsigned long long)((uintptr_t)p - edge_lo));
+    atomic_store(&edge_ready, 1);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+}
+
+static void *edge_thread(void *arg) {
+    (void)arg;
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    edge_spin(here - edge_lo - EDGE_LEFT - 256); /* 256: edge_spin's own frame */
+    return NULL;
+}
+
+static int mode_edge(int rounds) {
+    /* a stack of our own with a guard page below it: its end is known */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), size = 256 * 1024;
+    char *m = mmap(NULL, page + size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m, page, PROT_NONE) != 0)
+        return 1;
+    edge_lo = (uintptr_t)(m + page);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstack(&a, m + page, size);
+    pthread_t t;
+    if (pthread_create(&t, &a, edge_thread, NULL) != 0)
+        return 1;
+    pthread_setname_np(t, "edge");
+    while (!atomic_load(&edge_ready))
+        nap_ms(5);
+    int got = wait_rounds(rounds);
+    atomic_store(&done, 1);
+    pthread_join(t, NULL);
+    printf("edge: left=%llu rounds=%d\n", (unsigned long long)atomic_load(&edge_left), got);
+    return 0;
+}
+
+/* ---- coro: makecontext coroutines on small heap stacks -------------- */
+
+#define CANARY_BYTES (8u * 1024u)
+#define CANARY_WORD 0xc0ffee5aa5eeff0cull
+#define CORO_LEFT 2000u
+
+static ucontext_t runner_ctx;
+static atomic_int coro_phase, coro_spinning;
+
+typedef struct coro {
+    size_t size;
+    unsigned char *block; /* canaries, then the stack */
+    ucontext_t ctx;
+    int phase;            /* spins until coro_phase reaches it */
+} coro;
+
+__attribute__((noinline)) static void coro_spin(coro *c, size_t n) {
+    volatile char *p = __builtin_alloca(n);
+    p[0] = 1;
+    atomic_store(&coro_spinning, c->phase);
+    volatile unsigned long x = 0;
+    while (atomic_load(&coro_phase) < c->phase)
+        x++;
+}
+
+static coro *running_coro;
+
+static void coro_main(void) {
+    coro *c = running_coro;
+    uintptr_t lo = (uintptr_t)(c->block + CANARY_BYTES);
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    coro_spin(c, here - lo - CORO_LEFT - 256);
+}
+
+/* Runs coroutine c until it returns (to runner_ctx, its uc_link). */
+__attribute__((noinline)) static void run_coro(coro *c) {
+    getcontext(&c->ctx);
+    c->ctx.uc_stack.ss_sp = c->block + CANARY_BYTES;
+    c->ctx.uc_stack.ss_size = c->size;
+    c->ctx.uc_link = &runner_ctx;
+    makecontext(&c->ctx, coro_main, 0);
+    running_coro = c;
+    swapcontext(&runner_ctx, &c->ctx);
+}
+
+static void *coro_runner(void *arg) {
+    coro *cs = arg;
+    run_coro(&cs[0]);
+    run_coro(&cs[1]);
+    return NULL;
+}
+
+static unsigned canaries_changed(const coro *c) {
+    unsigned bad = 0;
+    const uint64_t *w = (const uint64_t *)c->block;
+    for (size_t i = 0; i < CANARY_BYTES / 8; i++)
+        bad += w[i] != CANARY_WORD;
+    return bad;
+}
+
+static int mode_coro(int rounds) {
+    coro cs[2] = {{.size = 8 * 1024, .phase = 1}, {.size = 16 * 1024, .phase = 2}};
+    for (int i = 0; i < 2; i++) {
+        cs[i].block = malloc(CANARY_BYTES + cs[i].size);
+        uint64_t *w = (uint64_t *)cs[i].block;
+        for (size_t j = 0; j < CANARY_BYTES / 8; j++)
+            w[j] = CANARY_WORD;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, coro_runner, cs);
+    pthread_setname_np(t, "coro-runner");
+    int got = 0;
+    for (int phase = 1; phase <= 2; phase++) {
+        while (atomic_load(&coro_spinning) < phase)
+            nap_ms(2);
+        got += wait_rounds(rounds);
+        atomic_store(&coro_phase, phase);
+    }
+    pthread_join(t, NULL);
+    printf("coro: changed8=%u changed16=%u rounds=%d\n", canaries_changed(&cs[0]),
+           canaries_changed(&cs[1]), got);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "late") == 0)
@@ -495,6 +835,14 @@ int main(int argc, char **argv) {
         return mode_quiet(atoi(argv[2]));
     if (strcmp(mode, "undumpable") == 0 && argc > 2)
         return mode_undumpable(atoi(argv[2]));
+    if (strcmp(mode, "altstack") == 0 && argc > 2)
+        return mode_altstack(atoi(argv[2]));
+    if (strcmp(mode, "forkalt") == 0 && argc > 2)
+        return mode_forkalt(atoi(argv[2]));
+    if (strcmp(mode, "edge") == 0 && argc > 2)
+        return mode_edge(atoi(argv[2]));
+    if (strcmp(mode, "coro") == 0 && argc > 2)
+        return mode_coro(atoi(argv[2]));
     fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS|sleep5|quiet ROUNDS [sig]\n");
     return 2;
 }
