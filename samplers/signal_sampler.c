@@ -48,6 +48,7 @@
 #include <unwind.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -526,6 +527,30 @@ static int install_handler(int sig) {
     return 0;
 }
 
+/* The in-handler libunwind modes (step, fast), set up once outside any
+ * handler: per-thread caches need no lock, and unw_backtrace's first call
+ * sets up its cache key (pthread_once). Only for those modes: libunwind
+ * calls mincore(2) there and in its handlers, which a service filtered
+ * like systemd's @system-service is killed for (SIGSYS), so a process
+ * under a seccomp filter gets the copy mode instead (one line). */
+static int libunwind_ready(int unwind) {
+    static bool ready;
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) > 0) {
+        ss_config_bad("STACKSHOT_UNWIND", unwind == SS_UNWIND_STEP ? "step" : "fast",
+                      "libunwind makes system calls a seccomp filter may kill (mincore), "
+                      "and this process has a filter",
+                      "using copy");
+        return SS_UNWIND_COPY;
+    }
+    if (!ready) {
+        ready = true;
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        void *warm[4];
+        unw_backtrace(warm, 4);
+    }
+    return unwind;
+}
+
 int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_max) {
     if (lost)
         return -EBUSY; /* said once when it happened */
@@ -539,8 +564,6 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_ma
     if (rc != 0)
         return rc;
     if (!installed) {
-        /* once, before any handler runs: per-thread caches need no lock */
-        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         slot_cap = max_depth + 1 + HANDLER_FRAMES;
         copy_cap = (copy_bytes_max + 7) & ~7u;
         tsc0 = tsc();
@@ -550,16 +573,14 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_ma
         struct sigaction cur;
         if (sigaction(sig, NULL, &cur) == 0)
             restorer = (uint64_t)(uintptr_t)cur.sa_restorer;
-        /* once here, not in a handler: unw_backtrace's first call sets up
-         * its cache key (pthread_once) */
-        void *warm[4];
-        unw_backtrace(warm, 4);
     }
     if (unwind == SS_UNWIND_GCC && bind_libgcc() != 0) {
         ss_config_bad("STACKSHOT_UNWIND", "gcc", "libgcc_s.so.1's unwinder not found",
                       "using step");
         unwind = SS_UNWIND_STEP;
     }
+    if (unwind == SS_UNWIND_STEP || unwind == SS_UNWIND_FAST)
+        unwind = libunwind_ready(unwind);
     unwind_mode = unwind;
     installed = true;
     the_signal = sig;
