@@ -1,0 +1,109 @@
+// overflow.rs: a Rust host for tests/hardening/stacks/check_rust.py.
+//
+// Rust's standard library gives every thread it starts an alternate signal
+// stack and catches SIGSEGV there: a fault in a thread's guard page is
+// reported as "thread '<name>' has overflowed its stack" before the
+// process aborts (SIGABRT). Anything that pushes a signal frame onto the
+// nearly full stack itself faults in the guard page where the kernel
+// cannot report it: the process dies of a plain SIGSEGV, silently.
+//
+// usage: overflow overflow   a thread named "deep" (256 KiB stack)
+//                            recurses until its stack overflows (Rust
+//                            aborts); its last 24 KiB go slowly
+//        overflow work MS    a thread named "worker" computes for MS ms
+//                            (recursion that stays shallow), then exits 0
+use std::thread;
+use std::time::{Duration, Instant};
+
+const FRAME: usize = 512;
+const STACK: usize = 256 * 1024;
+// the last bytes of the stack, taken slowly (a thread working with its
+// stack nearly full), SLOW_MS per level
+const SLOW_ZONE: usize = 24 * 1024;
+const SLOW_MS: u64 = 40;
+
+fn spin(ms: u64, mut x: u64) -> u64 {
+    let end = Instant::now() + Duration::from_millis(ms);
+    while Instant::now() < end {
+        for _ in 0..1000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+    }
+    x
+}
+
+// One level: a frame of FRAME bytes and a little work, running all the way
+// down (the agent signals running threads); `top` is where the thread's
+// stack began.
+#[inline(never)]
+fn down(depth: u64, above: &[u8; FRAME], top: usize) -> u64 {
+    let mut here = [0u8; FRAME];
+    let mut x = depth ^ above[(depth as usize) % FRAME] as u64;
+    for i in 0..FRAME {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        here[i] = (x >> 33) as u8;
+    }
+    if top - (&here as *const _ as usize) > STACK - SLOW_ZONE {
+        x = spin(SLOW_MS, x);
+    }
+    if depth == u64::MAX {
+        return x; // never: a way out the compiler cannot rule out
+    }
+    let r = down(depth + 1, &here, top);
+    // read after the call: no tail call, the frame stays
+    r.wrapping_add(unsafe { std::ptr::read_volatile(&here[(x as usize) % FRAME]) } as u64)
+}
+
+#[inline(never)]
+fn shallow(depth: u32, seed: u64) -> u64 {
+    let mut x = seed;
+    for _ in 0..2000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(depth as u64);
+    }
+    if depth == 0 {
+        x
+    } else {
+        shallow(depth - 1, x) ^ x.rotate_left(7)
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(|s| s.as_str()) {
+        Some("overflow") => {
+            println!("overflow: start");
+            let t = thread::Builder::new()
+                .name("deep".into())
+                .stack_size(STACK)
+                .spawn(|| {
+                    let top = 0u8;
+                    down(0, &[1u8; FRAME], &top as *const _ as usize)
+                })
+                .expect("spawn");
+            let r = t.join();
+            // not reached: Rust aborts the process on the overflow
+            println!("overflow: thread returned {}", r.is_ok());
+        }
+        Some("work") => {
+            let ms: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+            let t = thread::Builder::new()
+                .name("worker".into())
+                .spawn(move || {
+                    let end = Instant::now() + Duration::from_millis(ms);
+                    let (mut acc, mut n) = (0u64, 0u64);
+                    while Instant::now() < end {
+                        acc ^= shallow(64, n);
+                        n += 1;
+                    }
+                    (acc, n)
+                })
+                .expect("spawn");
+            let (acc, n) = t.join().expect("worker");
+            println!("work: done {} rounds {:x}", n, acc);
+        }
+        _ => {
+            eprintln!("usage: overflow overflow | work MS");
+            std::process::exit(2);
+        }
+    }
+}
