@@ -21,9 +21,11 @@
  *        stack_host keep MS    the main thread and thread "keeper" each set
  *                              their own sigaltstack, then work for MS ms
  *                              checking all along (sigaltstack(NULL, &ss))
- *                              that it is still theirs; "stack_host: keep
- *                              ok ..." and 0, or "stack_host: keep FAILED
- *                              ..." and 1. */
+ *                              that it is still theirs; "keeper" forks
+ *                              half-way and its child (the agent restarts
+ *                              there) checks the same for the rest.
+ *                              "stack_host: keep ok ..." and 0, or
+ *                              "stack_host: keep FAILED ..." and 1. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -31,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -172,32 +176,62 @@ static int overflow(void) {
 struct keeper {
     const char *name;
     double ms;
+    bool fork_midway; /* fork half-way, the child goes on checking */
     void *alt;
     unsigned long checks;
+    pid_t child;
     char error[160];
 };
 
+static bool still_own(struct keeper *k) {
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == k->alt && cur.ss_size == ALT_SIZE &&
+        !(cur.ss_flags & SS_DISABLE))
+        return true;
+    snprintf(k->error, sizeof k->error, "%s%s: sigaltstack is %p size %zu flags %d, not its own %p size %d",
+             k->name, k->child == 0 && k->fork_midway ? " (forked child)" : "", cur.ss_sp, cur.ss_size,
+             cur.ss_flags, k->alt, ALT_SIZE);
+    return false;
+}
+
 /* works for k->ms and checks all along that the thread's alternate stack
- * is still the one it set */
+ * is still the one it set; with fork_midway, forks half-way (the child
+ * inherits the forking thread's alternate stack) and both go on */
 static void keep_checking(struct keeper *k) {
     k->alt = own_altstack();
     if (!k->alt) {
         snprintf(k->error, sizeof k->error, "%s: no sigaltstack", k->name);
         return;
     }
-    double end = now_ms() + k->ms;
+    double start = now_ms(), end = start + k->ms;
+    bool forked = !k->fork_midway;
     uint64_t x = 1;
+    k->child = -1;
     while (now_ms() < end) {
         x = spin(1, x);
-        stack_t cur;
-        if (sigaltstack(NULL, &cur) != 0 || cur.ss_sp != k->alt || cur.ss_size != ALT_SIZE ||
-            (cur.ss_flags & SS_DISABLE)) {
-            snprintf(k->error, sizeof k->error, "%s: sigaltstack is %p size %zu flags %d, not its own %p size %d",
-                     k->name, cur.ss_sp, cur.ss_size, cur.ss_flags, k->alt, ALT_SIZE);
-            return;
-        }
+        if (!still_own(k))
+            break;
         k->checks++;
+        if (!forked && now_ms() > start + k->ms / 2) {
+            forked = true;
+            k->child = fork();
+            if (k->child < 0)
+                snprintf(k->error, sizeof k->error, "%s: fork failed", k->name);
+            if (k->child == 0) {
+                pthread_setname_np(pthread_self(), "keeper-child");
+                k->checks = 0;
+            }
+        }
     }
+    if (k->child == 0) { /* the forked child: its own verdict, its own exit */
+        printf("stack_host: child %s checks=%lu %s\n", k->error[0] ? "FAILED" : "ok", k->checks, k->error);
+        fflush(stdout);
+        _exit(k->error[0] ? 1 : 0);
+    }
+    int st;
+    if (k->child > 0 && (waitpid(k->child, &st, 0) != k->child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
+        !k->error[0])
+        snprintf(k->error, sizeof k->error, "%s: forked child status 0x%x", k->name, st);
 }
 
 static void *keeper_main(void *arg) {
@@ -211,7 +245,8 @@ static int keep(double ms) {
         perror("stack_host: sigaction");
         return 1;
     }
-    struct keeper main_k = {.name = "main", .ms = ms}, thr_k = {.name = "keeper", .ms = ms};
+    struct keeper main_k = {.name = "main", .ms = ms},
+                  thr_k = {.name = "keeper", .ms = ms, .fork_midway = true};
     pthread_t t;
     if (pthread_create(&t, NULL, keeper_main, &thr_k) != 0) {
         printf("stack_host: keep FAILED: pthread_create\n");
