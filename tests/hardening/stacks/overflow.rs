@@ -9,7 +9,7 @@
 //
 // usage: overflow overflow   a thread named "deep" (256 KiB stack)
 //                            recurses until its stack overflows (Rust
-//                            aborts); its last 24 KiB go slowly
+//                            aborts); its last 16 KiB go slowly
 //        overflow work MS    a thread named "worker" computes for MS ms
 //                            (recursion that stays shallow), then exits 0
 use std::thread;
@@ -17,10 +17,37 @@ use std::time::{Duration, Instant};
 
 const FRAME: usize = 512;
 const STACK: usize = 256 * 1024;
-// the last bytes of the stack, taken slowly (a thread working with its
-// stack nearly full), SLOW_MS per level
-const SLOW_ZONE: usize = 24 * 1024;
+// The stack's last bytes are taken slowly (a thread working with its stack
+// nearly full): SLOW_MS per level in the last SLOW_ZONE bytes, SLOWER_MS
+// in the last SLOWER_ZONE, where a signal frame no longer fits.
+const SLOW_ZONE: usize = 16 * 1024;
 const SLOW_MS: u64 = 40;
+const SLOWER_ZONE: usize = 8 * 1024;
+const SLOWER_MS: u64 = 100;
+
+// glibc's, for the thread's stack bounds (no crate needed; pthread_attr_t
+// is 56 bytes on x86-64 glibc)
+extern "C" {
+    fn pthread_self() -> usize;
+    fn pthread_getattr_np(thread: usize, attr: *mut [u64; 8]) -> i32;
+    fn pthread_attr_getstack(attr: *const [u64; 8], addr: *mut usize, size: *mut usize) -> i32;
+    fn pthread_attr_destroy(attr: *mut [u64; 8]) -> i32;
+}
+
+// the lowest address of the calling thread's stack (its guard page below)
+fn stack_low() -> usize {
+    let mut attr = [0u64; 8];
+    let (mut lo, mut size) = (0usize, 0usize);
+    unsafe {
+        if pthread_getattr_np(pthread_self(), &mut attr) != 0 {
+            panic!("pthread_getattr_np");
+        }
+        let r = pthread_attr_getstack(&attr, &mut lo, &mut size);
+        pthread_attr_destroy(&mut attr);
+        assert!(r == 0 && size > 0, "pthread_attr_getstack");
+    }
+    lo
+}
 
 fn spin(ms: u64, mut x: u64) -> u64 {
     let end = Instant::now() + Duration::from_millis(ms);
@@ -33,23 +60,25 @@ fn spin(ms: u64, mut x: u64) -> u64 {
 }
 
 // One level: a frame of FRAME bytes and a little work, running all the way
-// down (the agent signals running threads); `top` is where the thread's
-// stack began.
+// down (the agent signals running threads); `low` is the stack's end.
 #[inline(never)]
-fn down(depth: u64, above: &[u8; FRAME], top: usize) -> u64 {
+fn down(depth: u64, above: &[u8; FRAME], low: usize) -> u64 {
     let mut here = [0u8; FRAME];
     let mut x = depth ^ above[(depth as usize) % FRAME] as u64;
     for i in 0..FRAME {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         here[i] = (x >> 33) as u8;
     }
-    if top - (&here as *const _ as usize) > STACK - SLOW_ZONE {
+    let left = (&here as *const _ as usize).wrapping_sub(low);
+    if left < SLOWER_ZONE {
+        x = spin(SLOWER_MS, x);
+    } else if left < SLOW_ZONE {
         x = spin(SLOW_MS, x);
     }
     if depth == u64::MAX {
         return x; // never: a way out the compiler cannot rule out
     }
-    let r = down(depth + 1, &here, top);
+    let r = down(depth + 1, &here, low);
     // read after the call: no tail call, the frame stays
     r.wrapping_add(unsafe { std::ptr::read_volatile(&here[(x as usize) % FRAME]) } as u64)
 }
@@ -75,10 +104,7 @@ fn main() {
             let t = thread::Builder::new()
                 .name("deep".into())
                 .stack_size(STACK)
-                .spawn(|| {
-                    let top = 0u8;
-                    down(0, &[1u8; FRAME], &top as *const _ as usize)
-                })
+                .spawn(|| down(0, &[1u8; FRAME], stack_low()))
                 .expect("spawn");
             let r = t.join();
             // not reached: Rust aborts the process on the overflow

@@ -12,7 +12,7 @@
  *
  * usage: stack_host overflow   thread "deep" (256 KiB stack, its own
  *                              64 KiB sigaltstack) recurses until it
- *                              overflows; its last KiB go slowly (a
+ *                              overflows; its last 16 KiB go slowly (a
  *                              server working with its stack nearly
  *                              full). The handler prints "stack_host:
  *                              stack overflow caught in thread deep ..."
@@ -41,8 +41,13 @@
 
 #define ALT_SIZE (64 * 1024)
 #define DEEP_STACK (256 * 1024)
-#define SLOW_ZONE (24 * 1024) /* the last bytes of the stack, taken slowly */
-#define SLOW_MS 40            /* per level in the slow zone */
+/* The stack's last bytes are taken slowly: SLOW_MS per level in the last
+ * SLOW_ZONE bytes, SLOWER_MS in the last SLOWER_ZONE, where a signal
+ * frame no longer fits. */
+#define SLOW_ZONE (16 * 1024)
+#define SLOW_MS 40
+#define SLOWER_ZONE (8 * 1024)
+#define SLOWER_MS 100
 
 /* the deep thread's stack, for the handler: [stack_lo, stack_hi), guard
  * below stack_lo */
@@ -121,15 +126,18 @@ static uint64_t spin(double ms, uint64_t x) {
     return x;
 }
 
-/* one level: 512 bytes of frame; the last SLOW_ZONE bytes of the stack
- * each cost SLOW_MS of work, running (the agent signals running threads) */
+/* one level: 512 bytes of frame; the stack's last bytes go slowly, running
+ * (the agent signals running threads) */
 static uint64_t down(uint64_t x) {
     volatile unsigned char here[512];
     if (++depth == 0) /* never: a way out the compiler cannot rule out */
         return x;
     for (unsigned i = 0; i < sizeof here; i++)
         here[i] = (unsigned char)(x >> (i % 56));
-    if ((uintptr_t)here - stack_lo < SLOW_ZONE)
+    uintptr_t left = (uintptr_t)here - stack_lo;
+    if (left < SLOWER_ZONE)
+        x = spin(SLOWER_MS, x);
+    else if (left < SLOW_ZONE)
         x = spin(SLOW_MS, x);
     return down(x + here[x % sizeof here]) ^ here[(x >> 7) % sizeof here];
 }
