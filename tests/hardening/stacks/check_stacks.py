@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -48,9 +49,11 @@ def finish():
 
 def host_env(interval, with_agent=True, extra=None):
     """The host's environment: the agent preloaded (text exporter, debug
-    lines for its counters), or not preloaded at all."""
+    lines for its counters, in a file of their own: on stderr they would
+    cut into the host's own report), or not preloaded at all."""
     env = stackdump.agent_run_env(lib, tmp)
     env["SPLUNK_PROFILER_CALL_STACK_INTERVAL"] = str(interval)
+    env["STACKSHOT_LOG_FILE"] = os.path.join(tmp, "agent.%p.log")
     if not with_agent:
         for k in ("LD_PRELOAD", "SPLUNK_PROFILER_ENABLED"):
             env.pop(k, None)
@@ -64,8 +67,16 @@ def rounds_of(pid):
 
 
 def host_text(err):
-    """stderr without the agent's own lines"""
+    """stderr without the agent's own lines (none expected there)"""
     return "\n".join(l for l in err.splitlines() if not l.startswith("stackshot:"))
+
+
+def agent_log(pid):
+    try:
+        with open(os.path.join(tmp, "agent.%d.log" % pid), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def exit_text(rc):
@@ -126,9 +137,10 @@ def go_http():
         print("the server's stderr, first lines:\n" + "\n".join(said.splitlines()[:12]))
     if not agent or failures:
         return
-    c = stackdump.debug_counters(err)
+    log = agent_log(srv.pid)
+    c = stackdump.debug_counters(log)
     print("native sampler counters: %s" % c)
-    if check(c is not None, "no debug line of the native sampler: %s" % err[-1500:]):
+    if check(c is not None, "no debug line of the native sampler: %s" % log[-1500:]):
         check(c["signalled"] > 0, "no stack taken by signal: %s" % c)
     rounds = rounds_of(srv.pid)
     # every round lists the server's threads, Go runtime frames named; and
@@ -160,7 +172,7 @@ def overflow(run_host, expect, name, source):
     print("agent: %s, stderr: %s" % (exit_text(p.returncode), host_text(p.stderr)[-600:]))
     bad = expect(p)
     check(bad is None, "with the agent: %s" % bad)
-    check("stackshot: started" in p.stderr, "the agent did not start")
+    check("stackshot: started" in agent_log(p.pid), "the agent did not start: %r" % agent_log(p.pid)[-600:])
     rounds, hits = sampled(p.pid, name, source)
     # signals went to the thread while it went down (or the test proves nothing)
     check(hits >= 3, "thread %r sampled running in %s in %d rounds" % (name, source, hits))
@@ -174,12 +186,16 @@ def rust_binary():
     os.makedirs(tmp, exist_ok=True)
     exe = os.path.join(os.path.dirname(os.path.abspath(tmp)), "ss_rust_overflow")
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(program):
-        part = "%s.%d" % (exe, os.getpid())  # the two rust cases may build at once
+        # the two rust cases may build at once: each in a folder of its own
+        # (rustc names its intermediate files after the output's stem)
+        work = tempfile.mkdtemp(prefix="rustc.", dir=os.path.dirname(exe))
+        part = os.path.join(work, "ss_rust_overflow")
         r = subprocess.run([rustc, "-O", "-g", "-o", part, program], capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stderr)
             sys.exit(1)
         os.replace(part, exe)
+        shutil.rmtree(work, ignore_errors=True)
     return exe
 
 
