@@ -83,13 +83,24 @@ def exit_text(rc):
     return "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
 
 
-def sampled(pid, name, source):
-    """rounds of the host, and how many list thread `name` running in a
-    function of `source` (caught by signal)"""
-    rounds = rounds_of(pid)
-    hits = sum(1 for r in rounds for t in r
+def sampled_in(rounds, name, source):
+    """how many rounds list thread `name` running in a function of `source`
+    (caught by signal)"""
+    return sum(1 for r in rounds for t in r
                if t["name"] == name and t["state"] == "RUNNABLE"
                and any(f == source for _, f, _ in t["frames"]))
+
+
+def started(pid):
+    """the C host and the Rust overflow start once the agent wrote 2 rounds"""
+    wait_rounds(pid, lambda r: len(r) >= 2)
+
+
+def sampled(pid, name, source):
+    """rounds of the host, and how many list thread `name` running in a
+    function of `source`"""
+    rounds = rounds_of(pid)
+    hits = sampled_in(rounds, name, source)
     print("%d rounds, thread %r running in %s in %d" % (len(rounds), name, source, hits))
     return rounds, hits
 
@@ -199,10 +210,30 @@ def rust_binary():
     return exe
 
 
-def _run(cmd, with_agent, interval, timeout):
-    """(CompletedProcess, pid) of the host, run with or without the agent"""
+def wait_rounds(pid, enough, limit=60):
+    """the host's rounds once enough(rounds) is true, or after limit
+    seconds (a loaded machine may take long over the first round: the
+    agent reads the host's debug information then)"""
+    end = time.monotonic() + limit
+    while True:
+        rounds = rounds_of(pid)
+        if enough(rounds) or time.monotonic() > end:
+            return rounds
+        time.sleep(0.1)
+
+
+def _run(cmd, with_agent, interval, timeout, go=None):
+    """(CompletedProcess, pid) of the host, run with or without the agent.
+    go(pid), with the agent: returns when the host may go on, which it
+    learns from the end of its stdin (without go, stdin is empty)."""
     p = subprocess.Popen(cmd, env=host_env(interval, with_agent), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.PIPE if go else subprocess.DEVNULL)
+    if go:
+        if with_agent:
+            go(p.pid)
+        p.stdin.close()
+        p.stdin = None  # (communicate() would flush it)
     out, err = p.communicate(timeout=timeout)
     print("$ %s%s" % (" ".join(os.path.basename(c) for c in cmd), "" if with_agent else " (no agent)"))
     return subprocess.CompletedProcess(cmd, p.returncode, out, err), p.pid
@@ -212,7 +243,7 @@ def rust_overflow():
     exe = rust_binary()
 
     def host(with_agent):
-        p, pid = _run([exe, "overflow"], with_agent, 20, 120)
+        p, pid = _run([exe, "overflow"], with_agent, 20, 120, started)
         p.pid = pid
         return p
 
@@ -228,7 +259,9 @@ def rust_overflow():
 
 def rust_work():
     exe = rust_binary()
-    p, pid = _run([exe, "work", "1500"], agent, 20, 120)
+    def worked(pid):
+        wait_rounds(pid, lambda r: sampled_in(r, "worker", "overflow.rs") >= 5)
+    p, pid = _run([exe, "work"], agent, 20, 120, worked)
     print("%s: %s %s" % (exit_text(p.returncode), p.stdout.strip(), host_text(p.stderr)[-600:]))
     check(p.returncode == 0 and "work: done" in p.stdout,
           "%s: %r %r" % (exit_text(p.returncode), p.stdout, host_text(p.stderr)[-600:]))
@@ -239,7 +272,7 @@ def rust_work():
 
 def c_overflow():
     def host(with_agent):
-        p, pid = _run([program, "overflow"], with_agent, 20, 120)
+        p, pid = _run([program, "overflow"], with_agent, 20, 120, started)
         p.pid = pid
         return p
 
@@ -254,7 +287,7 @@ def c_overflow():
 
 
 def c_keep():
-    p, pid = _run([program, "keep", "3000"], agent, 20, 120)
+    p, pid = _run([program, "keep", "3000"], agent, 20, 120, started)
     print("%s: %s %s" % (exit_text(p.returncode), p.stdout.strip(), host_text(p.stderr)[-600:]))
     check(p.returncode == 0 and "stack_host: keep ok" in p.stdout,
           "%s: %r %r" % (exit_text(p.returncode), p.stdout, host_text(p.stderr)[-600:]))

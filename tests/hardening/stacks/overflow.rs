@@ -7,11 +7,18 @@
 // nearly full stack itself faults in the guard page where the kernel
 // cannot report it: the process dies of a plain SIGSEGV, silently.
 //
-// usage: overflow overflow   a thread named "deep" (256 KiB stack)
+// usage: overflow overflow   once a line (or end of file) is read from
+//                            stdin, a thread named "deep" (256 KiB stack)
 //                            recurses until its stack overflows (Rust
 //                            aborts); its last 16 KiB go slowly
-//        overflow work MS    a thread named "worker" computes for MS ms
-//                            (recursion that stays shallow), then exits 0
+//        overflow work       a thread named "worker" computes (recursion
+//                            that stays shallow) until stdin ends, then
+//                            the program exits 0
+// (stdin: the test starts and stops the work when the agent is sampling,
+// however slowly a loaded machine lets it start)
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -100,6 +107,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(|s| s.as_str()) {
         Some("overflow") => {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
             println!("overflow: start");
             let t = thread::Builder::new()
                 .name("deep".into())
@@ -111,24 +120,27 @@ fn main() {
             println!("overflow: thread returned {}", r.is_ok());
         }
         Some("work") => {
-            let ms: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+            let stop = Arc::new(AtomicBool::new(false));
+            let seen = stop.clone();
             let t = thread::Builder::new()
                 .name("worker".into())
                 .spawn(move || {
-                    let end = Instant::now() + Duration::from_millis(ms);
                     let (mut acc, mut n) = (0u64, 0u64);
-                    while Instant::now() < end {
+                    while !seen.load(Ordering::Relaxed) {
                         acc ^= shallow(64, n);
                         n += 1;
                     }
                     (acc, n)
                 })
                 .expect("spawn");
+            let mut rest = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut rest);
+            stop.store(true, Ordering::Relaxed);
             let (acc, n) = t.join().expect("worker");
             println!("work: done {} rounds {:x}", n, acc);
         }
         _ => {
-            eprintln!("usage: overflow overflow | work MS");
+            eprintln!("usage: overflow overflow | work");
             std::process::exit(2);
         }
     }

@@ -10,7 +10,9 @@
  * sends a SIGSEGV of its own (si_code SI_KERNEL, no address), which the
  * host cannot tell from any other crash.
  *
- * usage: stack_host overflow   thread "deep" (256 KiB stack, its own
+ * usage: stack_host overflow   once a line (or end of file) is read from
+ *                              stdin (the test waits for the agent's first
+ *                              round), thread "deep" (256 KiB stack, its own
  *                              64 KiB sigaltstack) recurses until it
  *                              overflows; its last 16 KiB go slowly (a
  *                              server working with its stack nearly
@@ -18,7 +20,8 @@
  *                              stack overflow caught in thread deep ..."
  *                              and exits 42; any other SIGSEGV: "stack_host:
  *                              SIGSEGV outside the guard page ..." and 43.
- *        stack_host keep MS    the main thread and thread "keeper" each set
+ *        stack_host keep MS    once a line (or end of file) is read from
+ *                              stdin, the main thread and thread "keeper" each set
  *                              their own sigaltstack, then work for MS ms
  *                              checking all along (sigaltstack(NULL, &ss))
  *                              that it is still theirs; "keeper" forks
@@ -166,6 +169,9 @@ static int overflow(void) {
         perror("stack_host: sigaction");
         return 1;
     }
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        line[0] = 0; /* end of file: go too */
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setstacksize(&a, DEEP_STACK);
@@ -253,6 +259,9 @@ static int keep(double ms) {
         perror("stack_host: sigaction");
         return 1;
     }
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        line[0] = 0; /* end of file: go too */
     struct keeper main_k = {.name = "main", .ms = ms},
                   thr_k = {.name = "keeper", .ms = ms, .fork_midway = true};
     pthread_t t;
