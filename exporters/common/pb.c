@@ -54,6 +54,16 @@ void pb_fixed64(ss_buf *b, uint32_t field, uint64_t v) {
     ss_buf_append(b, le, 8);
 }
 
+void pb_fixed32_nz(ss_buf *b, uint32_t field, uint32_t v) {
+    if (!v)
+        return;
+    pb_tag(b, field, PB_I32);
+    uint8_t le[4];
+    for (int i = 0; i < 4; i++)
+        le[i] = (uint8_t)(v >> (8 * i));
+    ss_buf_append(b, le, 4);
+}
+
 void pb_fixed64_nz(ss_buf *b, uint32_t field, uint64_t v) {
     if (v)
         pb_fixed64(b, field, v);

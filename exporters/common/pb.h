@@ -29,6 +29,7 @@ void pb_uint_nz(ss_buf *b, uint32_t field, uint64_t v);
 void pb_sint_as_int(ss_buf *b, uint32_t field, int64_t v); /* int64 (two's complement) */
 void pb_fixed64(ss_buf *b, uint32_t field, uint64_t v);
 void pb_fixed64_nz(ss_buf *b, uint32_t field, uint64_t v);
+void pb_fixed32_nz(ss_buf *b, uint32_t field, uint32_t v); /* fixed32, skip 0 */
 void pb_bytes(ss_buf *b, uint32_t field, const void *p, size_t n);
 void pb_string(ss_buf *b, uint32_t field, const char *s);
 void pb_string_nz(ss_buf *b, uint32_t field, const char *s); /* skip "" */

@@ -23,7 +23,7 @@ enum {
     REQ_RESOURCE_LOGS = 1,
     RL_RESOURCE = 1, RL_SCOPE_LOGS = 2,
     SL_SCOPE = 1, SL_LOG_RECORDS = 2,
-    LR_TIME = 1, LR_BODY = 5, LR_ATTRIBUTES = 6, LR_TRACE_ID = 9, LR_SPAN_ID = 10,
+    LR_TIME = 1, LR_BODY = 5, LR_ATTRIBUTES = 6, LR_FLAGS = 8, LR_TRACE_ID = 9, LR_SPAN_ID = 10,
     LR_OBSERVED_TIME = 11, LR_EVENT_NAME = 12,
 };
 
@@ -96,6 +96,8 @@ static void put_record(ss_buf *out, ss_logs_encoder *e, const ss_round *r,
     const char *state = ss_thread_state_name(t->state);
     ss_otlp_put_kv_str(out, LR_ATTRIBUTES, "thread.state", state, strlen(state));
     if (t->has_span) {
+        /* LogRecord.flags: bits 0-7 are the W3C trace flags (sampled) */
+        pb_fixed32_nz(out, LR_FLAGS, t->trace_flags);
         pb_bytes(out, LR_TRACE_ID, t->trace_id, 16);
         pb_bytes(out, LR_SPAN_ID, t->span_id, 8);
     }

@@ -125,10 +125,12 @@ def decode(body):
             for n3, lr in fields(sl):
                 if n3 != 2:
                     continue
-                r = {'time': 0, 'trace': None, 'span': None, 'name': None}
+                r = {'time': 0, 'trace': None, 'span': None, 'name': None, 'flags': 0}
                 for f, val in fields(lr):
                     if f == 1:
                         r['time'] = val
+                    elif f == 8:
+                        r['flags'] = val
                     elif f == 9:
                         r['trace'] = val.hex()
                     elif f == 10:
@@ -264,6 +266,18 @@ for name, kind in sorted(kinds.items()):
         print('%s: %d records, %d with ids' % (name, len(rs), len(marked)))
         if len(rs) < 5 or marked:
             fail('%s: %d records, %d with ids (expected none)' % (name, len(rs), len(marked)))
+# LogRecord.flags carries the span's W3C trace flags: app-busy-0 and
+# agent-busy-0 make sampled spans (TraceFlags.getSampled()), app-busy-1
+# unsampled ones (getDefault()); a record without ids has no flags
+for name, want in (('app-busy-0', 1), ('agent-busy-0', 1), ('app-busy-1', 0)):
+    marked = [r for r in by.get(name, []) if r['span']]
+    bad = [r['flags'] for r in marked if r['flags'] != want]
+    print('%s: %d records with ids, flags %s' % (name, len(marked), sorted({r['flags'] for r in marked})))
+    if not marked or bad:
+        fail('%s: trace flags %s, expected %d on every record with ids' % (name, sorted(set(bad)), want))
+unmarked = [r for r in records if not r['span'] and r['flags']]
+if unmarked:
+    fail('%d records without ids carry trace flags' % len(unmarked))
 vts = [n for n in kinds if n.startswith('vt-')]
 if major >= 21 and len(vts) != 2:
     fail('JDK %d: expected 2 virtual threads, host ran %d' % (major, len(vts)))
