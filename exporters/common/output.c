@@ -213,3 +213,77 @@ int ss_write_all(int fd, const void *buf, size_t len) {
     }
     return 0;
 }
+
+/* ---- files kept open across writes ---------------------------------- */
+
+static atomic_uint_fast64_t reopened;
+static atomic_bool reopen_told;
+
+uint64_t ss_output_reopened(void) { return atomic_load(&reopened); }
+
+void ss_output_file_init(ss_output_file *f, const char *dir, const char *name, bool append) {
+    memset(f, 0, sizeof *f);
+    f->kept.fd = -1;
+    snprintf(f->dir, sizeof f->dir, "%s", dir);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->append = append;
+}
+
+/* The descriptor to write the next chunk to: the kept one while it is
+ * still our file, else the file opened again (appending: what was
+ * written before is in it). -errno when it cannot be opened. */
+static int output_fd(ss_output_file *f) {
+    int fd = ss_kept_fd_get(&f->kept);
+    if (fd >= 0)
+        return fd;
+    bool reopen = f->opened;
+    if (reopen) {
+        atomic_fetch_add(&reopened, 1);
+        f->reopens++;
+        /* the host's doing, and it may do it again every round */
+        ss_log(atomic_exchange(&reopen_told, true) ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "output file %s/%s: its descriptor was closed by the host (the number may "
+               "name a file of the host's now: not touched); opening the file again",
+               f->dir, f->name);
+    }
+    fd = ss_output_open(f->dir, f->name, reopen || f->append);
+    if (fd < 0)
+        return fd;
+    int rc = ss_kept_fd_adopt(&f->kept, fd);
+    if (rc != 0)
+        return rc;
+    f->opened = true;
+    return fd;
+}
+
+int ss_output_file_write(ss_output_file *f, const void *buf, size_t len) {
+    const char *p = buf;
+    int lost_mid_write = 0;
+    do {
+        /* a chunk at a time, each after the check: a host that closes our
+         * descriptor mid-write gets none of what follows */
+        int fd = output_fd(f);
+        if (fd < 0)
+            return fd;
+        size_t n = len < SS_OUTPUT_CHUNK ? len : SS_OUTPUT_CHUNK;
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int err = errno;
+            if (err == EBADF) {
+                /* closed between the check and the write: the number is
+                 * free or the host's, open ours again (a few times) */
+                ss_kept_fd_forget(&f->kept);
+                if (++lost_mid_write <= 3)
+                    continue;
+            }
+            return -err;
+        }
+        p += w;
+        len -= (size_t)w;
+    } while (len);
+    return 0;
+}
+
+void ss_output_file_close(ss_output_file *f) { ss_kept_fd_close(&f->kept); }
