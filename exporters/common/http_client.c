@@ -110,6 +110,9 @@ static char *dup_or_null(const char *s, bool *failed) {
 /* ---- descriptors the host may take back --------------------------------- */
 
 static _Atomic uint64_t abandoned; /* multi handles abandoned, all clients */
+/* kept reachable: left alone on purpose, not leaked */
+static CURLM *_Atomic abandoned_multi[SS_HTTP_ABANDON_MAX];
+static CURL *_Atomic abandoned_easy[SS_HTTP_ABANDON_MAX];
 
 /* The descriptors open now (sockets, pipes, anonymous inodes: what
  * libcurl's wakeup may be), each with its identity; how many. */
@@ -210,16 +213,13 @@ static bool descriptors_ours(ss_http_client *c) {
 
 /* Leave the multi and easy handles as they are, for ever (cleaning them
  * up would close, and with TLS write to, numbers that are the host's
- * now), and make fresh ones. 0, or -EMFILE when too many were abandoned
- * already or -ENOMEM. */
-static int abandon(ss_http_client *c) {
+ * now): kept reachable, forgotten by c. How many were left so far. */
+static uint64_t leave(ss_http_client *c) {
     uint64_t n = atomic_fetch_add(&abandoned, 1) + 1;
-    ss_log(n == 1 ? SS_LOG_WARN : SS_LOG_DEBUG,
-           "http: the host closed descriptors of an HTTP connection (their numbers may name "
-           "files of the host's now: not touched); connecting afresh (%llu times so far, "
-           "at most %d)",
-           (unsigned long long)n, SS_HTTP_ABANDON_MAX);
-    pthread_mutex_lock(&c->wake_mu);
+    if (n <= SS_HTTP_ABANDON_MAX) {
+        atomic_store(&abandoned_multi[n - 1], c->multi);
+        atomic_store(&abandoned_easy[n - 1], c->easy);
+    }
     for (int i = 0; i < WAKE_FDS; i++)
         ss_kept_fd_forget(&c->wake[i]);
     for (int i = 0; i < KEPT_SOCKS; i++)
@@ -227,6 +227,14 @@ static int abandon(ss_http_client *c) {
     c->lost = false;
     c->multi = NULL;
     c->easy = NULL;
+    return n;
+}
+
+/* The handles left (leave), and fresh ones made. 0, or -EMFILE when too
+ * many were left already, or -ENOMEM. */
+static int abandon(ss_http_client *c) {
+    pthread_mutex_lock(&c->wake_mu);
+    uint64_t n = leave(c);
     int rc = 0;
     if (n > SS_HTTP_ABANDON_MAX) {
         c->refused = true;
@@ -240,6 +248,11 @@ static int abandon(ss_http_client *c) {
             rc = -ENOMEM;
     }
     pthread_mutex_unlock(&c->wake_mu);
+    ss_log(n == 1 ? SS_LOG_WARN : SS_LOG_DEBUG,
+           "http: the host closed descriptors of an HTTP connection (their numbers may name "
+           "files of the host's now: not touched); connecting afresh (%llu times so far, "
+           "at most %d)",
+           (unsigned long long)n, SS_HTTP_ABANDON_MAX);
     if (n == SS_HTTP_ABANDON_MAX + 1)
         ss_error("http: the host took the agent's HTTP descriptors over %d times; this "
                  "exporter's HTTP calls stop (each would fail)",
@@ -277,11 +290,8 @@ ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
 void ss_http_client_free(ss_http_client *c) {
     if (!c)
         return;
-    if (!descriptors_ours(c)) {
-        /* cleanup would close the host's numbers: left as they are */
-        c->easy = NULL;
-        c->multi = NULL;
-    }
+    if (c->multi && !descriptors_ours(c))
+        leave(c); /* cleanup would close the host's numbers: left as they are */
     if (c->easy)
         curl_easy_cleanup(c->easy);
     if (c->multi)

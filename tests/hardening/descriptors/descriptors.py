@@ -149,7 +149,8 @@ def main():
 
     check(res.returncode == 0, "the host's 32 files and 4 socket pairs hold only its own bytes (host exit %s)"
           % res.returncode)
-    check(not re.search(r"AddressSanitizer|runtime error", res.stderr), "no sanitizer report")
+    check(not re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:", res.stderr),
+          "no sanitizer report")
     pids = [int(p) for p in re.findall(r"pid (\d+) \w+: \d+ rounds taken", res.stderr)]
     pid = pids[0] if pids else -1
     acc = accounting(res.stderr, pid)
