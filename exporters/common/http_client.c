@@ -141,7 +141,7 @@ static int open_descriptors(ss_kept_fd *out, int max) {
  * socket at the same instant may be taken for one: then it is only ever
  * checked, never used or closed by us. */
 static CURLM *multi_new(ss_http_client *c) {
-    enum { MAX_SEEN = 512 };
+    enum { MAX_SEEN = 4096 }; /* a host with more open leaves the wakeup pair unchecked */
     ss_kept_fd *before = malloc(2 * MAX_SEEN * sizeof *before);
     ss_kept_fd *after = before ? before + MAX_SEEN : NULL;
     int nb = before ? open_descriptors(before, MAX_SEEN) : 0;
