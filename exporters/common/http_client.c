@@ -32,8 +32,8 @@
 #include "../../agent/kept_fd.h"
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,6 +43,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,24 +115,40 @@ static _Atomic uint64_t abandoned; /* multi handles abandoned, all clients */
 static CURLM *_Atomic abandoned_multi[SS_HTTP_ABANDON_MAX];
 static CURL *_Atomic abandoned_easy[SS_HTTP_ABANDON_MAX];
 
+struct dirent64_rec {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
 /* The descriptors open now (sockets, pipes, anonymous inodes: what
- * libcurl's wakeup may be), each with its identity; how many. */
+ * libcurl's wakeup may be), each with its identity; how many. The
+ * listing's own descriptor is closed only while still ours (no
+ * closedir: the host may close everything between our open and close). */
 static int open_descriptors(ss_kept_fd *out, int max) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
+    ss_kept_fd dir;
+    if (ss_kept_fd_adopt(&dir, open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != 0)
         return 0;
     int n = 0;
-    struct dirent *e;
-    while (n < max && (e = readdir(d)) != NULL) {
-        char *end;
-        long fd = strtol(e->d_name, &end, 10);
-        struct stat st;
-        if (*end || end == e->d_name || fd < 3 || fd == dirfd(d) || fstat((int)fd, &st) != 0 ||
-            S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
-            continue;
-        out[n++] = (ss_kept_fd){(int)fd, st.st_dev, st.st_ino};
+    char buf[4096];
+    long got;
+    while (n < max && ss_kept_fd_get(&dir) >= 0 &&
+           (got = syscall(SYS_getdents64, dir.fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && n < max;) {
+            const struct dirent64_rec *e = (const struct dirent64_rec *)(buf + off);
+            off += e->d_reclen;
+            char *end;
+            long fd = strtol(e->d_name, &end, 10);
+            struct stat st;
+            if (*end || end == e->d_name || fd < 3 || fd == dir.fd ||
+                fstat((int)fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+                continue;
+            out[n++] = (ss_kept_fd){(int)fd, st.st_dev, st.st_ino};
+        }
     }
-    closedir(d);
+    ss_kept_fd_close(&dir);
     return n;
 }
 

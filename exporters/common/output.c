@@ -108,9 +108,18 @@ static int make_dirs(const char *dir) {
     return 0;
 }
 
+/* Close a descriptor this file opened moments ago, if it is still what
+ * was opened: the host may close every descriptor and get the number back
+ * at any moment, even between our open and our close. */
+static void close_opened(int fd, const struct stat *st) {
+    ss_kept_fd k = {fd, st->st_dev, st->st_ino};
+    ss_kept_fd_close(&k);
+}
+
 /* The output directory itself, never through a symlink (O_NOFOLLOW on the
- * last component; O_DIRECTORY refuses anything else), owned by us. */
-static int open_dir(const char *dir) {
+ * last component; O_DIRECTORY refuses anything else), owned by us; *st
+ * what was opened. */
+static int open_dir(const char *dir, struct stat *st) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         int err = errno;
@@ -122,13 +131,16 @@ static int open_dir(const char *dir) {
         /* O_NOFOLLOW|O_DIRECTORY on a link says ENOTDIR: a link is ELOOP */
         return link ? -ELOOP : -err;
     }
-    struct stat st;
-    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
-        close(dfd);
+    if (fstat(dfd, st) != 0) {
+        close(dfd); /* cannot be: just opened */
+        return -EIO;
+    }
+    if (st->st_uid != geteuid()) {
+        close_opened(dfd, st);
         refuse("output directory %s is owned by uid %u, not by this process's user "
                "(uid %u); not writing there (a %%u in STACKSHOT_OUTPUT_DIR gives each "
                "user its own)",
-               dir, (unsigned)st.st_uid, (unsigned)geteuid());
+               dir, (unsigned)st->st_uid, (unsigned)geteuid());
         return -EPERM;
     }
     return dfd;
@@ -137,10 +149,11 @@ static int open_dir(const char *dir) {
 /* A file we may write: a regular file of ours with no other name (a hard
  * link planted to another file would make us overwrite it), mode 0600
  * even when it existed before with another mode. */
-static int check_file(int fd, const char *dir, const char *name) {
+static int check_file(int fd, const char *dir, const char *name, struct stat *out) {
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
+    *out = st;
     if (!S_ISREG(st.st_mode)) {
         refuse("%s/%s is not a regular file; not writing to it", dir, name);
         return -EINVAL;
@@ -159,7 +172,9 @@ static int check_file(int fd, const char *dir, const char *name) {
     return 0;
 }
 
-int ss_output_open(const char *tmpl, const char *name, bool append) {
+/* ss_output_open, with the identity of what was opened in *kept (taken
+ * by the same fstat that checked the file). */
+static int output_open(const char *tmpl, const char *name, bool append, ss_kept_fd *kept) {
     char dir[1100];
     int rc = ss_output_dir_expand(tmpl, dir, sizeof dir);
     if (rc != 0) {
@@ -173,7 +188,8 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
                dir_problem(dir, -rc, why, sizeof why));
         return rc;
     }
-    int dfd = open_dir(dir);
+    struct stat dst, st = {0};
+    int dfd = open_dir(dir, &dst);
     if (dfd < 0)
         return dfd;
     /* No O_TRUNC yet: a file that fails check_file must stay untouched. */
@@ -181,7 +197,7 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
                 (append ? O_APPEND : 0);
     int fd = openat(dfd, name, flags, 0600);
     rc = fd < 0 ? -errno : 0;
-    close(dfd);
+    close_opened(dfd, &dst);
     if (fd < 0) {
         if (rc == -ELOOP)
             refuse("%s/%s is a symbolic link; not following it, not writing", dir, name);
@@ -189,14 +205,23 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
             refuse("cannot open %s/%s: %s", dir, name, strerror(-rc));
         return rc;
     }
-    rc = check_file(fd, dir, name);
+    rc = check_file(fd, dir, name, &st);
     if (rc == 0 && !append && ftruncate(fd, 0) != 0)
         rc = -errno;
     if (rc != 0) {
-        close(fd);
+        if (st.st_ino)
+            close_opened(fd, &st);
+        else
+            close(fd); /* fstat failed: cannot be, just opened */
         return rc;
     }
+    *kept = (ss_kept_fd){fd, st.st_dev, st.st_ino};
     return fd;
+}
+
+int ss_output_open(const char *tmpl, const char *name, bool append) {
+    ss_kept_fd k;
+    return output_open(tmpl, name, append, &k);
 }
 
 int ss_write_all(int fd, const void *buf, size_t len) {
@@ -246,12 +271,9 @@ static int output_fd(ss_output_file *f) {
                "name a file of the host's now: not touched); opening the file again",
                f->dir, f->name);
     }
-    fd = ss_output_open(f->dir, f->name, reopen || f->append);
+    fd = output_open(f->dir, f->name, reopen || f->append, &f->kept);
     if (fd < 0)
         return fd;
-    int rc = ss_kept_fd_adopt(&f->kept, fd);
-    if (rc != 0)
-        return rc;
     f->opened = true;
     return fd;
 }

@@ -13,7 +13,8 @@
  *       repeat   after 150 ms, then again every 400 ms (its own files too,
  *                opened again and written on) but for the last second
  *       takeaway after 150 ms (once the agent's output directory,
- *                $STACKSHOT_OUTPUT_DIR, exists) moves that directory to
+ *                $STACKSHOT_OUTPUT_DIR, exists, and the file SS_WAIT_FILE
+ *                names in it) moves that directory to
  *                <it>.gone, puts a regular file at its name, then closes:
  *                the agent cannot open its file again, and every later
  *                round of a file exporter is lost
@@ -167,8 +168,10 @@ static void take_output_dir_away(void) {
     char gone[600];
     snprintf(gone, sizeof gone, "%s.gone", dir ? dir : "");
     int fd = -1;
-    /* the agent creates it at its first write */
-    for (int i = 0; dir && i < 1000 && access(dir, F_OK) != 0; i++)
+    /* the agent creates it at its first write: its file, then */
+    const char *wf = getenv("SS_WAIT_FILE");
+    for (int i = 0; dir && i < 1000 && (wf && *wf ? !has_output_file(wf) : access(dir, F_OK) != 0);
+         i++)
         sleep_ms(10);
     if (!dir || rename(dir, gone) != 0 ||
         (fd = open(dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
