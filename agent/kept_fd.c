@@ -29,6 +29,8 @@ static bool still_ours(const ss_kept_fd *k) {
     return fstat(k->fd, &st) == 0 && st.st_dev == k->dev && st.st_ino == k->ino;
 }
 
+bool ss_kept_fd_is_ours(const ss_kept_fd *k) { return k->fd >= 0 && still_ours(k); }
+
 int ss_kept_fd_get(ss_kept_fd *k) {
     if (k->fd < 0)
         return -1;

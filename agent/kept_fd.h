@@ -39,6 +39,9 @@ int ss_kept_fd_adopt(ss_kept_fd *k, int fd);
  * names something else is forgotten (k becomes none, nothing is closed)
  * and counted. */
 int ss_kept_fd_get(ss_kept_fd *k);
+/* Whether k still names what was kept, changing nothing (for a thread
+ * other than k's owner: k is only read). */
+bool ss_kept_fd_is_ours(const ss_kept_fd *k);
 /* Closes it if it is still what was kept; forgets it either way. */
 void ss_kept_fd_close(ss_kept_fd *k);
 /* Forget without closing (a forked child's copy of a parent's

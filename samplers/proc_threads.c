@@ -4,16 +4,30 @@
  * with pread on a descriptor kept open for the threads the sampler reads
  * every round (ss_task_files), or open/read/close when none is kept.
  *
- * Kept descriptors are a guest's use of the host's descriptor table, so:
+ * Kept descriptors are a guest's use of the host's descriptor table, and
+ * the host may close every descriptor >= 3 at any moment and get the
+ * numbers back for files and sockets of its own, so:
  *   - at most ss_proc_fd_budget() of them (an eighth of the soft
  *     RLIMIT_NOFILE, at most 4096), all O_CLOEXEC;
- *   - each is remembered with its inode and checked before it is closed:
- *     a host that closed it and got the number again for a file of its
- *     own keeps that file;
- *   - every one is in a small set, so a forked child closes the copies it
- *     inherited (they name the parent's threads) before the host's code
- *     runs again (ss_proc_close_all from the at-fork child handler). */
+ *   - reads are pread only: on a host's regular file it moves no offset,
+ *     on a pipe, socket, terminal, eventfd... it fails with ESPIPE (a
+ *     read() there would steal the host's data);
+ *   - what a kept descriptor reads is checked to be the file it was
+ *     opened on before it is used ("<tid> (" for stat, the shapes of
+ *     syscall and io): free, where an identity check (fstat) per read
+ *     would cost one more system call per file per thread per round (see
+ *     docs/safety/descriptors.md for the figures). A read that fails or
+ *     does not look right is followed by the identity check (ss_kept_fd:
+ *     device and inode): not ours any more, the number is forgotten,
+ *     never closed, and the file opened again;
+ *   - every close, of a kept descriptor or of a one-shot one, comes after
+ *     the identity check: a number that is the host's now is never closed;
+ *   - every kept one is in a small set, so a forked child closes the
+ *     copies it inherited (they name the parent's threads) before the
+ *     host's code runs again (ss_proc_close_all from the at-fork child
+ *     handler), each after the same check. */
 #include "proc_threads.h"
+#include "../agent/kept_fd.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,10 +45,11 @@ static const char *const task_file_names[SS_TASK_FILES] = {"stat", "syscall", "i
 
 /* ---- the set of kept descriptors ----------------------------------- */
 
-/* Open addressing over fd numbers (-1 empty), linear probing, deletion
- * by backward shift. Used by the sampler thread only (and a forked child's
- * at-fork handler, when no other thread exists). */
-static int *kept_set;
+/* Open addressing over fd numbers (fd -1: empty), linear probing,
+ * deletion by backward shift; each entry with the identity it was opened
+ * on. Used by the sampler thread only (and a forked child's at-fork
+ * handler, when no other thread exists). */
+static ss_kept_fd *kept_set;
 static uint32_t kept_mask; /* capacity - 1; 0 with no table */
 static uint32_t kept_n;
 static uint32_t budget;
@@ -52,7 +67,7 @@ uint32_t ss_proc_fd_budget(void) {
 
 uint32_t ss_proc_fds_kept(void) { return kept_n; }
 
-static bool kept_add(int fd) {
+static bool kept_add(const ss_kept_fd *k) {
     if (kept_n >= ss_proc_fd_budget())
         return false;
     if (!kept_set) {
@@ -62,13 +77,14 @@ static bool kept_add(int fd) {
         kept_set = malloc(cap * sizeof *kept_set);
         if (!kept_set)
             return false;
-        memset(kept_set, 0xff, cap * sizeof *kept_set);
+        for (uint32_t i = 0; i < cap; i++)
+            kept_set[i].fd = -1;
         kept_mask = cap - 1;
     }
-    uint32_t i = (uint32_t)fd * 2654435761u & kept_mask;
-    while (kept_set[i] >= 0)
+    uint32_t i = (uint32_t)k->fd * 2654435761u & kept_mask;
+    while (kept_set[i].fd >= 0)
         i = (i + 1) & kept_mask;
-    kept_set[i] = fd;
+    kept_set[i] = *k;
     kept_n++;
     return true;
 }
@@ -77,30 +93,28 @@ static void kept_remove(int fd) {
     if (!kept_set)
         return;
     uint32_t i = (uint32_t)fd * 2654435761u & kept_mask;
-    while (kept_set[i] != fd) {
-        if (kept_set[i] < 0)
+    while (kept_set[i].fd != fd) {
+        if (kept_set[i].fd < 0)
             return;
         i = (i + 1) & kept_mask;
     }
     kept_n--;
     /* backward shift: later entries of the probe run move up */
-    for (uint32_t j = (i + 1) & kept_mask; kept_set[j] >= 0; j = (j + 1) & kept_mask) {
-        uint32_t home = (uint32_t)kept_set[j] * 2654435761u & kept_mask;
+    for (uint32_t j = (i + 1) & kept_mask; kept_set[j].fd >= 0; j = (j + 1) & kept_mask) {
+        uint32_t home = (uint32_t)kept_set[j].fd * 2654435761u & kept_mask;
         if (((j - home) & kept_mask) >= ((j - i) & kept_mask)) {
             kept_set[i] = kept_set[j];
             i = j;
         }
     }
-    kept_set[i] = -1;
+    kept_set[i].fd = -1;
 }
 
 void ss_proc_close_all(void) {
     if (kept_set)
         for (uint32_t i = 0; i <= kept_mask; i++)
-            if (kept_set[i] >= 0) {
-                close(kept_set[i]);
-                kept_set[i] = -1;
-            }
+            if (kept_set[i].fd >= 0)
+                ss_kept_fd_close(&kept_set[i]); /* only what is still ours */
     kept_n = 0;
     generation++;
 }
@@ -113,59 +127,59 @@ static void files_fresh(ss_task_files *f) {
     f->gen = generation;
 }
 
-static uint64_t inode_of(int fd) {
-    struct stat st;
-    return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+static ss_kept_fd kept_of(const ss_task_files *f, int which) {
+    return (ss_kept_fd){f->fd[which], (dev_t)f->dev[which], (ino_t)f->ino[which]};
 }
 
 void ss_task_files_close(ss_task_files *f) {
     if (f->gen != generation)
         return;
     for (int i = 0; i < SS_TASK_FILES; i++) {
-        int fd = f->fd[i];
-        if (fd < 0)
+        if (f->fd[i] < 0)
             continue;
+        ss_kept_fd k = kept_of(f, i);
         f->fd[i] = -1;
-        kept_remove(fd);
-        if (inode_of(fd) == f->ino[i]) /* still the file we opened */
-            close(fd);
+        kept_remove(k.fd);
+        ss_kept_fd_close(&k); /* still the file we opened, else left to the host */
     }
 }
 
 /* ---- reading ------------------------------------------------------- */
 
+/* Opened for one read; O_NONBLOCK: a FIFO found where a /proc file was
+ * expected (a host's directory at a reused number) never blocks us. */
 static int open_task_file(pid_t tid, const char *file) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
 }
 
 /* /proc/self/task kept open for the sampler's opens: "<tid>/stat" from
  * there walks two path components instead of five (about a quarter of an
- * open's cost). Sampler thread only, like the rest of the kept set. */
-static int task_dir = -1;
+ * open's cost). Sampler thread only, like the rest of the kept set. An
+ * openat through a number the host took over for a directory of its own
+ * opens nothing of ours or something the content check refuses. */
+static ss_kept_fd task_dir = SS_KEPT_FD_NONE;
 static uint32_t task_dir_gen;
 
 static int open_kept_task_file(pid_t tid, const char *file) {
-    if (task_dir_gen != generation || task_dir < 0) {
+    if (task_dir_gen != generation || task_dir.fd < 0) {
         task_dir_gen = generation;
-        task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (task_dir >= 0 && !kept_add(task_dir)) {
-            close(task_dir);
-            task_dir = -1;
-        }
+        int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (ss_kept_fd_adopt(&task_dir, dfd) == 0 && !kept_add(&task_dir))
+            ss_kept_fd_close(&task_dir);
     }
-    if (task_dir >= 0) {
+    if (task_dir.fd >= 0) {
         char rel[48];
         snprintf(rel, sizeof rel, "%d/%s", (int)tid, file);
-        int fd = openat(task_dir, rel, O_RDONLY | O_CLOEXEC);
+        int fd = openat(task_dir.fd, rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0 || (errno != ENOTDIR && errno != EBADF))
             return fd < 0 ? -errno : fd;
         /* not our directory any more (the host closed it and reused the
          * number): forget it, never close that number */
-        kept_remove(task_dir);
-        task_dir = -1;
+        kept_remove(task_dir.fd);
+        ss_kept_fd_forget(&task_dir);
     }
     return open_task_file(tid, file);
 }
@@ -189,47 +203,85 @@ static ssize_t pread_all(int fd, char *buf, size_t n) {
     return (ssize_t)len;
 }
 
-/* The first byte each file starts with: a kept descriptor that reads
- * something else was closed by the host and its number reused. */
-static bool looks_like(int which, const char *buf) {
-    char c = buf[0];
+/* Digits (at least one), then what follows them. */
+static const char *skip_digits(const char *p) {
+    const char *q = p;
+    while (*q >= '0' && *q <= '9')
+        q++;
+    return q > p ? q : NULL;
+}
+
+/* Whether buf is what /proc/self/task/<tid>/<file> reads as: the check
+ * that a kept descriptor still reads the file it was opened on (a number
+ * the host took over reads the host's data, or fails). */
+static bool looks_like(int which, pid_t tid, const char *buf) {
+    const char *p;
     switch (which) {
-    case SS_TASK_STAT: return c >= '0' && c <= '9';
-    case SS_TASK_SYSCALL: return (c >= '0' && c <= '9') || c == '-' || c == 'r';
-    default: return c == 'r'; /* io: "rchar:" */
+    case SS_TASK_STAT: {
+        /* "<tid> (<comm>) <state> ..." */
+        char want[24];
+        int n = snprintf(want, sizeof want, "%d (", (int)tid);
+        return strncmp(buf, want, (size_t)n) == 0 && strrchr(buf, ')') != NULL;
     }
+    case SS_TASK_SYSCALL:
+        /* "running", or "<nr> 0x<hex> ..." with nr -1 outside a call */
+        if (strncmp(buf, "running", 7) == 0)
+            return buf[7] == '\n' || buf[7] == '\0';
+        p = skip_digits(buf[0] == '-' ? buf + 1 : buf);
+        return p && strncmp(p, " 0x", 3) == 0;
+    default:
+        /* "rchar: <n>\nwchar: <n>\n..." */
+        return strncmp(buf, "rchar: ", 7) == 0 && (p = skip_digits(buf + 7)) != NULL &&
+               strncmp(p, "\nwchar: ", 8) == 0;
+    }
+}
+
+/* Close a descriptor opened for one read, if it is still the file opened
+ * (the host may have closed it and got the number since). */
+static void close_checked(int fd, const struct stat *opened) {
+    ss_kept_fd k = {fd, opened->st_dev, opened->st_ino};
+    ss_kept_fd_close(&k);
 }
 
 /* Read /proc/self/task/<tid>/<file> into buf: through f's kept descriptor
  * (opened and kept when the budget allows), else open/read/close. */
 static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf, size_t n) {
-    int fd = -1;
     if (f) {
         files_fresh(f);
-        fd = f->fd[which];
+        if (f->fd[which] >= 0) {
+            ssize_t len = pread_all(f->fd[which], buf, n);
+            if (len >= 0 && looks_like(which, tid, buf))
+                return len; /* the common case: no system call but the read */
+            ss_kept_fd k = kept_of(f, which);
+            if (ss_kept_fd_is_ours(&k))
+                return len < 0 ? len : -EINVAL; /* ours: the thread is gone (ESRCH) */
+            /* the host closed it (and maybe has the number now): forget
+             * it, never close that number; counted, and opened again */
+            ss_kept_fd_get(&k);
+            kept_remove(f->fd[which]);
+            f->fd[which] = -1;
+        }
     }
-    if (fd >= 0) {
-        ssize_t len = pread_all(fd, buf, n);
-        if (len >= 0 && looks_like(which, buf))
-            return len;
-        if (len < 0 && len != -EBADF && inode_of(fd) == f->ino[which])
-            return len; /* ours: the thread is gone (ESRCH) */
-        /* closed behind our back (and maybe the number reused by the
-         * host): forget it, never close that number */
-        kept_remove(fd);
-        f->fd[which] = -1;
-    }
-    fd = f ? open_kept_task_file(tid, task_file_names[which])
-           : open_task_file(tid, task_file_names[which]);
+    int fd = f ? open_kept_task_file(tid, task_file_names[which])
+               : open_task_file(tid, task_file_names[which]);
     if (fd < 0)
         return fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd); /* just opened by us: fstat cannot fail on it but for EOVERFLOW */
+        return -EIO;
+    }
     ssize_t len = pread_all(fd, buf, n);
-    if (f && len >= 0 && kept_add(fd)) {
+    if (len >= 0 && !looks_like(which, tid, buf))
+        len = -EINVAL; /* not what we asked for: never used */
+    ss_kept_fd k = {fd, st.st_dev, st.st_ino};
+    if (f && len >= 0 && kept_add(&k)) {
         f->fd[which] = fd;
-        f->ino[which] = inode_of(fd);
+        f->dev[which] = (uint64_t)st.st_dev;
+        f->ino[which] = (uint64_t)st.st_ino;
         return len;
     }
-    close(fd);
+    close_checked(fd, &st);
     return len;
 }
 
@@ -238,8 +290,13 @@ static ssize_t read_once(pid_t tid, const char *file, char *buf, size_t n) {
     int fd = open_task_file(tid, file);
     if (fd < 0)
         return fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return -EIO;
+    }
     ssize_t len = pread_all(fd, buf, n);
-    close(fd);
+    close_checked(fd, &st);
     return len;
 }
 

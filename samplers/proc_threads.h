@@ -27,7 +27,8 @@ enum { SS_TASK_STAT = 0, SS_TASK_SYSCALL, SS_TASK_IO, SS_TASK_FILES };
  * fork, or before ss_proc_close_all) from live ones. */
 typedef struct ss_task_files {
     int fd[SS_TASK_FILES];      /* valid when gen matches and fd > 0 */
-    uint64_t ino[SS_TASK_FILES]; /* what was opened, checked before close */
+    uint64_t ino[SS_TASK_FILES]; /* what was opened (with dev), checked before close */
+    uint64_t dev[SS_TASK_FILES];
     uint32_t gen;
 } ss_task_files;
 

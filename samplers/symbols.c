@@ -715,6 +715,29 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
 /* Separate debuginfo: looked for on this machine only
  * (symbols_debuginfo.c), never through debuginfod; none at all with
  * STACKSHOT_SYMBOLS_DEBUGINFO=false. */
+/* dwfl_linux_proc_find_elf, but libdw is handed the module's Elf and no
+ * descriptor: libdw keeps the descriptors it is given until the module
+ * goes away (a dlclose) or dwfl_end, and closes them then, unchecked, when
+ * the host may have closed every descriptor and got those numbers back
+ * for files of its own (docs/safety/descriptors.md). The Elf is mapped
+ * whole (ELF_C_READ_MMAP, as libdw would), so the descriptor is done with
+ * (ELF_C_FDDONE) and closed here at once. */
+static int find_elf_unkept(Dwfl_Module *mod, void **user, const char *modname,
+                           Dwarf_Addr base, char **file_name, Elf **elfp) {
+    int fd = dwfl_linux_proc_find_elf(mod, user, modname, base, file_name, elfp);
+    if (fd < 0 || *elfp)
+        return fd;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!elf || elf_kind(elf) != ELF_K_ELF || elf_cntl(elf, ELF_C_FDDONE) != 0) {
+        if (elf)
+            elf_end(elf);
+        return fd; /* libdw tries, and keeps the descriptor, as before */
+    }
+    close(fd);
+    *elfp = elf;
+    return -1;
+}
+
 static int no_debuginfo(Dwfl_Module *mod, void **user, const char *modname,
                         Dwarf_Addr base, const char *file, const char *link,
                         GElf_Word crc, char **name) {
@@ -736,7 +759,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->slots = calloc(slots, sizeof *s->slots);
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
-    s->callbacks.find_elf = dwfl_linux_proc_find_elf;
+    s->callbacks.find_elf = find_elf_unkept;
     s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true)
                                       ? ss_find_debuginfo
                                       : no_debuginfo;

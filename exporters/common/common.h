@@ -15,6 +15,7 @@
 #ifndef SS_EXPORTERS_COMMON_H
 #define SS_EXPORTERS_COMMON_H
 
+#include "../../agent/kept_fd.h"
 #include "../../agent/ss_agent.h"
 
 /* Append the thread-dump block of one thread: the metadata line, the state
@@ -48,6 +49,36 @@ uint64_t ss_output_refused(void);
 
 /* Write all of buf to fd, retrying short writes. 0 or -errno. */
 int ss_write_all(int fd, const void *buf, size_t len);
+
+/* A local file the agent writes through a descriptor it keeps (the text
+ * exporter's file across rounds, a profile file while it is written).
+ * The host may close every descriptor >= 3 at any moment and get the
+ * number back for a file of its own: before every write of at most
+ * SS_OUTPUT_CHUNK bytes the descriptor is checked (ss_kept_fd: fstat
+ * identity); when the number is no longer ours it is forgotten, never
+ * written nor closed, and the agent's own file is opened again (same
+ * path, same checks as ss_output_open, appending) to go on with the rest.
+ * Not thread-safe: one writer per file. */
+#define SS_OUTPUT_CHUNK 32768
+typedef struct ss_output_file {
+    ss_kept_fd kept;
+    char dir[1024];  /* the STACKSHOT_OUTPUT_DIR template */
+    char name[400];
+    bool append;     /* the first open: append (else truncate) */
+    bool opened;     /* opened once: a reopen appends */
+    uint64_t reopens; /* times the host took the descriptor over */
+} ss_output_file;
+
+void ss_output_file_init(ss_output_file *f, const char *dir, const char *name, bool append);
+/* Write all of buf (opening the file at the first call, again when the
+ * host took the descriptor over). 0 or -errno: then the write failed and
+ * an unknown part of buf reached the file. */
+int ss_output_file_write(ss_output_file *f, const void *buf, size_t len);
+/* Close it if the descriptor is still ours; forget it either way. */
+void ss_output_file_close(ss_output_file *f);
+/* Descriptors of local output files found taken over by the host and
+ * opened again, since start. */
+uint64_t ss_output_reopened(void);
 
 /* Append the gzip (RFC 1952) compression of in[0..n) to out. 0 or -ENOMEM
  * / -EIO. */

@@ -7,12 +7,33 @@
  * to the multi handle and drives it with curl_multi_perform and
  * curl_multi_poll, never waiting past the call's deadline; another thread
  * interrupts the poll with curl_multi_wakeup. A call cut short removes the
- * handle mid-transfer, which makes libcurl close that connection. */
+ * handle mid-transfer, which makes libcurl close that connection.
+ *
+ * Descriptors the host may take back. The multi handle keeps descriptors
+ * across calls: its wakeup pair (libcurl's socketpair or pipe, read by
+ * every curl_multi_poll, written by curl_multi_wakeup) and the kept
+ * connection. A host that closes every descriptor >= 3 and opens its own
+ * files or sockets gets those numbers back, and libcurl would read from
+ * them, write requests (or a TLS close_notify) into them and close them.
+ * So: the connection sockets are opened and closed by our callbacks
+ * (CURLOPT_OPENSOCKETFUNCTION, _CLOSESOCKETFUNCTION), each remembered
+ * with its identity (ss_kept_fd) and closed only while still ours; the
+ * wakeup pair is found as the descriptors curl_multi_init opened; and all
+ * of them are checked before every call and while it runs. When one is
+ * found taken over, the whole multi handle (with its connection and its
+ * wakeup pair) and the easy handle are abandoned, never cleaned up (that
+ * would close, and with TLS write to, the host's numbers), and fresh ones
+ * made: the call fails as on a reset connection and its data is counted
+ * by the caller like any failed export. An abandoned pair costs some
+ * memory (tens of KiB, more with TLS), so at most SS_HTTP_ABANDON_MAX are
+ * abandoned over the process's life; then the client refuses calls. */
 #include "http_client.h"
 #include "http_redact.h"
+#include "../../agent/kept_fd.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,14 +41,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_CONNECT_MS 10000u
 #define POLL_SLICE_MS 1000 /* a poll without deadline still wakes this often */
 
+#define WAKE_FDS 4    /* libcurl's wakeup: a socketpair, a pipe or an eventfd */
+#define KEPT_SOCKS 8  /* connection sockets open at once: one kept, a few connecting */
+#define SS_HTTP_ABANDON_MAX 64
+
 struct ss_http_client {
     CURLM *multi;
     CURL *easy;
+    pthread_mutex_t wake_mu;       /* the multi and its wakeup pair vs a cancel */
+    ss_kept_fd wake[WAKE_FDS];     /* the multi's wakeup descriptors */
+    ss_kept_fd socks[KEPT_SOCKS];  /* sockets our callback opened, not closed yet */
+    bool lost;                     /* a socket was found taken over (by a callback) */
+    bool refused;                  /* too many abandoned: no more calls */
     _Atomic bool cancelled;
     bool insecure;
     char *ca_file, *cert_file, *key_file;
@@ -74,6 +108,175 @@ static char *dup_or_null(const char *s, bool *failed) {
     return d;
 }
 
+/* ---- descriptors the host may take back --------------------------------- */
+
+static _Atomic uint64_t abandoned; /* multi handles abandoned, all clients */
+/* kept reachable: left alone on purpose, not leaked */
+static CURLM *_Atomic abandoned_multi[SS_HTTP_ABANDON_MAX];
+static CURL *_Atomic abandoned_easy[SS_HTTP_ABANDON_MAX];
+
+struct dirent64_rec {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* The descriptors open now (sockets, pipes, anonymous inodes: what
+ * libcurl's wakeup may be), each with its identity; how many. The
+ * listing's own descriptor is closed only while still ours (no
+ * closedir: the host may close everything between our open and close). */
+static int open_descriptors(ss_kept_fd *out, int max) {
+    ss_kept_fd dir;
+    if (ss_kept_fd_adopt(&dir, open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != 0)
+        return 0;
+    int n = 0;
+    char buf[4096];
+    long got;
+    while (n < max && ss_kept_fd_get(&dir) >= 0 &&
+           (got = syscall(SYS_getdents64, dir.fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && n < max;) {
+            const struct dirent64_rec *e = (const struct dirent64_rec *)(buf + off);
+            off += e->d_reclen;
+            char *end;
+            long fd = strtol(e->d_name, &end, 10);
+            struct stat st;
+            if (*end || end == e->d_name || fd < 3 || fd == dir.fd ||
+                fstat((int)fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+                continue;
+            out[n++] = (ss_kept_fd){(int)fd, st.st_dev, st.st_ino};
+        }
+    }
+    ss_kept_fd_close(&dir);
+    return n;
+}
+
+/* curl_multi_init, and the descriptors it opened (its wakeup pair):
+ * those open after it that were not before (by identity: a number the
+ * host closed and libcurl got is new too). A host thread opening a
+ * socket at the same instant may be taken for one: then it is only ever
+ * checked, never used or closed by us. */
+static CURLM *multi_new(ss_http_client *c) {
+    enum { MAX_SEEN = 4096 }; /* a host with more open leaves the wakeup pair unchecked */
+    ss_kept_fd *before = malloc(2 * MAX_SEEN * sizeof *before);
+    ss_kept_fd *after = before ? before + MAX_SEEN : NULL;
+    int nb = before ? open_descriptors(before, MAX_SEEN) : 0;
+    CURLM *m = curl_multi_init();
+    int na = before && m ? open_descriptors(after, MAX_SEEN) : 0;
+    int w = 0;
+    for (int i = 0; i < WAKE_FDS; i++)
+        c->wake[i].fd = -1;
+    for (int i = 0; i < na && w < WAKE_FDS; i++) {
+        bool old = false;
+        for (int j = 0; j < nb && !old; j++)
+            old = before[j].fd == after[i].fd && before[j].dev == after[i].dev &&
+                  before[j].ino == after[i].ino;
+        if (!old)
+            c->wake[w++] = after[i];
+    }
+    free(before);
+    return m;
+}
+
+static void multi_setup(CURLM *m) {
+    /* one connection kept, one per origin at a time */
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 1L);
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: the socket, remembered with its identity. */
+static curl_socket_t on_open_socket(void *arg, curlsocktype purpose,
+                                    struct curl_sockaddr *addr) {
+    ss_http_client *c = arg;
+    (void)purpose;
+    int slot = -1;
+    for (int i = 0; i < KEPT_SOCKS && slot < 0; i++)
+        if (c->socks[i].fd < 0)
+            slot = i;
+    if (slot < 0)
+        return CURL_SOCKET_BAD; /* never more than a few: refused, the call fails */
+    int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+    if (fd < 0 || ss_kept_fd_adopt(&c->socks[slot], fd) != 0)
+        return CURL_SOCKET_BAD;
+    return fd;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: closed only while it is still ours. */
+static int on_close_socket(void *arg, curl_socket_t fd) {
+    ss_http_client *c = arg;
+    for (int i = 0; i < KEPT_SOCKS; i++)
+        if (c->socks[i].fd == fd) {
+            if (!ss_kept_fd_is_ours(&c->socks[i]))
+                c->lost = true;
+            ss_kept_fd_close(&c->socks[i]);
+            return 0;
+        }
+    return 0; /* not one of ours (cannot happen): never close a stranger */
+}
+
+/* Whether every descriptor the multi handle keeps is still ours. */
+static bool descriptors_ours(ss_http_client *c) {
+    if (c->lost)
+        return false;
+    for (int i = 0; i < WAKE_FDS; i++)
+        if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
+            return false;
+    for (int i = 0; i < KEPT_SOCKS; i++)
+        if (c->socks[i].fd >= 0 && !ss_kept_fd_is_ours(&c->socks[i]))
+            return false;
+    return true;
+}
+
+/* Leave the multi and easy handles as they are, for ever (cleaning them
+ * up would close, and with TLS write to, numbers that are the host's
+ * now): kept reachable, forgotten by c. How many were left so far. */
+static uint64_t leave(ss_http_client *c) {
+    uint64_t n = atomic_fetch_add(&abandoned, 1) + 1;
+    if (n <= SS_HTTP_ABANDON_MAX) {
+        atomic_store(&abandoned_multi[n - 1], c->multi);
+        atomic_store(&abandoned_easy[n - 1], c->easy);
+    }
+    for (int i = 0; i < WAKE_FDS; i++)
+        ss_kept_fd_forget(&c->wake[i]);
+    for (int i = 0; i < KEPT_SOCKS; i++)
+        ss_kept_fd_forget(&c->socks[i]);
+    c->lost = false;
+    c->multi = NULL;
+    c->easy = NULL;
+    return n;
+}
+
+/* The handles left (leave), and fresh ones made. 0, or -EMFILE when too
+ * many were left already, or -ENOMEM. */
+static int abandon(ss_http_client *c) {
+    pthread_mutex_lock(&c->wake_mu);
+    uint64_t n = leave(c);
+    int rc = 0;
+    if (n > SS_HTTP_ABANDON_MAX) {
+        c->refused = true;
+        rc = -EMFILE;
+    } else {
+        c->multi = multi_new(c);
+        c->easy = curl_easy_init();
+        if (c->multi)
+            multi_setup(c->multi);
+        if (!c->multi || !c->easy)
+            rc = -ENOMEM;
+    }
+    pthread_mutex_unlock(&c->wake_mu);
+    ss_log(n == 1 ? SS_LOG_WARN : SS_LOG_DEBUG,
+           "http: the host closed descriptors of an HTTP connection (their numbers may name "
+           "files of the host's now: not touched); connecting afresh (%llu times so far, "
+           "at most %d)",
+           (unsigned long long)n, SS_HTTP_ABANDON_MAX);
+    if (n == SS_HTTP_ABANDON_MAX + 1)
+        ss_error("http: the host took the agent's HTTP descriptors over %d times; this "
+                 "exporter's HTTP calls stop (each would fail)",
+                 SS_HTTP_ABANDON_MAX);
+    return rc;
+}
+
 ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
     pthread_once(&global_once, global_init);
     if (global_rc != CURLE_OK)
@@ -81,6 +284,9 @@ ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
     ss_http_client *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    pthread_mutex_init(&c->wake_mu, NULL);
+    for (int i = 0; i < KEPT_SOCKS; i++)
+        c->socks[i].fd = -1;
     bool failed = false;
     if (tls) {
         c->insecure = tls->insecure;
@@ -88,25 +294,26 @@ ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
         c->cert_file = dup_or_null(tls->cert_file, &failed);
         c->key_file = dup_or_null(tls->key_file, &failed);
     }
-    c->multi = curl_multi_init();
+    c->multi = multi_new(c);
     c->easy = curl_easy_init();
     if (failed || !c->multi || !c->easy) {
         ss_http_client_free(c);
         return NULL;
     }
-    /* one connection kept, one per origin at a time */
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 1L);
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+    multi_setup(c->multi);
     return c;
 }
 
 void ss_http_client_free(ss_http_client *c) {
     if (!c)
         return;
+    if (c->multi && !descriptors_ours(c))
+        leave(c); /* cleanup would close the host's numbers: left as they are */
     if (c->easy)
         curl_easy_cleanup(c->easy);
     if (c->multi)
-        curl_multi_cleanup(c->multi); /* closes the kept connection */
+        curl_multi_cleanup(c->multi); /* closes the kept connection (on_close_socket) */
+    pthread_mutex_destroy(&c->wake_mu);
     free(c->ca_file);
     free(c->cert_file);
     free(c->key_file);
@@ -115,7 +322,16 @@ void ss_http_client_free(ss_http_client *c) {
 
 void ss_http_client_cancel(ss_http_client *c) {
     atomic_store(&c->cancelled, true);
-    curl_multi_wakeup(c->multi); /* thread-safe: a write on the multi's socketpair */
+    /* a write on the multi's wakeup pair, unless the host took it over:
+     * then the call notices the cancel within POLL_SLICE_MS */
+    pthread_mutex_lock(&c->wake_mu);
+    bool ours = c->multi != NULL;
+    for (int i = 0; i < WAKE_FDS && ours; i++)
+        if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
+            ours = false;
+    if (ours)
+        curl_multi_wakeup(c->multi);
+    pthread_mutex_unlock(&c->wake_mu);
 }
 
 void ss_http_client_uncancel(ss_http_client *c) { atomic_store(&c->cancelled, false); }
@@ -305,6 +521,11 @@ static int setup(ss_http_client *c, const ss_http_request *req, call *k,
     curl_easy_setopt(e, CURLOPT_HEADERDATA, k);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_response_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, k);
+    /* every connection socket ours to check, and closed only while ours */
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
     set_tls(c);
 
     if (is_get) {
@@ -421,11 +642,14 @@ static void describe(ss_http_client *c, CURLcode rc, int err, const call *k,
 
 /* Drive the transfer until it is done, the deadline or a cancel. Returns
  * 0 with *done set to libcurl's result, or -ETIMEDOUT / -ECANCELED /
- * -ENOMEM (the multi handle failed). */
+ * -ENOMEM (the multi handle failed) / -EBADF (the host took one of its
+ * descriptors over: the handles must be abandoned, not touched). */
 static int drive(ss_http_client *c, uint64_t deadline_ns, CURLcode *done) {
     for (;;) {
         if (atomic_load(&c->cancelled))
             return -ECANCELED;
+        if (!descriptors_ours(c)) /* before libcurl reads, writes or closes them */
+            return -EBADF;
         int running = 0;
         CURLMcode mc = curl_multi_perform(c->multi, &running);
         if (mc != CURLM_OK)
@@ -471,6 +695,14 @@ int ss_http_perform(ss_http_client *c, const ss_http_request *req, ss_http_respo
         snprintf(resp->error, sizeof resp->error, "deadline passed before the call");
         return -ETIMEDOUT;
     }
+    /* the kept connection or the wakeup pair taken over by the host since
+     * the last call: fresh handles, and this call goes on with them */
+    int lost_rc = c->refused ? -EMFILE : !descriptors_ours(c) ? abandon(c) : 0;
+    if (lost_rc) {
+        snprintf(resp->error, sizeof resp->error,
+                 "the host took the agent's HTTP descriptors over too often; calls stopped");
+        return lost_rc;
+    }
     call k = {.req = req, .resp = resp};
     struct curl_slist *headers = NULL;
     int err = setup(c, req, &k, &headers);
@@ -505,6 +737,14 @@ int ss_http_perform(ss_http_client *c, const ss_http_request *req, ss_http_respo
         snprintf(resp->error, sizeof resp->error, "no answer before the deadline");
     } else if (err == -ECANCELED) {
         snprintf(resp->error, sizeof resp->error, "cancelled");
+    } else if (err == -EBADF) {
+        snprintf(resp->error, sizeof resp->error,
+                 "the host closed the connection's descriptor during the call");
+        err = -ECONNRESET; /* as a connection reset: the caller retries or counts it */
+        curl_slist_free_all(headers); /* the abandoned handle never reads it again */
+        abandon(c);
+        resp->status = 0;
+        return err;
     } else {
         snprintf(resp->error, sizeof resp->error, "libcurl's multi interface failed");
     }

@@ -108,9 +108,18 @@ static int make_dirs(const char *dir) {
     return 0;
 }
 
+/* Close a descriptor this file opened moments ago, if it is still what
+ * was opened: the host may close every descriptor and get the number back
+ * at any moment, even between our open and our close. */
+static void close_opened(int fd, const struct stat *st) {
+    ss_kept_fd k = {fd, st->st_dev, st->st_ino};
+    ss_kept_fd_close(&k);
+}
+
 /* The output directory itself, never through a symlink (O_NOFOLLOW on the
- * last component; O_DIRECTORY refuses anything else), owned by us. */
-static int open_dir(const char *dir) {
+ * last component; O_DIRECTORY refuses anything else), owned by us; *st
+ * what was opened. */
+static int open_dir(const char *dir, struct stat *st) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
         int err = errno;
@@ -122,13 +131,16 @@ static int open_dir(const char *dir) {
         /* O_NOFOLLOW|O_DIRECTORY on a link says ENOTDIR: a link is ELOOP */
         return link ? -ELOOP : -err;
     }
-    struct stat st;
-    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
-        close(dfd);
+    if (fstat(dfd, st) != 0) {
+        close(dfd); /* cannot be: just opened */
+        return -EIO;
+    }
+    if (st->st_uid != geteuid()) {
+        close_opened(dfd, st);
         refuse("output directory %s is owned by uid %u, not by this process's user "
                "(uid %u); not writing there (a %%u in STACKSHOT_OUTPUT_DIR gives each "
                "user its own)",
-               dir, (unsigned)st.st_uid, (unsigned)geteuid());
+               dir, (unsigned)st->st_uid, (unsigned)geteuid());
         return -EPERM;
     }
     return dfd;
@@ -137,10 +149,11 @@ static int open_dir(const char *dir) {
 /* A file we may write: a regular file of ours with no other name (a hard
  * link planted to another file would make us overwrite it), mode 0600
  * even when it existed before with another mode. */
-static int check_file(int fd, const char *dir, const char *name) {
+static int check_file(int fd, const char *dir, const char *name, struct stat *out) {
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
+    *out = st;
     if (!S_ISREG(st.st_mode)) {
         refuse("%s/%s is not a regular file; not writing to it", dir, name);
         return -EINVAL;
@@ -159,7 +172,9 @@ static int check_file(int fd, const char *dir, const char *name) {
     return 0;
 }
 
-int ss_output_open(const char *tmpl, const char *name, bool append) {
+/* ss_output_open, with the identity of what was opened in *kept (taken
+ * by the same fstat that checked the file). */
+static int output_open(const char *tmpl, const char *name, bool append, ss_kept_fd *kept) {
     char dir[1100];
     int rc = ss_output_dir_expand(tmpl, dir, sizeof dir);
     if (rc != 0) {
@@ -173,7 +188,8 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
                dir_problem(dir, -rc, why, sizeof why));
         return rc;
     }
-    int dfd = open_dir(dir);
+    struct stat dst, st = {0};
+    int dfd = open_dir(dir, &dst);
     if (dfd < 0)
         return dfd;
     /* No O_TRUNC yet: a file that fails check_file must stay untouched. */
@@ -181,7 +197,7 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
                 (append ? O_APPEND : 0);
     int fd = openat(dfd, name, flags, 0600);
     rc = fd < 0 ? -errno : 0;
-    close(dfd);
+    close_opened(dfd, &dst);
     if (fd < 0) {
         if (rc == -ELOOP)
             refuse("%s/%s is a symbolic link; not following it, not writing", dir, name);
@@ -189,14 +205,23 @@ int ss_output_open(const char *tmpl, const char *name, bool append) {
             refuse("cannot open %s/%s: %s", dir, name, strerror(-rc));
         return rc;
     }
-    rc = check_file(fd, dir, name);
+    rc = check_file(fd, dir, name, &st);
     if (rc == 0 && !append && ftruncate(fd, 0) != 0)
         rc = -errno;
     if (rc != 0) {
-        close(fd);
+        if (st.st_ino)
+            close_opened(fd, &st);
+        else
+            close(fd); /* fstat failed: cannot be, just opened */
         return rc;
     }
+    *kept = (ss_kept_fd){fd, st.st_dev, st.st_ino};
     return fd;
+}
+
+int ss_output_open(const char *tmpl, const char *name, bool append) {
+    ss_kept_fd k;
+    return output_open(tmpl, name, append, &k);
 }
 
 int ss_write_all(int fd, const void *buf, size_t len) {
@@ -213,3 +238,74 @@ int ss_write_all(int fd, const void *buf, size_t len) {
     }
     return 0;
 }
+
+/* ---- files kept open across writes ---------------------------------- */
+
+static atomic_uint_fast64_t reopened;
+static atomic_bool reopen_told;
+
+uint64_t ss_output_reopened(void) { return atomic_load(&reopened); }
+
+void ss_output_file_init(ss_output_file *f, const char *dir, const char *name, bool append) {
+    memset(f, 0, sizeof *f);
+    f->kept.fd = -1;
+    snprintf(f->dir, sizeof f->dir, "%s", dir);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->append = append;
+}
+
+/* The descriptor to write the next chunk to: the kept one while it is
+ * still our file, else the file opened again (appending: what was
+ * written before is in it). -errno when it cannot be opened. */
+static int output_fd(ss_output_file *f) {
+    int fd = ss_kept_fd_get(&f->kept);
+    if (fd >= 0)
+        return fd;
+    bool reopen = f->opened;
+    if (reopen) {
+        atomic_fetch_add(&reopened, 1);
+        f->reopens++;
+        /* the host's doing, and it may do it again every round */
+        ss_log(atomic_exchange(&reopen_told, true) ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "output file %s/%s: its descriptor was closed by the host (the number may "
+               "name a file of the host's now: not touched); opening the file again",
+               f->dir, f->name);
+    }
+    fd = output_open(f->dir, f->name, reopen || f->append, &f->kept);
+    if (fd < 0)
+        return fd;
+    f->opened = true;
+    return fd;
+}
+
+int ss_output_file_write(ss_output_file *f, const void *buf, size_t len) {
+    const char *p = buf;
+    int lost_mid_write = 0;
+    do {
+        /* a chunk at a time, each after the check: a host that closes our
+         * descriptor mid-write gets none of what follows */
+        int fd = output_fd(f);
+        if (fd < 0)
+            return fd;
+        size_t n = len < SS_OUTPUT_CHUNK ? len : SS_OUTPUT_CHUNK;
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int err = errno;
+            if (err == EBADF) {
+                /* closed between the check and the write: the number is
+                 * free or the host's, open ours again (a few times) */
+                ss_kept_fd_forget(&f->kept);
+                if (++lost_mid_write <= 3)
+                    continue;
+            }
+            return -err;
+        }
+        p += w;
+        len -= (size_t)w;
+    } while (len);
+    return 0;
+}
+
+void ss_output_file_close(ss_output_file *f) { ss_kept_fd_close(&f->kept); }

@@ -36,11 +36,12 @@ static int write_file(files_state *s, const char *suffix, const ss_buf *b) {
     char stem[300], name[400];
     ss_output_file_stem(stem, sizeof stem);
     snprintf(name, sizeof name, "%s.%llu.%s", stem, (unsigned long long)s->seq, suffix);
-    int fd = ss_output_open(s->dir, name, false);
-    if (fd < 0)
-        return fd;
-    int rc = ss_write_all(fd, b->data, b->len);
-    close(fd);
+    /* checked before every chunk: a host closing every descriptor while
+     * this file is written keeps its own files, and ours is opened again */
+    ss_output_file f;
+    ss_output_file_init(&f, s->dir, name, false);
+    int rc = ss_output_file_write(&f, b->data, b->len);
+    ss_output_file_close(&f);
     if (rc != 0)
         ss_warn("%s: writing %s/%s failed: %s", s->kind == FILES_PPROF ? "pprof" : "flamegraph",
                 s->dir, name, strerror(-rc));
@@ -90,8 +91,11 @@ static void files_flush(void *owner, ss_agg *a) {
     if (rc == 0 || rc == -ENODATA) {
         atomic_fetch_add(&s->stats->records_exported, n);
     } else {
+        /* the period's rounds were consumed, never written: lost, not
+         * delivered (each round is in one period only) */
         atomic_fetch_add(&s->stats->failures, 1);
         atomic_fetch_add(&s->stats->records_dropped, n);
+        atomic_fetch_add(&s->stats->rounds_lost, a->rounds);
     }
 }
 

@@ -5,7 +5,14 @@
  * every wait is a poll() bounded by min(now + timeout, the caller's
  * deadline), so a stalled or hostile collector costs at most that long and
  * never reaches the sampler. One difference from the Java agent: an EOF
- * from the collector is a failure at once (the agent polls for 30 s). */
+ * from the collector is a failure at once (the agent polls for 30 s).
+ *
+ * The host may close every descriptor >= 3 and get our socket's number
+ * back for a file of its own: the socket is checked (ss_kept_fd, its
+ * identity) before every send, recv and close, and one found taken over
+ * is forgotten without being touched and the call fails as on a dropped
+ * connection (-EPIPE): the exporter's reconnect path takes over, and what
+ * was in flight is counted lost as after any dropped connection. */
 #include "qb.h"
 #include "dumps.h"
 
@@ -25,6 +32,7 @@
 void qb_client_init(qb_client *c, uint32_t timeout_ms, ss_exporter_stats *stats) {
     memset(c, 0, sizeof *c);
     c->fd = -1;
+    c->kept.fd = -1;
     c->timeout_ms = timeout_ms;
     c->stats = stats;
     ss_buf_init(&c->out);
@@ -60,10 +68,29 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns) {
     }
 }
 
+/* Whether the socket is still ours; when the host took the number over:
+ * forgotten (never closed: it is the host's now), the TLS state dropped
+ * without a word on the wire, and false. */
+static bool still_ours(qb_client *c) {
+    if (c->fd < 0)
+        return false;
+    if (ss_kept_fd_get(&c->kept) >= 0)
+        return true;
+    ss_log(SS_LOG_WARN, "qubership: the host closed the collector connection's descriptor "
+                        "(its number may name a file of the host's now: not touched); "
+                        "reconnecting");
+    c->fd = -1;
+    qb_tls_free(c->tls, false); /* SSL_free only: nothing is written */
+    c->tls = NULL;
+    return false;
+}
+
 /* One send: bytes sent, -EAGAIN (then *want says what to poll for), or
  * -errno. Through TLS when the connection has it. */
 static ssize_t send_some(qb_client *c, const void *p, size_t n, short *want) {
     *want = POLLOUT;
+    if (!still_ours(c))
+        return -EPIPE;
     if (c->tls) {
         ssize_t r = qb_tls_send(c->tls, p, n);
         *want = qb_tls_want(c->tls);
@@ -77,6 +104,8 @@ static ssize_t send_some(qb_client *c, const void *p, size_t n, short *want) {
 
 static ssize_t recv_some(qb_client *c, void *p, size_t n, short *want) {
     *want = POLLIN;
+    if (!still_ours(c))
+        return -EPIPE;
     if (c->tls) {
         ssize_t r = qb_tls_recv(c->tls, p, n);
         *want = qb_tls_want(c->tls);
@@ -229,6 +258,9 @@ static int try_connect(qb_client *c, const struct addrinfo *ai, uint64_t deadlin
         close(fd);
         return rc;
     }
+    rc = ss_kept_fd_adopt(&c->kept, fd); /* closes fd on failure */
+    if (rc)
+        return rc;
     c->fd = fd;
     return 0;
 }
@@ -241,6 +273,10 @@ static int start_tls(qb_client *c, const char *host, uint64_t deadline_ns) {
         return -ENOMEM;
     }
     for (;;) {
+        if (!still_ours(c)) {
+            snprintf(c->err, sizeof c->err, "TLS handshake: the host closed the socket");
+            return -EPIPE;
+        }
         int rc = qb_tls_handshake(c->tls, c->err, sizeof c->err);
         if (rc != -EAGAIN)
             return rc;
@@ -394,15 +430,20 @@ int qb_client_flush(qb_client *c, uint64_t deadline_ns) {
 }
 
 void qb_client_close(qb_client *c, bool graceful, uint64_t deadline_ns) {
-    if (c->fd >= 0) {
+    if (c->fd >= 0 && still_ours(c)) {
         if (graceful) {
             ss_buf_reset(&c->out);
             ss_qb_put_u8(&c->out, QB_CMD_CLOSE);
             write_out(c, op_deadline(c, deadline_ns));
         }
-        qb_tls_free(c->tls, graceful);
+        /* checked again: the CLOSE above may have found it lost, or the
+         * host closed it since (close_notify and close() would reach the
+         * host's file) */
+        bool ours = still_ours(c);
+        qb_tls_free(c->tls, graceful && ours);
         c->tls = NULL;
-        close(c->fd);
+        if (ours)
+            ss_kept_fd_close(&c->kept);
         c->fd = -1;
     }
     ss_buf_reset(&c->out);

@@ -37,8 +37,9 @@ static qb_proclock lock;
 static struct {
     pid_t pid;    /* the process this was computed in */
     int fd;       /* the claim; -1 none */
+    ss_kept_fd kept; /* its identity: the host may close it and reuse the number */
     qb_pod pod;
-} cur = {.fd = -1};
+} cur = {.fd = -1, .kept = SS_KEPT_FD_NONE};
 
 /* Bind fd to the abstract name of `pod` (a hash of it: the abstract
  * namespace has room for 107 bytes, a pod name may be longer, and the
@@ -102,8 +103,8 @@ static void write_pod_file(const qb_pod *pod, bool forked_child) {
 static void compute(void) {
     pid_t self = (pid_t)syscall(SYS_getpid);
     bool forked_child = cur.pid != 0; /* computed before, in the parent */
-    if (cur.fd >= 0)
-        close(cur.fd); /* the parent's claim, inherited: the parent keeps it */
+    if (cur.fd >= 0) /* the parent's claim, inherited: the parent keeps it */
+        ss_kept_fd_close(&cur.kept); /* unless the number is the host's now */
     memset(&cur.pod, 0, sizeof cur.pod);
     cur.fd = -1;
     cur.pid = self;
@@ -116,7 +117,9 @@ static void compute(void) {
         snprintf(cur.pod.name, sizeof cur.pod.name, "%s_%lld", cur.pod.server, (long long)ms);
         int rc = bind_claim(fd, cur.pod.name);
         if (rc == 0) {
-            cur.fd = fd;
+            if (ss_kept_fd_adopt(&cur.kept, fd) == 0) /* else closed: unclaimed */
+                cur.fd = fd;
+            fd = -1;
             break;
         }
         if (rc != -EADDRINUSE)

@@ -14,6 +14,7 @@
 #define SS_QB_H
 
 #include "decode.h"
+#include "../../agent/kept_fd.h"
 
 /* ---- dictionary ------------------------------------------------------ */
 
@@ -195,7 +196,8 @@ void qb_tls_free(qb_tls *t, bool graceful);
 /* ---- client ----------------------------------------------------------- */
 
 typedef struct qb_client {
-    int fd;
+    int fd;                  /* kept.fd while connected, checked before every use */
+    ss_kept_fd kept;         /* the socket's identity (the host may close it) */
     qb_tls_ctx *tls_ctx;     /* TLS to the collector, or NULL (plain) */
     qb_tls *tls;             /* the connection's, when TLS */
     uint64_t conn;           /* counts connections: commands belong to one */

@@ -12,12 +12,11 @@
 #include <unistd.h>
 
 typedef struct text_state {
-    int fd; /* -1 until the first write */
+    ss_output_file file; /* opened at the first write, again when the host took it */
+    bool told_path;
     ss_buf buf;
     ss_exporter_stats *stats;
-    char dir[1024];
-    char name[300];
-    char path[1400];
+    char path[1500];
     int told_errno; /* the write error last told: a full disk is told once */
 } text_state;
 
@@ -25,11 +24,10 @@ static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     text_state *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    char stem[290];
+    char stem[290], name[300];
     ss_output_file_stem(stem, sizeof stem);
-    snprintf(s->name, sizeof s->name, "%s.txt", stem);
-    snprintf(s->dir, sizeof s->dir, "%s", cfg->output_dir);
-    s->fd = -1;
+    snprintf(name, sizeof name, "%s.txt", stem);
+    ss_output_file_init(&s->file, cfg->output_dir, name, true);
     ss_buf_init(&s->buf);
     s->stats = stats;
     *state = s;
@@ -45,26 +43,29 @@ static void text_consume(void *state, ss_round *r) {
         ss_buf_putc(&s->buf, '\n');
     }
     if (s->buf.failed) {
+        /* consumed but never written: lost, not delivered */
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        atomic_fetch_add(&s->stats->rounds_lost, 1);
         return;
     }
-    if (s->fd < 0) {
-        /* refused (one line, then counted quietly): tried again next round */
-        s->fd = ss_output_open(s->dir, s->name, true);
-        if (s->fd < 0) {
-            atomic_fetch_add(&s->stats->failures, 1);
-            atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
-            return;
-        }
+    if (!s->path[0]) {
         char dir[1100];
-        ss_output_dir_expand(s->dir, dir, sizeof dir);
-        snprintf(s->path, sizeof s->path, "%s/%s", dir, s->name);
+        ss_output_dir_expand(s->file.dir, dir, sizeof dir);
+        snprintf(s->path, sizeof s->path, "%s/%s", dir, s->file.name);
+    }
+    /* opened at the first write (a refusal is told once, then counted
+     * quietly, and tried again next round), checked before every write,
+     * opened again when the host closed our descriptor */
+    int rc = ss_output_file_write(&s->file, s->buf.data, s->buf.len);
+    if (rc == 0 && !s->told_path) {
+        s->told_path = true;
         ss_debug("text: writing thread dumps to %s", s->path);
     }
-    int rc = ss_write_all(s->fd, s->buf.data, s->buf.len);
     if (rc != 0) {
+        /* each round is consumed once: counted lost once */
         atomic_fetch_add(&s->stats->failures, 1);
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
+        atomic_fetch_add(&s->stats->rounds_lost, 1);
         /* once per kind of failure, not once per round (counted anyway) */
         ss_log(rc == s->told_errno ? SS_LOG_DEBUG : SS_LOG_WARN,
                "text: write to %s failed: %s; round %llu lost (further rounds that fail "
@@ -84,8 +85,7 @@ static void text_consume(void *state, ss_round *r) {
 static void text_close(void *state, uint64_t deadline_ns) {
     (void)deadline_ns;
     text_state *s = state;
-    if (s->fd >= 0)
-        close(s->fd);
+    ss_output_file_close(&s->file);
     ss_buf_free(&s->buf);
     free(s);
 }
