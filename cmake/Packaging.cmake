@@ -25,7 +25,8 @@ install(FILES docs/man/stackshot.7 DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
   FILES_MATCHING PATTERN "*.md")
-install(DIRECTORY examples/otel-collector DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(DIRECTORY examples/otel-collector examples/container
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
 set(CPACK_PACKAGE_NAME stackshot)
 set(CPACK_PACKAGE_VENDOR stackshot)
