@@ -178,12 +178,17 @@ def java_pid(p, want_exe="java"):
     return None
 
 
-def attach_once(a, jdk, name, prefix=(), owner=None):
+def attach_once(a, jdk, name, prefix=(), owner=None, relative=False):
     out = fresh(a, name, 0o777)
-    p = start_jvm(a, jdk, 6000, out, prefix)
+    jvm_cwd = os.path.join(out, "jvm")
+    os.makedirs(jvm_cwd)
+    os.chmod(jvm_cwd, 0o777)
+    p = start_jvm(a, jdk, 6000, jvm_cwd, prefix)
     pid = java_pid(p)
     check(pid is not None, "%s: the JVM is up" % name)
-    r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text", "-o", out + "/dumps"])
+    # relative: -o taken from the command's directory, not the JVM's
+    r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text", "-o",
+             "dumps" if relative else out + "/dumps"], cwd=out)
     check(r.returncode == 0 and "agent loaded into %d" % pid in r.stdout,
           "%s: attach: exit %d, %r %r" % (name, r.returncode, r.stdout, r.stderr))
     so, se = p.communicate(timeout=60)
@@ -192,7 +197,8 @@ def attach_once(a, jdk, name, prefix=(), owner=None):
           (name, p.returncode))
     check(f is not None and "at Spin.spin(" in open(f).read(),
           "%s: the attached agent wrote Java stacks: %s" % (name, f))
-    check(se.count("stackshot: started in pid") == 1, "%s: the agent started once" % name)
+    check(se.count("stackshot: started in pid") == 1, "%s: the agent started once: %r" %
+          (name, se[-400:]))
     if owner and f:
         check(pwd.getpwuid(os.stat(f).st_uid).pw_name == owner,
               "%s: the file is the JVM user's (%s)" % (name, owner))
@@ -202,7 +208,7 @@ def attach_once(a, jdk, name, prefix=(), owner=None):
 def case_attach_jdk17(a):
     if not os.path.exists(JDK17 + "/bin/java"):
         skip("no JDK 17")
-    attach_once(a, JDK17, "attach_jdk17")
+    attach_once(a, JDK17, "attach_jdk17", relative=True)
 
 
 def case_attach_jdk25(a):

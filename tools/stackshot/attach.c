@@ -25,9 +25,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,8 @@ static const char attach_help[] =
     "in the agent's option string (they win over the JVM's environment):\n"
     "  -i, --interval MS        SPLUNK_PROFILER_CALL_STACK_INTERVAL\n"
     "  -e, --exporters LIST     STACKSHOT_EXPORTERS\n"
-    "  -o, --output DIR         STACKSHOT_OUTPUT_DIR (a path in the JVM's file system)\n"
+    "  -o, --output DIR         STACKSHOT_OUTPUT_DIR (a path in the JVM's file system;\n"
+    "                           a relative one is made absolute from this directory)\n"
     "      --endpoint URL       OTEL_EXPORTER_OTLP_ENDPOINT\n"
     "      --service NAME       OTEL_SERVICE_NAME\n"
     "      --log-level LEVEL    STACKSHOT_LOG_LEVEL\n"
@@ -229,6 +232,69 @@ static long long mono_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Read a 64-bit counter of a HotSpot perfdata file (what jps and jstat
+ * read: /tmp/hsperfdata_<user>/<pid>). Layout (HotSpot's perfMemory.hpp):
+ * a 32-byte prologue, magic 0xcafec0c0 stored big-endian, byte order at 4
+ * (1: little endian), entry offset at 24, entry count at 28; each entry:
+ * length, name offset, vector length (int32 each), type, flags, units,
+ * variability (a byte each), data offset (int32), offsets from the entry.
+ * 1 found (value in *v), 0 not found, -1 not a perfdata file. */
+static int perf_counter(const unsigned char *m, size_t n, const char *name, int64_t *v) {
+    if (n < 32 || memcmp(m, "\xca\xfe\xc0\xc0", 4) || m[4] != 1)
+        return -1;
+    int32_t off, count;
+    memcpy(&off, m + 24, 4);
+    memcpy(&count, m + 28, 4);
+    for (int32_t i = 0; i < count && off >= 32 && (size_t)off + 20 <= n; i++) {
+        int32_t len, name_off, vec, data_off;
+        memcpy(&len, m + off, 4);
+        memcpy(&name_off, m + off + 4, 4);
+        memcpy(&vec, m + off + 8, 4);
+        memcpy(&data_off, m + off + 16, 4);
+        if (len <= 0 || (size_t)off + (size_t)len > n)
+            return 0;
+        const char *nm = (const char *)m + off + name_off;
+        if (name_off > 0 && name_off < len && vec == 0 && m[off + 12] == 'J' &&
+            data_off > 0 && data_off + 8 <= len && strnlen(nm, (size_t)(len - name_off)) <
+                                                       (size_t)(len - name_off) &&
+            !strcmp(nm, name)) {
+            memcpy(v, m + off + data_off, 8);
+            return 1;
+        }
+        off += len;
+    }
+    return 0;
+}
+
+/* Is the JVM past its start-up (JVMTI's live phase)? A JVM refuses, or
+ * worse half-accepts, an agent before then (JDK 21 on: "only permitted
+ * in the live phase"; JDK 17 loads it without a JVMTI environment), and a
+ * JVM started a moment ago is what a script attaches to. HotSpot records
+ * sun.rt.createVmEndTime in its perfdata file when start-up is complete.
+ * 1 live, 0 not yet, -1 cannot tell (no perfdata: -XX:-UsePerfData). */
+static int jvm_live(const target *t) {
+    char pattern[128], buf[65536];
+    snprintf(pattern, sizeof pattern, "%s/tmp/hsperfdata_*/%ld", t->root, t->nspid);
+    glob_t g;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+        return -1;
+    int live = -1;
+    for (size_t i = 0; i < g.gl_pathc && live < 0; i++) {
+        int fd = open(g.gl_pathv[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = pread(fd, buf, sizeof buf, 0);
+        close(fd);
+        int64_t end = 0;
+        int r = n > 0 ? perf_counter((unsigned char *)buf, (size_t)n, "sun.rt.createVmEndTime",
+                                     &end) : -1;
+        if (r >= 0)
+            live = r == 1 && end != 0;
+    }
+    globfree(&g);
+    return live;
+}
+
 /* Start the JVM's attach listener if it is not up, and wait for its
  * socket. 0, or 1 after a message. */
 static int start_listener(const target *t, const char *sock, long long timeout_ms) {
@@ -280,8 +346,14 @@ static int connect_as(const target *t, const char *sock) {
     gid_t egid = getegid();
     bool switched = false;
     if (euid == 0 && (t->uid != euid || t->gid != egid)) {
-        if (setegid(t->gid) || seteuid(t->uid))
+        if (setegid(t->gid))
             return -errno;
+        if (seteuid(t->uid)) {
+            int e = errno;
+            if (setegid(egid))
+                return -errno;
+            return -e;
+        }
         switched = true;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -396,32 +468,64 @@ static int attach(target *t, const ss_cmd_settings *s, char *lib) {
                         "stay as they are)\n", (int)t->pid, comm);
         return 1;
     }
-    /* the option string: every setting, the switch first */
-    char opts[ARG_MAX_LEN + 1];
+    /* the option string: every setting, the switch first; a relative
+     * output directory is ours, not the JVM's working directory's */
+    char opts[ARG_MAX_LEN + 1], cwd[PATH_MAX];
     size_t len = (size_t)snprintf(opts, sizeof opts, "SPLUNK_PROFILER_ENABLED=true");
-    for (int k = 0; k < s->n && len < sizeof opts; k++)
-        len += (size_t)snprintf(opts + len, sizeof opts - len, ",%s=%s", s->key[k], s->value[k]);
+    for (int k = 0; k < s->n && len < sizeof opts; k++) {
+        const char *v = s->value[k];
+        bool rel = !strcmp(s->key[k], "STACKSHOT_OUTPUT_DIR") && v[0] != '/';
+        if (rel && !getcwd(cwd, sizeof cwd))
+            return fail(t->pid, "cannot make the output directory absolute: %s",
+                        strerror(errno));
+        len += (size_t)snprintf(opts + len, sizeof opts - len, ",%s=%s%s%s", s->key[k],
+                                rel ? cwd : "", rel ? "/" : "", v);
+    }
     if (len >= ARG_MAX_LEN)
         return fail(t->pid, "%s", "the settings make an option string over the JVM's 1024 "
                                   "bytes; set some in the JVM's environment instead");
     snprintf(t->root, sizeof t->root, "/proc/%d/root", (int)t->pid);
-    if (!same_mount_ns(t->pid) && copy_into(t, lib, PATH_MAX))
+    /* Past /proc/PID/root, symbolic links resolve in OUR root: a /tmp that
+     * is a link in the JVM's file system would lead the socket, the trigger
+     * file and the copy into ours. */
+    char tmp[96];
+    struct stat st;
+    snprintf(tmp, sizeof tmp, "%s/tmp", t->root);
+    if (lstat(tmp, &st) || !S_ISDIR(st.st_mode))
+        return fail(t->pid, "%s", "the JVM's /tmp is not a directory (a symbolic link?); "
+                                  "its attach socket lives there: not followed");
+    bool same_ns = same_mount_ns(t->pid);
+    if (!same_ns && copy_into(t, lib, PATH_MAX))
         return 1;
     if (strlen(lib) >= ARG_MAX_LEN)
         return fail(t->pid, "%s", "the library's path is over the JVM's 1024 bytes");
     char sock[PATH_MAX];
     snprintf(sock, sizeof sock, "%s/tmp/.java_pid%ld", t->root, t->nspid);
     long long timeout = s->timeout_ms > 0 ? s->timeout_ms : 10000;
+    long long deadline = mono_ms() + timeout;
+    while (jvm_live(t) == 0) { /* still starting: wait, as long as --timeout */
+        if (mono_ms() >= deadline)
+            return fail(t->pid, "%s", "the JVM did not finish starting in time; try a longer "
+                                      "--timeout");
+        poll(NULL, 0, 50);
+    }
     if (start_listener(t, sock, timeout))
         return 1;
-    int fd = connect_as(t, sock);
-    if (fd < 0)
-        return fail(t->pid, "cannot connect to the JVM's attach listener: %s", strerror(-fd));
     char reply[8192];
-    int got = load_request(fd, lib, opts, reply, sizeof reply, timeout);
-    close(fd);
-    if (got < 0)
-        return fail(t->pid, "no reply from the JVM's attach listener: %s", strerror(-got));
+    for (;;) {
+        int fd = connect_as(t, sock);
+        if (fd < 0)
+            return fail(t->pid, "cannot connect to the JVM's attach listener: %s",
+                        strerror(-fd));
+        int got = load_request(fd, lib, opts, reply, sizeof reply, timeout);
+        close(fd);
+        if (got < 0)
+            return fail(t->pid, "no reply from the JVM's attach listener: %s", strerror(-got));
+        /* a JVM without perfdata may still be starting: it said so, try again */
+        if (!strstr(reply, "only permitted in the live phase") || mono_ms() >= deadline)
+            break;
+        poll(NULL, 0, 100);
+    }
     if (judge(t, reply))
         return 1;
     /* the sampler thread shows the agent did start (it stays off with
