@@ -288,8 +288,8 @@ static int jvm_live(const target *t) {
         int64_t end = 0;
         int r = n > 0 ? perf_counter((unsigned char *)buf, (size_t)n, "sun.rt.createVmEndTime",
                                      &end) : -1;
-        if (r >= 0)
-            live = r == 1 && end != 0;
+        if (r == 1) /* a counter not found: cannot tell, never wait on it */
+            live = end != 0;
     }
     globfree(&g);
     return live;
