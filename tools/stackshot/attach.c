@@ -318,9 +318,14 @@ static int start_listener(const target *t, const char *sock, long long timeout_m
     if (kill(t->pid, SIGQUIT)) {
         rc = fail(t->pid, "cannot signal the JVM: %s", strerror(errno));
     } else {
-        long long deadline = mono_ms() + timeout_ms;
+        long long start = mono_ms(), deadline = start + timeout_ms;
+        bool again = false;
         int wait = 20;
         while (!(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode))) {
+            if (!again && mono_ms() - start > timeout_ms / 2) {
+                kill(t->pid, SIGQUIT); /* a second chance, as the JDK's client gives */
+                again = true;
+            }
             if (mono_ms() >= deadline || kill(t->pid, 0)) {
                 rc = fail(t->pid, "%s", "no attach listener came up in time (a JVM started "
                                         "with -XX:+DisableAttachMechanism, or busy in a long "
@@ -342,6 +347,11 @@ static int connect_as(const target *t, const char *sock) {
     if (strlen(sock) >= sizeof a.sun_path)
         return -ENAMETOOLONG;
     memcpy(a.sun_path, sock, strlen(sock) + 1);
+    /* the listener's socket is the JVM user's (or root's): anything else
+     * in a shared /tmp is someone else's socket */
+    struct stat st;
+    if (lstat(sock, &st) || !S_ISSOCK(st.st_mode) || (st.st_uid != t->uid && st.st_uid != 0))
+        return -EPERM;
     uid_t euid = geteuid();
     gid_t egid = getegid();
     bool switched = false;
