@@ -3,8 +3,8 @@
 
     command.py CASE --cmd stackshot --dump stackshot-dump --spin spin --src DIR --out DIR
 
-CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_nonjvm,
-attach_user, attach_ns. The hosts are real programs: spin (C) and Spin.java compiled here
+CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_refused,
+attach_nonjvm, attach_user, attach_ns. The hosts are real programs: spin (C) and Spin.java compiled here
 by the JDK's javac; each checks its own output and exit status, and the agent's files.
 Exit 0 pass, 1 fail, 77 skip (a JDK, root or unshare missing).
 """
@@ -232,6 +232,38 @@ def case_attach_twice(a):
     check(p.returncode == 0 and so == "spun\n", "the JVM ran to its end")
     check(se.count("stackshot: started in pid") == 1, "the agent started once")
     check(not os.path.exists(out + "/other"), "the second settings were not applied")
+
+
+def case_attach_refused(a):
+    """JVMs that cannot take the agent: refused in one line, and they live on."""
+    if not os.path.exists(JDK17 + "/bin/java"):
+        skip("no JDK 17")
+    out = fresh(a, "attach_refused", 0o777)
+    cp = java_class(a, JDK17)
+    # -Xrs: the JVM ignores SIGQUIT (SigIgn) and so starts its listener at start-up: the
+    # command must find the socket and never send the signal
+    p = subprocess.Popen([JDK17 + "/bin/java", "-Xrs", "-cp", cp, "Spin", "4000"], cwd=out,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not os.path.exists("/tmp/.java_pid%d" % p.pid):
+        time.sleep(0.1)
+    r = run([a.cmd, "attach", str(p.pid), "-i", "100", "-e", "text", "-o", out + "/xrs"])
+    so, se = p.communicate(timeout=60)
+    check(r.returncode == 0, "-Xrs: attached through the listener it started: %r" % r.stderr)
+    check(p.returncode == 0 and so == "spun\n", "-Xrs: the JVM lived on (exit %s)" % p.returncode)
+    check(glob.glob(out + "/xrs/java.*.txt") != [], "-Xrs: the agent wrote its file")
+    # -XX:+DisableAttachMechanism: no listener comes up; the command gives up in --timeout
+    p = subprocess.Popen([JDK17 + "/bin/java", "-XX:+DisableAttachMechanism", "-cp", cp, "Spin",
+                          "5000"], cwd=out, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    pid = java_pid(p)
+    r = run([a.cmd, "attach", str(pid), "-t", "1500ms", "-e", "text", "-o", out + "/dumps"])
+    so, se = p.communicate(timeout=60)
+    check(r.returncode == 1 and "no attach listener came up in time" in r.stderr and
+          len(r.stderr.splitlines()) == 1, "no attach mechanism: one line: %r" % r.stderr)
+    check(p.returncode == 0 and so.endswith("spun\n"), "the JVM lived on (exit %s)" % p.returncode)
+    check(not os.path.exists(out + "/dumps") and not glob.glob(out + "/.attach_pid*"),
+          "no agent, no trigger file left behind")
 
 
 def case_attach_nonjvm(a):

@@ -17,8 +17,9 @@
  *
  * The listener accepts a peer with the JVM's effective uid and gid (or
  * root): as root we connect with the target's ids. Before SIGQUIT we check
- * the JVM catches it (SigCgt): a JVM started with -Xrs would dump core and
- * die on it, so we refuse instead.
+ * the JVM catches it (SigCgt): a process that leaves it at its default
+ * action would dump core and die of it, so we refuse instead. (-Xrs JVMs
+ * ignore SIGQUIT and start their listener at start-up: no signal needed.)
  */
 #include "stackshot.h"
 
@@ -302,8 +303,8 @@ static int start_listener(const target *t, const char *sock, long long timeout_m
     if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode))
         return 0;
     if (!(t->sigcgt & (1ull << (SIGQUIT - 1))))
-        return fail(t->pid, "%s", "the JVM does not catch SIGQUIT (started with -Xrs, or still "
-                                  "starting): the attach signal would end it; not sent");
+        return fail(t->pid, "%s", "the JVM does not catch SIGQUIT (still starting, or a program "
+                                  "embedding a JVM): the attach signal would end it; not sent");
     char trigger[PATH_MAX];
     snprintf(trigger, sizeof trigger, "/proc/%d/cwd/.attach_pid%ld", (int)t->pid, t->nspid);
     int fd = open(trigger, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
