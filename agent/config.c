@@ -41,6 +41,7 @@ static const char *const core_keys[] = {
     "STACKSHOT_JVMTI_STACKS",
     "STACKSHOT_MAX_VIRTUAL_THREADS",
     "STACKSHOT_JVMTI_REFRESH",
+    "STACKSHOT_DURATION", /* read by the samplers at their start */
     NULL,
 };
 

@@ -41,6 +41,7 @@ static struct {
     bool stop;
     bool alive;
     uint32_t interval_ms;
+    uint64_t until; /* STACKSHOT_DURATION: no round after this monotonic time; 0 none */
     uint32_t max_depth;
     uint32_t max_vthreads;
     bool include_internal;
@@ -430,6 +431,12 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
         uint64_t next = ss_mono_ns();
         pthread_mutex_lock(&S.mu);
         while (!S.stop) {
+            if (S.until && ss_mono_ns() >= S.until) {
+                ss_info("sampling ended: STACKSHOT_DURATION has passed");
+                while (!S.stop) /* the exporters deliver what they hold */
+                    pthread_cond_wait(&S.cv, &S.mu);
+                break;
+            }
             pthread_mutex_unlock(&S.mu);
             take_round(&s, env);
             uint64_t now = ss_mono_ns();
@@ -490,6 +497,8 @@ static int jvmti_start(const ss_config *cfg) {
     pthread_cond_init(&S.cv, &ca);
     pthread_condattr_destroy(&ca);
     S.interval_ms = cfg->interval_ms;
+    int64_t ms = ss_config_int("STACKSHOT_DURATION", 0, 0, INT64_C(31536000000));
+    S.until = ms ? ss_mono_ns() + (uint64_t)ms * 1000000ull : 0;
     S.max_depth = cfg->max_depth;
     S.include_internal = cfg->include_internal;
     const char *how = ss_config_str("STACKSHOT_JVMTI_STACKS", "all");

@@ -906,6 +906,10 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
     return s;
 }
 
+/* STACKSHOT_DURATION (ms, 0: no end): no round after this monotonic time;
+ * what the exporters hold is still delivered (at the latest at exit). */
+static uint64_t sample_until;
+
 static void *sampler_main(void *arg) {
     sampler *s = arg;
     /* this thread's mask is every agent thread's (ss_thread_start) */
@@ -924,6 +928,12 @@ static void *sampler_main(void *arg) {
             break;
         if (rc != ETIMEDOUT && ss_mono_ns() < next)
             continue; /* spurious wake-up */
+        if (sample_until && ss_mono_ns() >= sample_until) {
+            ss_info("sampling ended: STACKSHOT_DURATION has passed");
+            next = UINT64_MAX / 2; /* wait for the stop */
+            sample_until = 0;
+            continue;
+        }
         pthread_mutex_unlock(&lock);
         atomic_store(&in_round, true);
         ss_round *r = take_round(s);
@@ -1104,6 +1114,8 @@ static int native_start(const ss_config *cfg) {
         return rc;
     init_cond();
     stopping = false;
+    uint64_t ms = (uint64_t)ss_config_int("STACKSHOT_DURATION", 0, 0, INT64_C(31536000000));
+    sample_until = ms ? ss_mono_ns() + ms * 1000000ull : 0;
     rc = ss_thread_start(&thread, "sampler", sampler_main, active);
     if (rc != 0) {
         ss_sig_stop();

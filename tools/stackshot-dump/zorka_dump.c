@@ -335,13 +335,15 @@ static int dump_file(zkd *d, const char *name, const opts *o, ss_buf *out) {
     return status;
 }
 
-static int usage(void) {
-    fputs("usage: stackshot-dump zorka [--session SID] [--reset true|false] [--trace-id ID] "
+static int usage_to(FILE *f, int rc) {
+    fputs("usage: stackshot dump zorka [--session SID] [--reset true|false] [--trace-id ID] "
           "[--agd|--trc] FILE...\n"
           "  FILE: *.jsonl (ZICO request dumps), *.hex, *.b64, or a raw agd/trc body\n",
-          stderr);
-    return 2;
+          f);
+    return rc;
 }
+
+static int usage(void) { return usage_to(stderr, 2); }
 
 int ss_zorka_dump_main(int argc, char **argv) {
     opts o = {.sid = "-", .reset = "-", .tid = "-"};
@@ -359,6 +361,9 @@ int ss_zorka_dump_main(int argc, char **argv) {
             o.tid = argv[++i];
         } else if (!strcmp(a, "--agd") || !strcmp(a, "--trc")) {
             o.kind = a + 2;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            zkd_free(d);
+            return usage_to(stdout, 0);
         } else if (a[0] == '-' && a[1]) {
             zkd_free(d);
             return usage();

@@ -1,0 +1,26 @@
+// otlp_sink.js: an OTLP/gRPC logs receiver for container.py. Prints the port
+// it listens on (127.0.0.1), answers every export OK, and on SIGTERM prints
+// one JSON line: the records' count, service names and thread names.
+// Uses the receiver of tests/otlp/node (its npm packages).
+'use strict';
+const {Receiver} = require('../otlp/node/receiver.js');
+
+(async () => {
+    const recv = new Receiver(() => ({}));
+    const port = await recv.start(0);
+    console.log(String(port));
+    process.on('SIGTERM', async () => {
+        const recs = recv.delivered();
+        const services = new Set(), threads = new Set();
+        for (const r of recs) {
+            threads.add(r.name);
+            for (const kv of (r.resource && r.resource.attributes) || [])
+                if (kv.key === 'service.name')
+                    services.add(kv.value[kv.value.value]);
+        }
+        console.log(JSON.stringify({records: recs.length, services: [...services],
+            threads: [...threads]}));
+        await recv.close();
+        process.exit(0);
+    });
+})();
