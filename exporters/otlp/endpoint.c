@@ -310,9 +310,19 @@ static void load_endpoint_url(ss_otlp_endpoint *ep, const char *signal) {
     }
 }
 
-static bool load_insecure(const char *signal, char *key, size_t key_len) {
+/* quiet: the configuration-time check, which says nothing of a bad
+ * value (the exporter's own load does, once): the same spellings as
+ * ss_config_bool, false otherwise. */
+static bool load_insecure(const char *signal, char *key, size_t key_len, bool quiet) {
     signal_var(signal, "INSECURE", key, key_len);
-    return ss_config_bool(key, false);
+    if (!quiet)
+        return ss_config_bool(key, false);
+    const char *v = ss_config_raw(key);
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    for (size_t i = 0; v && i < sizeof yes / sizeof yes[0]; i++)
+        if (strcasecmp(v, yes[i]) == 0)
+            return true;
+    return false;
 }
 
 /* Does the URL name its scheme as https:// ? */
@@ -365,19 +375,21 @@ static void say_bad_endpoint(const char *key, const char *url, const char *signa
                   off);
 }
 
-static int load_target(ss_otlp_endpoint *ep, const char *signal) {
+/* quiet: only a failure is said (the configuration-time check). */
+static int load_target(ss_otlp_endpoint *ep, const char *signal, bool quiet) {
     load_endpoint_url(ep, signal);
     char ikey[96];
-    bool insecure = load_insecure(signal, ikey, sizeof ikey);
+    bool insecure = load_insecure(signal, ikey, sizeof ikey, quiet);
     if (ss_otlp_parse_url(ep->url, insecure, ep->target, sizeof ep->target, &ep->tls) == 0) {
         /* OTel: INSECURE only decides for an endpoint without scheme
          * (true: plaintext). With https:// the scheme says TLS; INSECURE=true
          * then keeps TLS but stops verifying the server, as the user asked. */
         if (ep->tls && insecure && is_https(ep->url)) {
             ep->skip_verify = true;
-            ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
-                    "server's certificate or name; anyone on the path can impersonate it",
-                    ikey, ep->target);
+            if (!quiet)
+                ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
+                        "server's certificate or name; anyone on the path can impersonate it",
+                        ikey, ep->target);
         }
         url_for_messages(ep->url, sizeof ep->url);
         return 0;
@@ -581,11 +593,12 @@ static void splunk_realm_endpoint(ss_otlp_endpoint *ep, const char *realm) {
     ep->tls = true;
 }
 
-static int load_http_target(ss_otlp_endpoint *ep, const char *signal, const char *path) {
+static int load_http_target(ss_otlp_endpoint *ep, const char *signal, const char *path,
+                            bool quiet) {
     char key[96], ikey[96];
     bool as_is;
     const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
-    bool insecure = load_insecure(signal, ikey, sizeof ikey);
+    bool insecure = load_insecure(signal, ikey, sizeof ikey, quiet);
     if (!v) {
         ep->url_key[0] = '\0';
         http_url(SS_OTLP_DEFAULT_HTTP_ENDPOINT, true, true, path, ep->http_url,
@@ -595,7 +608,8 @@ static int load_http_target(ss_otlp_endpoint *ep, const char *signal, const char
         snprintf(ep->url_key, sizeof ep->url_key, "%.63s", key);
         if (ep->tls && insecure && is_https(v)) {
             ep->skip_verify = true;
-            ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
+            if (!quiet)
+                ss_warn("%s=true with an https:// endpoint (%s): TLS without verifying the "
                     "server's certificate or name; anyone on the path can impersonate it",
                     ikey, ep->target);
         }
@@ -641,7 +655,7 @@ int ss_otlp_endpoint_fork_http(ss_otlp_endpoint *ep, const char *http_path) {
     if (!v)
         return -ENOENT;
     char ikey[96], url[sizeof ep->http_url], target[sizeof ep->target];
-    bool insecure = load_insecure(ep->signal, ikey, sizeof ikey), tls;
+    bool insecure = load_insecure(ep->signal, ikey, sizeof ikey, false), tls;
     if (http_url(v, insecure, true, http_path, url, sizeof url, target, sizeof target, &tls) != 0) {
         char shown[sizeof ep->url];
         snprintf(shown, sizeof shown, "%s", v);
@@ -683,9 +697,9 @@ int ss_otlp_endpoint_load_path(ss_otlp_endpoint *ep, const char *signal, const c
     if (realm)
         splunk_realm_endpoint(ep, realm); /* over OTLP/HTTP, whatever the protocol */
     else if (ep->protocol == SS_OTLP_HTTP_PROTOBUF)
-        rc = load_http_target(ep, signal, http_path);
+        rc = load_http_target(ep, signal, http_path, false);
     else
-        rc = load_target(ep, signal);
+        rc = load_target(ep, signal, false);
     if (rc != 0)
         return rc;
     load_compression(ep, signal);
@@ -728,20 +742,15 @@ int ss_otlp_endpoint_check(const char *signal) {
         return -EINVAL;
     if (realm)
         return 0;
-    char key[96], target[256], url[1024];
-    bool as_is, tls;
-    const char *v = configured_endpoint(signal, key, sizeof key, &as_is);
-    if (!v)
-        return 0; /* the default */
-    bool http = protocol == SS_OTLP_HTTP_PROTOBUF;
-    /* parsing does not depend on INSECURE, which only picks the scheme of
-     * an endpoint written without one */
-    int rc = http ? http_url(v, false, !as_is, default_http_path(signal), url, sizeof url,
-                             target, sizeof target, &tls)
-                  : ss_otlp_parse_url(v, false, target, sizeof target, &tls);
-    if (rc != 0) {
-        say_bad_endpoint(key, v, signal, http);
-        return -EINVAL;
-    }
-    return 0;
+    /* the load's own parsing, into a scratch endpoint, so that the two
+     * never disagree */
+    ss_otlp_endpoint *tmp = calloc(1, sizeof *tmp);
+    if (!tmp)
+        return 0; /* the load will tell */
+    snprintf(tmp->signal, sizeof tmp->signal, "%s", signal);
+    int rc = protocol == SS_OTLP_HTTP_PROTOBUF
+                 ? load_http_target(tmp, signal, default_http_path(signal), true)
+                 : load_target(tmp, signal, true);
+    free(tmp);
+    return rc;
 }
