@@ -305,12 +305,12 @@ def check_stripped(host, lib, stripx, out):
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 
 
-def flame(page, fn, shot):
+def flame(page, fn, shot, *opts):
     if shutil.which("node") is None or \
             not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
         print("check_files: node or playwright-core (npm ci in tests/profiles/node) missing; skipped")
         sys.exit(77)
-    r = subprocess.run(["node", os.path.join(NODE_DIR, "flame_check.js"), page, fn, shot],
+    r = subprocess.run(["node", os.path.join(NODE_DIR, "flame_check.js"), page, fn, shot] + list(opts),
                        capture_output=True, text=True, timeout=120)
     sys.stdout.write(r.stdout)
     if r.returncode == 77:
@@ -349,9 +349,52 @@ def flame_demo(demo, lib, out, prefix):
     flame(pages[0], "compute_primes", os.path.join(out, "flame.png"))
 
 
+XSS_FUNCTION = "<script>alert(1)</script>"
+
+
+def flame_xss(drive, out):
+    """Names with HTML/JS in them: shown as text, nothing runs."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    r = subprocess.run([drive, out, "10", "xss"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("profiles_drive: " + r.stderr)
+    page = glob.glob(os.path.join(out, "*.html"))[0]
+    with open(page) as f:
+        html = f.read()
+    if "<script>alert" in html or "<img" in html:
+        fail("a name reached the page as markup")
+    flame(page, XSS_FUNCTION, os.path.join(out, "flame.png"), "--xss=" + XSS_FUNCTION)
+
+
+def flame_idle(lib, out):
+    """An idle host (sleep 2): no thread on CPU, the page shows the wall view
+    and says why; there is no collapsed file of the (empty) CPU view."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "flamegraph",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+                "LD_PRELOAD": lib})
+    sleep = shutil.which("sleep")
+    r = subprocess.run([sleep, "2"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        fail("sleep exited %d: %s" % (r.returncode, r.stderr))
+    pages = glob.glob(os.path.join(out, "*.html"))
+    if len(pages) != 1:
+        fail("an idle process got no flame graph: %s; agent said: %s" % (os.listdir(out), r.stderr))
+    if glob.glob(os.path.join(out, "*.collapsed")):
+        fail("a collapsed file for an empty CPU view")
+    flame(pages[0], "sleep", os.path.join(out, "flame.png"), "--idle")
+
+
 def main():
     if sys.argv[1] == "flame-synth":
         return flame_synth(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "flame-xss":
+        return flame_xss(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "flame-idle":
+        return flame_idle(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "flame-demo":
         return flame_demo(sys.argv[2], sys.argv[3], sys.argv[4],
                           sys.argv[5] if len(sys.argv) > 5 else "")

@@ -193,6 +193,14 @@ static void test_collapsed_empty_cpu(void **st) {
     assert_int_equal(ss_collapsed_encode(a, false, &b), 0);
     /* Separators inside names are neutralised. */
     assert_string_equal(b.data, "a_b_c;x_y 1\n");
+    /* No CPU sample: the flame graph page still comes (it opens on wall);
+     * an empty period has none. */
+    ss_buf_reset(&b);
+    assert_int_equal(ss_flamegraph_html(a, true, "idle", &b), 0);
+    ss_buf_reset(&b);
+    ss_agg_reset(a);
+    assert_int_equal(ss_flamegraph_html(a, true, "empty", &b), -ENODATA);
+    assert_int_equal(b.len, 0);
     ss_buf_free(&b);
     ss_agg_destroy(a);
 }
@@ -205,7 +213,20 @@ static void test_flamegraph_page(void **st) {
     assert_int_equal(ss_flamegraph_html(a, false, "demo <1>", &b), 0);
     ss_buf_putc(&b, '\0');
     assert_non_null(strstr(b.data, "<title>demo &lt;1&gt;</title>"));
-    assert_non_null(strstr(b.data, "\"main;main;worker;compute_primes 2\""));
+    /* Names as JSON strings, kinds by function, samples with wall and
+     * CPU counts: main's compute_primes sample, 2 wall and 2 CPU. */
+    assert_non_null(strstr(b.data, "\"compute_primes\""));
+    assert_non_null(strstr(b.data, "\"com.example.Demo.run\""));
+    assert_non_null(strstr(b.data, "\"view\":\"wall\""));
+    bool main_sample = false;
+    for (uint32_t i = 1; i < a->n_samples; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "[%u,2,2,", a->samples[i].attrset);
+        if (strcmp(ss_agg_str(a, a->attrsets[a->samples[i].attrset].name), "main") == 0 &&
+            a->samples[i].wall == 2)
+            main_sample = strstr(b.data, want) != NULL;
+    }
+    assert_true(main_sample);
     /* Self-contained: no external reference. */
     assert_null(strstr(b.data, "src="));
     assert_null(strstr(b.data, "href="));
