@@ -364,7 +364,8 @@ def flame_xss(drive, out):
         html = f.read()
     if "<script>alert" in html or "<img" in html:
         fail("a name reached the page as markup")
-    flame(page, XSS_FUNCTION, os.path.join(out, "flame.png"), "--xss=" + XSS_FUNCTION)
+    flame(page, XSS_FUNCTION, os.path.join(out, "flame.png"), "--xss=" + XSS_FUNCTION,
+          "--kinds=native,java,jit,kernel")
 
 
 def flame_idle(lib, out):

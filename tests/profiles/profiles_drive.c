@@ -9,7 +9,8 @@
  * the environment, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT). With "xss", the
  * "flamegraph" exporter over rounds whose busy thread runs a function named
  * <script>alert(1)</script> in a thread named "><img src=x onerror=alert(2)>
- * (the flame graph must show both as text).
+ * (the flame graph must show both as text), under Java and native frames
+ * and over JIT and vDSO (kernel) ones: every frame kind.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,23 @@ static ss_round *xss_round(uint32_t i) {
     t->state = SS_STATE_RUNNABLE;
     t->on_cpu = true;
     t->cpu_delta_ns = 9000000;
-    const char *names[] = {i % 3 == 2 ? "helper" : XSS_FUNCTION, "main"};
-    for (int k = 0; k < 2; k++) {
-        ss_frame f = {.fn = ss_funcinfo_intern("global", names[k], "x.c", NULL,
-                                               SS_FRAME_NATIVE)};
+    /* Leaf first: the vDSO (kernel), JIT code, the function, a Java
+     * frame, main: every frame kind in one stack. */
+    const ss_mapping *vdso = ss_mapping_intern("[vdso]", "", 0x7fff0000, 0x7fff2000, 0);
+    struct {
+        const char *ns, *name;
+        ss_frame_kind kind;
+        const ss_mapping *map;
+    } fr[] = {
+        {"global", "__vdso_clock_gettime", SS_FRAME_NATIVE, vdso},
+        {"jit", "LazyCompile:*fib /app.js:3", SS_FRAME_NATIVE, NULL},
+        {"global", i % 3 == 2 ? "helper" : XSS_FUNCTION, SS_FRAME_NATIVE, NULL},
+        {"com.example.App", "run", SS_FRAME_JAVA, NULL},
+        {"global", "main", SS_FRAME_NATIVE, NULL},
+    };
+    for (size_t k = 0; k < sizeof fr / sizeof *fr; k++) {
+        ss_frame f = {.fn = ss_funcinfo_intern(fr[k].ns, fr[k].name, "x.c", NULL, fr[k].kind),
+                      .map = fr[k].map, .addr = fr[k].map ? 0x7fff0900 : 0};
         ss_round_builder_add_frame(b, &f);
     }
     ss_round *r = ss_round_builder_finish(b, 0, 0);

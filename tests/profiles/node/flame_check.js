@@ -2,6 +2,7 @@
 // as a person would.
 //
 //   node flame_check.js <page.html> <function> [screenshot.png] [--idle] [--xss=<name>]
+//                       [--kinds=native,java,...]
 //
 // Checks: the page renders boxes at the window's full width (two window
 // sizes: 1280 and 800 px); box widths are proportional to their sample
@@ -16,6 +17,7 @@
 // frame kinds. --idle: the data has no CPU sample: no switch, the wall
 // view, one line saying why. --xss=<name>: a function of that name exists
 // as a box whose text is the name, and no dialog opened (nothing ran).
+// --kinds=...: boxes of each of these kinds were drawn (and coloured so).
 // No network request, no script error. Prints one JSON line with what it
 // saw; exits 1 on a failed check, 77 when Chromium is missing.
 'use strict';
@@ -106,6 +108,7 @@ async function main() {
   const idle = opts.includes('--idle');
   const xssOpt = opts.find((o) => o.startsWith('--xss='));
   const xss = xssOpt ? xssOpt.slice(6) : null;
+  const kindsOpt = opts.find((o) => o.startsWith('--kinds='));
   if (!page_file || !fn) fail('usage: flame_check.js <page.html> <function> [shot.png] [--idle] [--xss=name]');
   if (!fs.existsSync(CHROMIUM)) {
     console.log('flame_check: ' + CHROMIUM + ' not installed; skipped');
@@ -257,6 +260,9 @@ async function main() {
       const injected = await page.evaluate(() => document.querySelectorAll('img, iframe, body script').length);
       check(injected === 1, `${injected} img/iframe/script elements (the page's own script only)`);
       xssSeen = b.name;
+    }
+    if (kindsOpt) {
+      for (const k of kindsOpt.slice(8).split(',')) check(kinds.has(k), `no ${k} box drawn: ${[...kinds]}`);
     }
     check(dialogs.length === 0, 'a dialog opened: ' + dialogs.join('; '));
     check(errors.length === 0, 'script errors: ' + errors.join('; '));
