@@ -240,7 +240,7 @@ def elf_facts(lib):
     return build_id, text, run
 
 
-def check_stripped(host, lib, stripx, out):
+def check_stripped(host, lib, stripx, out, unstripped=None):
     build_id, text_range, run = elf_facts(stripx)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -278,6 +278,16 @@ def check_stripped(host, lib, stripx, out):
     if len(offsets) < 2:
         fail("%d distinct libstripx.so offsets, want >= 2: unknown frames merged? names %s" %
              (len(offsets), sorted(names)))
+    # The offsets are what a symbolizer takes: the copy before stripping
+    # names each one (the running code is the two hidden spin functions).
+    named = {}
+    if unstripped and shutil.which("addr2line"):
+        a2l = subprocess.run(["addr2line", "-f", "-e", unstripped] + [hex(o) for o in sorted(offsets)],
+                             capture_output=True, text=True).stdout.split("\n")
+        named = dict(zip((hex(o) for o in sorted(offsets)), a2l[0::2]))
+        wrong = {o: f for o, f in named.items() if f not in ("stripx_spin_a", "stripx_spin_b")}
+        if wrong:
+            fail("offsets addr2line does not place in the hidden functions: %s" % wrong)
     for want in ("stripx_run", "worker", "start_thread"):
         if want not in names:
             fail("no function named %s in the pprof: %s" % (want, sorted(names)))
@@ -299,7 +309,7 @@ def check_stripped(host, lib, stripx, out):
     if "\tat global.stripx_run(libstripx.so)" not in text or "\tat global.worker(" not in text:
         fail("the text body lost its global. namespace")
     print("stripped: ok: %d distinct libstripx.so offsets %s, build id %s, top %s" %
-          (len(offsets), sorted(hex(o) for o in offsets), build_id, fn))
+          (len(offsets), named or sorted(hex(o) for o in offsets), build_id, fn))
 
 
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
@@ -408,7 +418,8 @@ def main():
     elif mode == "java":
         check_java(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "stripped":
-        check_stripped(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+        check_stripped(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5],
+                       sys.argv[6] if len(sys.argv) > 6 else None)
     elif mode == "demo":
         check_demo(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else "")
     else:
