@@ -252,32 +252,103 @@ static bool mapptr_eq(const ss_agg *a, uint32_t idx, const void *key) {
 
 static bool func_eq(const ss_agg *a, uint32_t idx, const void *key) {
     const agg_function *x = &a->functions[idx], *y = key;
-    return x->name == y->name && x->system_name == y->system_name && x->file == y->file;
+    return x->name == y->name && x->system_name == y->system_name && x->file == y->file &&
+           x->kind == y->kind;
 }
 
 static uint32_t ptr_hash(const void *p) { return fold(mix(0, (uint64_t)(uintptr_t)p)); }
 
-/* "ns.name" as the text output prints it. */
-static uint32_t func_name(ss_agg *a, const ss_funcinfo *fn) {
-    const char *ns = fn && fn->ns ? fn->ns : "unknown";
-    const char *name = fn && fn->name ? fn->name : "unknown";
-    size_t nl = strlen(ns), ml = strlen(name);
+/* A function's name in profiles, as profilers spell it (async-profiler,
+ * perf, pprof): Java "pkg.Class.method"; native code its plain name
+ * ("compute_primes", "std::vector<int>::push_back"). The "global." and
+ * "unknown." namespaces are the Splunk call-stack text's convention and
+ * stay there (text_format.c). */
+static uint32_t join_name(ss_agg *a, const char *ns, const char *sep, const char *name) {
+    size_t nl = strlen(ns), sl = strlen(sep), ml = strlen(name);
     char small[512];
-    char *buf = nl + ml + 2 <= sizeof small ? small : malloc(nl + ml + 2);
+    char *buf = nl + sl + ml + 1 <= sizeof small ? small : malloc(nl + sl + ml + 1);
     if (!buf) {
         a->failed = true;
         return 0;
     }
     memcpy(buf, ns, nl);
-    buf[nl] = '.';
-    memcpy(buf + nl + 1, name, ml);
-    uint32_t idx = ss_agg_intern(a, buf, nl + ml + 1);
+    memcpy(buf + nl, sep, sl);
+    memcpy(buf + nl + sl, name, ml);
+    uint32_t idx = ss_agg_intern(a, buf, nl + sl + ml);
     if (buf != small)
         free(buf);
     return idx;
 }
 
-static uint32_t function_of(ss_agg *a, const ss_funcinfo *fn) {
+static uint32_t func_name(ss_agg *a, const ss_funcinfo *fn) {
+    const char *ns = fn->ns ? fn->ns : "";
+    const char *name = fn->name ? fn->name : "unknown";
+    if (fn->kind == SS_FRAME_JAVA)
+        return join_name(a, ns, ns[0] ? "." : "", name);
+    if (!ns[0] || strcmp(ns, "global") == 0 || strcmp(ns, "jit") == 0)
+        return intern_z(a, name);
+    if (strcmp(ns, "stackshot") == 0) /* the agent's own markers: stackshot.truncated */
+        return join_name(a, ns, ".", name);
+    return join_name(a, ns, "::", name); /* C++ / Rust scope split by the resolver */
+}
+
+static uint8_t func_kind(const ss_funcinfo *fn, const ss_mapping *m) {
+    if (fn && fn->kind == SS_FRAME_JAVA)
+        return AGG_KIND_JAVA;
+    if (fn && fn->ns && strcmp(fn->ns, "jit") == 0)
+        return AGG_KIND_JIT;
+    /* Kernel stacks are not sampled: the only kernel-provided code in a
+     * stack is the vDSO (clock_gettime, gettimeofday). */
+    if (m && m->path && (strcmp(m->path, "[vdso]") == 0 || strcmp(m->path, "[vsyscall]") == 0))
+        return AGG_KIND_KERNEL;
+    return AGG_KIND_NATIVE;
+}
+
+static bool unresolved(const ss_funcinfo *fn) {
+    return !fn || (fn->kind != SS_FRAME_JAVA && fn->name && fn->ns &&
+                   strcmp(fn->name, "unknown") == 0 && strcmp(fn->ns, "unknown") == 0);
+}
+
+static uint32_t add_function(ss_agg *a, agg_function f) {
+    uint32_t fh = fold(mix(mix(mix(f.name, f.system_name), f.file), f.kind));
+    agg_slot *fslot;
+    uint32_t idx = ix_find(a, &a->ix_functions, fh, func_eq, &f, &fslot);
+    if (idx)
+        return idx;
+    if (!fslot || GROW(a, functions, a->n_functions + 1) != 0)
+        return 0;
+    idx = a->n_functions++;
+    a->functions[idx] = f;
+    ix_put(&a->ix_functions, fslot, fh, idx);
+    return idx;
+}
+
+/* A native frame without a symbol: named by its module and the offset in
+ * it ("libfoo.so+0x1234", the offset addr2line and symbolizers take with
+ * the module's build id, carried by the location's mapping), or by its
+ * address when no module holds it ("[unknown]+0x7f..."), so that the
+ * unknown frames of different code stay apart. */
+static uint32_t unresolved_function(ss_agg *a, const ss_frame *f) {
+    char name[320];
+    const ss_mapping *m = f->map;
+    if (m && m->path && m->path[0]) {
+        const char *base = strrchr(m->path, '/');
+        base = base ? base + 1 : m->path;
+        uint64_t off = f->addr - m->start + m->file_offset;
+        snprintf(name, sizeof name, "%.256s+0x%llx", base, (unsigned long long)off);
+    } else {
+        snprintf(name, sizeof name, "[unknown]+0x%llx", (unsigned long long)f->addr);
+    }
+    const char *file = f->fn && f->fn->file ? f->fn->file : "unknown";
+    agg_function fn = {.name = intern_z(a, name), .file = intern_z(a, file),
+                       .kind = func_kind(f->fn, m)};
+    return add_function(a, fn);
+}
+
+static uint32_t function_of(ss_agg *a, const ss_frame *fr) {
+    const ss_funcinfo *fn = fr->fn;
+    if (unresolved(fn))
+        return unresolved_function(a, fr);
     uint32_t h = ptr_hash(fn);
     agg_slot *slot;
     uint32_t at = ix_find(a, &a->ix_fnptr, h, fnptr_eq, fn, &slot);
@@ -285,19 +356,14 @@ static uint32_t function_of(ss_agg *a, const ss_funcinfo *fn) {
         return a->fnptr_vals[at];
     if (!slot)
         return 0;
-    /* A miss: the function by content. */
+    /* A miss: the function by content. (A vDSO function's funcinfo is the
+     * vDSO's own, file "[vdso]": its kind does not depend on the frame.) */
     agg_function f = {.name = func_name(a, fn),
-                      .file = intern_z(a, fn && fn->file ? fn->file : "unknown")};
-    uint32_t fh = fold(mix(mix(f.name, f.system_name), f.file));
-    agg_slot *fslot;
-    uint32_t idx = ix_find(a, &a->ix_functions, fh, func_eq, &f, &fslot);
-    if (!idx) {
-        if (!fslot || GROW(a, functions, a->n_functions + 1) != 0)
-            return 0;
-        idx = a->n_functions++;
-        a->functions[idx] = f;
-        ix_put(&a->ix_functions, fslot, fh, idx);
-    }
+                      .file = intern_z(a, fn->file ? fn->file : "unknown"),
+                      .kind = func_kind(fn, fr->map)};
+    uint32_t idx = add_function(a, f);
+    if (!idx)
+        return 0;
     if (GROW(a, fnptr_keys, a->n_fnptr_keys + 1) != 0 ||
         GROW(a, fnptr_vals, a->n_fnptr_vals + 1) != 0)
         return idx;
@@ -367,7 +433,7 @@ static uint32_t location_of(ss_agg *a, const ss_frame *f, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         agg_line l;
         memset(&l, 0, sizeof l);
-        l.function = function_of(a, f[i].fn);
+        l.function = function_of(a, &f[i]);
         l.line = f[i].line > 0 ? f[i].line : 0;
         a->scratch_lines[i] = l;
         h = mix(mix(h, l.function), (uint32_t)l.line);

@@ -40,10 +40,16 @@ typedef struct agg_string {
     uint32_t off, len; /* in ss_agg.chars */
 } agg_string;
 
+/* What a function's code is (the flame graph's colours). */
+enum { AGG_KIND_NATIVE = 0, AGG_KIND_JAVA = 1, AGG_KIND_JIT = 2, AGG_KIND_KERNEL = 3 };
+
 typedef struct agg_function {
-    uint32_t name;        /* "ns.name", the text output's spelling */
+    uint32_t name;        /* as profilers spell it: Java "pkg.Class.method", native
+                           * the plain (demangled) name, a native frame without
+                           * a symbol "libfoo.so+0x1234" (aggregate.c) */
     uint32_t system_name; /* the raw symbol for native code, else 0 */
     uint32_t file;
+    uint8_t kind;         /* AGG_KIND_* */
 } agg_function;
 
 typedef struct agg_mapping {

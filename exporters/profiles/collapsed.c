@@ -5,7 +5,9 @@
  *     thread name;root frame;...;leaf frame <count>
  *
  * The thread name is the root-most element, so each thread is its own
- * tower. Frames are "ns.name" as in the thread-dump text; inlined frames
+ * tower. Frames are named as in every profile (aggregate.h: Java
+ * "pkg.Class.method", native plain names, "libfoo.so+0x1234" for native
+ * code without a symbol); inlined frames
  * appear as frames of their own, callers first. ';' and line breaks inside
  * names would break the format and become '_'. Lines are sorted bytewise
  * and equal lines (same stack and thread name, different thread state or

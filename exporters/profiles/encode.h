@@ -14,8 +14,9 @@
  * only observations on CPU, else all (wall). */
 int ss_collapsed_encode(ss_agg *a, bool cpu, ss_buf *out);
 
-/* A self-contained HTML page with the interactive flame graph of the same
- * collapsed stacks. */
+/* A self-contained HTML page with the interactive flame graph of the
+ * period, both views in it: cpu chooses the one it opens on (the wall view
+ * when no thread was on CPU). -ENODATA only when the period has no sample. */
 int ss_flamegraph_html(ss_agg *a, bool cpu, const char *title, ss_buf *out);
 
 typedef enum ss_otlp_prof_version {

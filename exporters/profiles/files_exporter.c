@@ -6,8 +6,10 @@
  *                                                     wall/nanoseconds, cpu/nanoseconds)
  *   exporter "flamegraph": <program>.<pid>.<seq>.collapsed and .html
  *
- * The flame graph shows the CPU view by default (threads on CPU: where the
- * time goes) or every thread of every round (STACKSHOT_FLAMEGRAPH_VIEW=wall).
+ * The collapsed file holds the CPU view by default (threads on CPU: where
+ * the time goes) or every thread of every round (STACKSHOT_FLAMEGRAPH_VIEW=
+ * wall); the page holds both and opens on that one (on wall when no thread
+ * was on CPU: then there is no collapsed file).
  * seq counts the periods of one exporter, from 1.
  */
 #include "encode.h"
@@ -63,16 +65,17 @@ static int flush_pprof(files_state *s, ss_agg *a) {
 
 static int flush_flame(files_state *s, ss_agg *a) {
     ss_buf_reset(&s->out);
+    /* No thread on CPU (an idle process): no collapsed file for the CPU
+     * view, but the page still comes, on the wall view, saying why. */
     int rc = ss_collapsed_encode(a, s->cpu_view, &s->out);
     if (rc == 0)
         rc = write_file(s, "collapsed", &s->out);
-    if (rc != 0)
+    if (rc != 0 && rc != -ENODATA)
         return rc;
     ss_buf_reset(&s->out);
     char title[600];
     const ss_process_info *p = ss_process();
-    snprintf(title, sizeof title, "%s (pid %d), %s, %llu rounds", p->program_name, (int)p->pid,
-             s->cpu_view ? "threads on CPU" : "all threads (wall)",
+    snprintf(title, sizeof title, "%s (pid %d), %llu rounds", p->program_name, (int)p->pid,
              (unsigned long long)a->rounds);
     rc = ss_flamegraph_html(a, s->cpu_view, title, &s->out);
     if (rc == 0)

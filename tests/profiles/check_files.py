@@ -21,8 +21,8 @@ import subprocess
 import sys
 
 GOLDEN_COLLAPSED_CPU_30 = (
-    "main;global.main;global.worker;global.compute_primes 20\n"
-    "main;global.main;global.worker;global.is_prime 10\n")
+    "main;main;worker;compute_primes 20\n"
+    "main;main;worker;is_prime 10\n")
 
 
 def fail(msg):
@@ -124,7 +124,7 @@ def check_synth(drive, out):
         by_thread[name] = by_thread.get(name, 0) + s["values"][0]
         leaf = locs[s["locs"][0]][0]
         if name == "main":
-            want = {"global.compute_primes": 20, "global.is_prime": 10}[leaf]
+            want = {"compute_primes": 20, "is_prime": 10}[leaf]
             if s["values"] != [want, want * 10000000, want * 9000000]:
                 fail("main/%s values %s" % (leaf, s["values"]))
             if s["labels"]["thread.id"] != "100" or s["labels"]["thread.state"] != "RUNNABLE":
@@ -133,12 +133,12 @@ def check_synth(drive, out):
             if s["labels"].get("trace_id") != "0102030405060708090a0b0c0d0e0f10" or \
                s["labels"].get("span_id") != "a1a2a3a4a5a6a7a8":
                 fail("span labels %s" % s["labels"])
-        if name == "idle" and locs[s["locs"][0]] != ["global.inner", "global.outer"]:
+        if name == "idle" and locs[s["locs"][0]] != ["inner", "outer"]:
             fail("inlined location %s" % locs[s["locs"][0]])
     if by_thread != {"main": 30, "idle": 30, "java-worker": 30}:
         fail("samples per thread %s" % by_thread)
     fn, line = top_flat(pprof(["-top", "-sample_index=cpu"], pb[0], out))
-    if fn != "global.compute_primes":
+    if fn != "compute_primes":
         fail("top CPU function is %s (%s)" % (fn, line))
     print("synth: ok: %d samples, %s" % (len(samples), by_thread))
 
@@ -177,11 +177,11 @@ def check_demo(demo, lib, out, prefix):
         fail("sleeper sample count differs from the text")
     top = pprof(["-top", "-sample_index=cpu"], pb[0], out)
     fn, line = top_flat(top)
-    if fn not in ("global.is_prime", "global.compute_primes"):
+    if fn not in ("is_prime", "compute_primes"):
         fail("top CPU function is %s:\n%s" % (fn, top))
     cum = pprof(["-top", "-cum", "-sample_index=samples", "-tagfocus=thread.name=busy-worker"],
                 pb[0], out)
-    if not re.search(r"\s%d\s+[\d.]+%%\s+global\.compute_primes" % busy_rounds, cum):
+    if not re.search(r"\s%d\s+[\d.]+%%\s+compute_primes" % busy_rounds, cum):
         fail("compute_primes is not in all %d busy-worker samples:\n%s" % (busy_rounds, cum))
     print("demo: ok: %d rounds, busy-worker %d samples, top %s" % (rounds, busy_rounds, fn))
 
@@ -218,15 +218,109 @@ def check_java(jdk, lib, demo_src, out):
     print("java: ok: busy-worker %d samples, top %s" % (busy, fn))
 
 
+def elf_facts(lib):
+    """Build id, .text range and the exported stripx_run range of a library."""
+    for tool in ("readelf", "nm"):
+        if shutil.which(tool) is None:
+            print("check_files: %s (binutils) missing; skipped" % tool)
+            sys.exit(77)
+    notes = subprocess.run(["readelf", "-n", lib], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", notes)
+    if not m:
+        fail("%s has no build id" % lib)
+    build_id = m.group(1)
+    sections = subprocess.run(["readelf", "-SW", lib], capture_output=True, text=True).stdout
+    m = re.search(r"\.text\s+PROGBITS\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)", sections)
+    text = (int(m.group(1), 16), int(m.group(1), 16) + int(m.group(3), 16))
+    syms = subprocess.run(["nm", "-D", "-S", lib], capture_output=True, text=True).stdout
+    m = re.search(r"^([0-9a-f]+) ([0-9a-f]+) T stripx_run$", syms, re.M)
+    run = (int(m.group(1), 16), int(m.group(1), 16) + int(m.group(2), 16))
+    if subprocess.run(["nm", lib], capture_output=True, text=True).stdout.strip():
+        fail("%s is not stripped" % lib)
+    return build_id, text, run
+
+
+def check_stripped(host, lib, stripx, out, unstripped=None):
+    build_id, text_range, run = elf_facts(stripx)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "pprof,flamegraph,text",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "50",
+                "LD_PRELOAD": lib})
+    r = subprocess.run([host, "2"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        fail("host exited %d: %s" % (r.returncode, r.stderr))
+    pb = glob.glob(os.path.join(out, "*.pb.gz"))
+    col = glob.glob(os.path.join(out, "*.collapsed"))
+    txt = glob.glob(os.path.join(out, "*.txt"))
+    if len(pb) != 1 or len(col) != 1 or len(txt) != 1:
+        fail("expected one pprof, collapsed and text file: %s" % os.listdir(out))
+    raw = pprof(["-raw"], pb[0], out)
+    mappings = {}
+    for m in re.finditer(r"^(\d+): 0x[0-9a-f]+/0x[0-9a-f]+/0x[0-9a-f]+ (\S+) ?([0-9a-f]*)", raw, re.M):
+        mappings[m.group(1)] = (m.group(2), m.group(3))
+    offsets, names = set(), set()
+    for m in re.finditer(r"^\s+\d+: 0x[0-9a-f]+ (?:M=(\d+) )?(\S+) ", raw, re.M):
+        names.add(m.group(2))
+        u = re.match(r"^libstripx\.so\+0x([0-9a-f]+)$", m.group(2))
+        if not u:
+            continue
+        off = int(u.group(1), 16)
+        if not (text_range[0] <= off < text_range[1]) or run[0] <= off < run[1]:
+            fail("libstripx.so+0x%x is not in the hidden code of .text %s (stripx_run %s)" %
+                 (off, [hex(x) for x in text_range], [hex(x) for x in run]))
+        mp = mappings.get(m.group(1))
+        if not mp or not mp[0].endswith("/libstripx.so") or mp[1] != build_id:
+            fail("libstripx.so+0x%x: mapping %s, want libstripx.so with build id %s" %
+                 (off, mp, build_id))
+        offsets.add(off)
+    if len(offsets) < 2:
+        fail("%d distinct libstripx.so offsets, want >= 2: unknown frames merged? names %s" %
+             (len(offsets), sorted(names)))
+    # The offsets are what a symbolizer takes: the copy before stripping
+    # names each one (the running code is the two hidden spin functions).
+    named = {}
+    if unstripped and shutil.which("addr2line"):
+        a2l = subprocess.run(["addr2line", "-f", "-e", unstripped] + [hex(o) for o in sorted(offsets)],
+                             capture_output=True, text=True).stdout.split("\n")
+        named = dict(zip((hex(o) for o in sorted(offsets)), a2l[0::2]))
+        wrong = {o: f for o, f in named.items() if f not in ("stripx_spin_a", "stripx_spin_b")}
+        if wrong:
+            fail("offsets addr2line does not place in the hidden functions: %s" % wrong)
+    for want in ("stripx_run", "worker", "start_thread"):
+        if want not in names:
+            fail("no function named %s in the pprof: %s" % (want, sorted(names)))
+    bad = [n for n in names if n.startswith("global.") or n.startswith("unknown.")]
+    if bad:
+        fail("namespaced names in the pprof: %s" % bad)
+    fn, line = top_flat(pprof(["-top", "-sample_index=cpu"], pb[0], out))
+    if not fn.startswith("libstripx.so+0x"):
+        fail("top CPU function is %s, want a libstripx.so+0x frame" % fn)
+    with open(col[0]) as f:
+        collapsed = f.read()
+    if "global." in collapsed or "unknown." in collapsed:
+        fail("namespaced names in the collapsed stacks")
+    if not re.search(r"^strip-worker;.*;worker;stripx_run;libstripx\.so\+0x[0-9a-f]+ \d+$",
+                     collapsed, re.M):
+        fail("no strip-worker stack into libstripx.so in the collapsed stacks")
+    with open(txt[0], errors="replace") as f:
+        text = f.read()
+    if "\tat global.stripx_run(libstripx.so)" not in text or "\tat global.worker(" not in text:
+        fail("the text body lost its global. namespace")
+    print("stripped: ok: %d distinct libstripx.so offsets %s, build id %s, top %s" %
+          (len(offsets), named or sorted(hex(o) for o in offsets), build_id, fn))
+
+
 NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
 
 
-def flame(page, fn, shot):
+def flame(page, fn, shot, *opts):
     if shutil.which("node") is None or \
             not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
         print("check_files: node or playwright-core (npm ci in tests/profiles/node) missing; skipped")
         sys.exit(77)
-    r = subprocess.run(["node", os.path.join(NODE_DIR, "flame_check.js"), page, fn, shot],
+    r = subprocess.run(["node", os.path.join(NODE_DIR, "flame_check.js"), page, fn, shot] + list(opts),
                        capture_output=True, text=True, timeout=120)
     sys.stdout.write(r.stdout)
     if r.returncode == 77:
@@ -242,7 +336,7 @@ def flame_synth(drive, out):
     if r.returncode != 0:
         fail("profiles_drive: " + r.stderr)
     page = glob.glob(os.path.join(out, "*.html"))[0]
-    flame(page, "global.compute_primes", os.path.join(out, "flame.png"))
+    flame(page, "compute_primes", os.path.join(out, "flame.png"))
 
 
 def flame_demo(demo, lib, out, prefix):
@@ -260,14 +354,58 @@ def flame_demo(demo, lib, out, prefix):
         fail("expected one flame graph page: %s; agent said: %s" % (os.listdir(out), r.stderr))
     with open(glob.glob(os.path.join(out, "*.collapsed"))[0]) as f:
         lines = f.read().splitlines()
-    if not any(l.startswith("busy-worker;") and ";global.compute_primes" in l for l in lines):
+    if not any(l.startswith("busy-worker;") and ";compute_primes" in l for l in lines):
         fail("no busy-worker/compute_primes stack in the collapsed file")
-    flame(pages[0], "global.compute_primes", os.path.join(out, "flame.png"))
+    flame(pages[0], "compute_primes", os.path.join(out, "flame.png"))
+
+
+XSS_FUNCTION = "<script>alert(1)</script>"
+
+
+def flame_xss(drive, out):
+    """Names with HTML/JS in them: shown as text, nothing runs."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    r = subprocess.run([drive, out, "10", "xss"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("profiles_drive: " + r.stderr)
+    page = glob.glob(os.path.join(out, "*.html"))[0]
+    with open(page) as f:
+        html = f.read()
+    if "<script>alert" in html or "<img" in html:
+        fail("a name reached the page as markup")
+    flame(page, XSS_FUNCTION, os.path.join(out, "flame.png"), "--xss=" + XSS_FUNCTION,
+          "--kinds=native,java,jit,kernel")
+
+
+def flame_idle(lib, out):
+    """An idle host (sleep 2): no thread on CPU, the page shows the wall view
+    and says why; there is no collapsed file of the (empty) CPU view."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = dict(os.environ)
+    env.update({"SPLUNK_PROFILER_ENABLED": "true", "STACKSHOT_EXPORTERS": "flamegraph",
+                "STACKSHOT_OUTPUT_DIR": out, "SPLUNK_PROFILER_CALL_STACK_INTERVAL": "100",
+                "LD_PRELOAD": lib})
+    sleep = shutil.which("sleep")
+    r = subprocess.run([sleep, "2"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        fail("sleep exited %d: %s" % (r.returncode, r.stderr))
+    pages = glob.glob(os.path.join(out, "*.html"))
+    if len(pages) != 1:
+        fail("an idle process got no flame graph: %s; agent said: %s" % (os.listdir(out), r.stderr))
+    if glob.glob(os.path.join(out, "*.collapsed")):
+        fail("a collapsed file for an empty CPU view")
+    flame(pages[0], "sleep", os.path.join(out, "flame.png"), "--idle")
 
 
 def main():
     if sys.argv[1] == "flame-synth":
         return flame_synth(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "flame-xss":
+        return flame_xss(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "flame-idle":
+        return flame_idle(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "flame-demo":
         return flame_demo(sys.argv[2], sys.argv[3], sys.argv[4],
                           sys.argv[5] if len(sys.argv) > 5 else "")
@@ -279,6 +417,9 @@ def main():
         check_synth(sys.argv[2], sys.argv[3])
     elif mode == "java":
         check_java(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif mode == "stripped":
+        check_stripped(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5],
+                       sys.argv[6] if len(sys.argv) > 6 else None)
     elif mode == "demo":
         check_demo(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else "")
     else:

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,9 +66,9 @@ static void test_tables(void **st) {
     /* The inlined pair is one location, innermost line first. */
     uint32_t inner = 0, outer = 0;
     for (uint32_t i = 1; i < a->n_functions; i++) {
-        if (strcmp(ss_agg_str(a, a->functions[i].name), "global.inner") == 0)
+        if (strcmp(ss_agg_str(a, a->functions[i].name), "inner") == 0)
             inner = i;
-        if (strcmp(ss_agg_str(a, a->functions[i].name), "global.outer") == 0)
+        if (strcmp(ss_agg_str(a, a->functions[i].name), "outer") == 0)
             outer = i;
     }
     bool found = false;
@@ -148,14 +149,14 @@ static void test_limit_refuses(void **st) {
 }
 
 static const char golden_wall[] =
-    "idle;global.start;global.outer;global.inner 3\n"
+    "idle;start;outer;inner 3\n"
     "java-worker;java.lang.Thread.run;com.example.Demo.run;java.lang.Thread.sleep 3\n"
-    "main;global.main;global.worker;global.compute_primes 2\n"
-    "main;global.main;global.worker;global.is_prime 1\n";
+    "main;main;worker;compute_primes 2\n"
+    "main;main;worker;is_prime 1\n";
 
 static const char golden_cpu[] =
-    "main;global.main;global.worker;global.compute_primes 2\n"
-    "main;global.main;global.worker;global.is_prime 1\n";
+    "main;main;worker;compute_primes 2\n"
+    "main;main;worker;is_prime 1\n";
 
 static void test_collapsed_golden(void **st) {
     (void)st;
@@ -191,7 +192,15 @@ static void test_collapsed_empty_cpu(void **st) {
     assert_int_equal(ss_collapsed_encode(a, true, &b), -ENODATA);
     assert_int_equal(ss_collapsed_encode(a, false, &b), 0);
     /* Separators inside names are neutralised. */
-    assert_string_equal(b.data, "a_b_c;global.x_y 1\n");
+    assert_string_equal(b.data, "a_b_c;x_y 1\n");
+    /* No CPU sample: the flame graph page still comes (it opens on wall);
+     * an empty period has none. */
+    ss_buf_reset(&b);
+    assert_int_equal(ss_flamegraph_html(a, true, "idle", &b), 0);
+    ss_buf_reset(&b);
+    ss_agg_reset(a);
+    assert_int_equal(ss_flamegraph_html(a, true, "empty", &b), -ENODATA);
+    assert_int_equal(b.len, 0);
     ss_buf_free(&b);
     ss_agg_destroy(a);
 }
@@ -204,7 +213,20 @@ static void test_flamegraph_page(void **st) {
     assert_int_equal(ss_flamegraph_html(a, false, "demo <1>", &b), 0);
     ss_buf_putc(&b, '\0');
     assert_non_null(strstr(b.data, "<title>demo &lt;1&gt;</title>"));
-    assert_non_null(strstr(b.data, "\"main;global.main;global.worker;global.compute_primes 2\""));
+    /* Names as JSON strings, kinds by function, samples with wall and
+     * CPU counts: main's compute_primes sample, 2 wall and 2 CPU. */
+    assert_non_null(strstr(b.data, "\"compute_primes\""));
+    assert_non_null(strstr(b.data, "\"com.example.Demo.run\""));
+    assert_non_null(strstr(b.data, "\"view\":\"wall\""));
+    bool main_sample = false;
+    for (uint32_t i = 1; i < a->n_samples; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "[%u,2,2,", a->samples[i].attrset);
+        if (strcmp(ss_agg_str(a, a->attrsets[a->samples[i].attrset].name), "main") == 0 &&
+            a->samples[i].wall == 2)
+            main_sample = strstr(b.data, want) != NULL;
+    }
+    assert_true(main_sample);
     /* Self-contained: no external reference. */
     assert_null(strstr(b.data, "src="));
     assert_null(strstr(b.data, "href="));
@@ -216,10 +238,89 @@ static void test_flamegraph_page(void **st) {
     ss_agg_destroy(a);
 }
 
+/* Names in profiles: plain native names, C++ scopes joined by "::", Java
+ * "pkg.Class.method", and native frames without a symbol named by module
+ * and offset (distinct functions, the module's mapping and build id on
+ * the location), "[unknown]+0x<address>" outside every module. */
+static uint32_t leaf_fn(const ss_agg *a, uint32_t sample) {
+    const agg_stack *s = &a->stacks[a->samples[sample].stack];
+    const agg_location *l = &a->locations[a->stack_locs[s->start]];
+    return a->lines[l->line_start].function;
+}
+
+static void test_profile_names(void **st) {
+    (void)st;
+    const ss_mapping *lib = ss_mapping_intern("/tmp/x/libx.so", "0badc0de", 0x7f5000000000,
+                                              0x7f5000010000, 0x1000);
+    const ss_mapping *vdso = ss_mapping_intern("[vdso]", "", 0x7fff0000, 0x7fff2000, 0);
+    const ss_funcinfo *unk = ss_funcinfo_intern("unknown", "unknown", "libx.so", NULL,
+                                                SS_FRAME_NATIVE);
+    struct {
+        const char *ns, *name;
+        ss_frame_kind kind;
+        const ss_mapping *map;
+        uint64_t addr;
+        const char *want;
+        uint8_t want_kind;
+    } cases[] = {
+        {"global", "compute_primes", SS_FRAME_NATIVE, lib, 0x7f5000000100, "compute_primes",
+         AGG_KIND_NATIVE},
+        {"ns::Klass<int>", "push", SS_FRAME_NATIVE, lib, 0x7f5000000200, "ns::Klass<int>::push",
+         AGG_KIND_NATIVE},
+        {"com.example.Demo", "run", SS_FRAME_JAVA, NULL, 3, "com.example.Demo.run",
+         AGG_KIND_JAVA},
+        {"jit", "LazyCompile:*fib /app.js:3", SS_FRAME_NATIVE, NULL, 0x3000,
+         "LazyCompile:*fib /app.js:3", AGG_KIND_JIT},
+        {"global", "__vdso_clock_gettime", SS_FRAME_NATIVE, vdso, 0x7fff0900,
+         "__vdso_clock_gettime", AGG_KIND_KERNEL},
+        {NULL, NULL, SS_FRAME_NATIVE, lib, 0x7f5000001234, "libx.so+0x2234", AGG_KIND_NATIVE},
+        {NULL, NULL, SS_FRAME_NATIVE, lib, 0x7f5000004567, "libx.so+0x5567", AGG_KIND_NATIVE},
+        {NULL, NULL, SS_FRAME_NATIVE, NULL, 0x9abc, "[unknown]+0x9abc", AGG_KIND_NATIVE},
+    };
+    size_t n = sizeof cases / sizeof *cases;
+    ss_agg *a = ss_agg_create(1u << 20);
+    ss_round_builder *rb = ss_round_builder_create();
+    ss_round_builder_begin(rb, SS_SYNTH_T0, 10, SS_RUNTIME_NATIVE);
+    for (size_t i = 0; i < n; i++) {
+        char tname[16];
+        snprintf(tname, sizeof tname, "t%zu", i);
+        ss_thread_sample *t = ss_round_builder_add_thread(rb, tname);
+        t->nid = (int32_t)(10 + i);
+        ss_frame f = {.map = cases[i].map, .addr = cases[i].addr};
+        f.fn = cases[i].ns ? ss_funcinfo_intern(cases[i].ns, cases[i].name, "f.c", NULL,
+                                                cases[i].kind)
+                           : unk;
+        ss_round_builder_add_frame(rb, &f);
+    }
+    ss_round *r = ss_round_builder_finish(rb, 0, 0);
+    ss_round_builder_destroy(rb);
+    assert_int_equal(ss_agg_add_round(a, r), 0);
+    ss_round_unref(r);
+    assert_int_equal(a->n_samples, 1 + n);
+    for (size_t i = 0; i < n; i++) {
+        /* samples are in thread order */
+        uint32_t fn = leaf_fn(a, (uint32_t)(i + 1));
+        assert_string_equal(ss_agg_str(a, a->functions[fn].name), cases[i].want);
+        assert_int_equal(a->functions[fn].kind, cases[i].want_kind);
+    }
+    /* The unknown frames of libx.so: two functions, the module's build id
+     * on their locations' mapping. */
+    for (uint32_t s = 6; s <= 7; s++) {
+        const agg_stack *stk = &a->stacks[a->samples[s].stack];
+        const agg_location *l = &a->locations[a->stack_locs[stk->start]];
+        assert_string_equal(ss_agg_str(a, a->mappings[l->mapping].build_id), "0badc0de");
+    }
+    assert_int_not_equal(leaf_fn(a, 6), leaf_fn(a, 7));
+    for (uint32_t i = 1; i < a->n_strings; i++)
+        assert_null(strstr(ss_agg_str(a, i), "global."));
+    ss_agg_destroy(a);
+}
+
 int main(void) {
     ss_mem_set_limit(256u << 20);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_profile_names),
         cmocka_unit_test(test_steady_state_reuses_memory),
         cmocka_unit_test(test_limit_refuses),
         cmocka_unit_test(test_collapsed_golden),
