@@ -451,11 +451,11 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
         uint64_t lost = 0;
         for (pending *p = s->head; p; p = p->next)
             lost += p->records;
-        /* why, as the backend stood when the exit began */
-        const char *why = !state                         ? ""
+        /* why: as the exit found the backend, or as its last call said */
+        const char *why = s->failing                      ? " (the backend was failing)"
+                          : !state                        ? ""
                           : strcmp(state, "unknown") == 0 ? " (the backend did not answer in time)"
-                          : strcmp(state, "did not answer") == 0 ? " (the backend did not answer)"
-                                                                  : " (the backend was failing)";
+                                                          : " (the backend did not answer)";
         ss_warn("%s: %" PRIu64 " records not delivered before the shutdown deadline%s",
                 s->sig.who, lost, why);
     }

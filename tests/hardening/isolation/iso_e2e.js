@@ -155,13 +155,18 @@ async function runHost(host) {
 // the agent's libraries run); the host's functions and malloc untouched.
 async function runDisabled(host) {
     const name = path.basename(host);
-    for (const value of [undefined, 'false', 'OFF']) {
+    // OFF is not a spelling the documentation gives: off, with one line
+    // (only `true` turns the agent on); nothing is loaded either way
+    for (const value of [undefined, 'false', 'FALSE', 'OFF']) {
         const env = {LD_PRELOAD: process.env.STACKSHOT_LIB};
         if (value !== undefined) env.SPLUNK_PROFILER_ENABLED = value;
         const res = await lib.run(host, ['300'], env, {timeoutMs: 30000});
         const what = `${name} with SPLUNK_PROFILER_ENABLED=${value}`;
         assert.equal(res.code, 0, `${what}: exits normally\n${res.stderr}`);
-        assert.equal(res.stderr, '', `${what}: says nothing`);
+        if (value === 'OFF')
+            assert.match(res.stderr, /^stackshot: SPLUNK_PROFILER_ENABLED=OFF: only true turns the agent on; the agent stays off\n$/, `${what}: one line`);
+        else
+            assert.equal(res.stderr, '', `${what}: says nothing`);
         assert.equal(line(res.stdout, /libgrpc mapped (\w+)/)[1], 'no', `${what}: gRPC not loaded`);
         assert.equal(line(res.stdout, /fakes called by the agent (\d+)/)[1], '0');
         assert.equal(line(res.stdout, /foreign blocks (\d+)/)[1], '0');
