@@ -41,6 +41,7 @@ struct ss_otlp_sender {
     bool failing;            /* the last call failed */
     bool answered_ok;        /* some call succeeded: the backend is known to work */
     uint64_t inflight_since_ns; /* when the call in flight started */
+    uint64_t unproven_ns;    /* what an exit gives a backend not heard from yet */
     bool unimplemented_told, partial_told, unreadable_told, cap_told;
     uint64_t rounds_consumed, records_taken; /* the accounting line */
     ss_round_loss lost;                      /* rounds whose data did not all arrive */
@@ -343,6 +344,8 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
     ss_round_loss_init(&s->lost);
     s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
     s->policy = ss_retry_policy_load();
+    s->unproven_ns =
+        (uint64_t)ss_config_int("STACKSHOT_SHUTDOWN_UNPROVEN", 500, 0, 60000) * 1000000ull;
     int rc = ss_otlp_endpoint_load_path(&s->ep, sig->signal, sig->http_path);
     if (rc == 0 && s->ep.protocol == SS_OTLP_GRPC)
         use_http_in_forked_child(s);
@@ -396,19 +399,20 @@ void ss_otlp_sender_tick(ss_otlp_sender *s) {
 /* What an exit may spend on a backend depends on what its last calls
  * said of it: one that refused or failed gets nothing (its data are
  * dropped and counted at once: a host's exit is never held by a backend
- * that is down), one whose call has been in flight for EXIT_UNKNOWN_NS
+ * that is down), one whose call has been in flight for the unproven
+ * budget (STACKSHOT_SHUTDOWN_UNPROVEN, 500 ms: a first TLS connection to
+ * a remote collector takes a few hundred)
  * without an answer is stalled and gets nothing either, one never heard
  * from yet (a short-lived process's first and only request) gets what is
- * left of EXIT_UNKNOWN_NS since its call started (or since the exit
+ * left of that budget since its call started (or since the exit
  * began, when none is in flight), and a healthy one (its last call succeeded) up to the
  * shutdown deadline (STACKSHOT_SHUTDOWN_TIMEOUT, the ceiling). A call
  * that fails during the exit is not retried. */
-#define EXIT_UNKNOWN_NS 200000000ull
 
 static const char *exit_state(const ss_otlp_sender *s, uint64_t now) {
     if (s->failing)
         return "was failing";
-    if (s->inflight && now - s->inflight_since_ns >= EXIT_UNKNOWN_NS)
+    if (s->inflight && now - s->inflight_since_ns >= s->unproven_ns)
         return "did not answer";
     return s->answered_ok ? NULL : "unknown";
 }
@@ -421,8 +425,8 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
         deadline_ns = start; /* down or silent: nothing more is tried */
     else if (state) {
         uint64_t from = s->inflight ? s->inflight_since_ns : start;
-        if (deadline_ns > from + EXIT_UNKNOWN_NS)
-            deadline_ns = from + EXIT_UNKNOWN_NS;
+        if (deadline_ns > from + s->unproven_ns)
+            deadline_ns = from + s->unproven_ns;
     }
     while (s->head) {
         uint64_t now = ss_mono_ns();
