@@ -44,7 +44,11 @@
 #include "loader/ss_core_api.h"
 #include "stackshot.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -138,6 +142,42 @@ static void exporter_names(char *out, size_t n, uint32_t bits) {
  * line per server start, not one per connection). */
 typedef enum start_kind { START_FIRST = 0, START_AGAIN, START_FORKED } start_kind;
 
+/* Is this process a forked copy of a parent that runs this agent too
+ * (its start armed or done: a thread of ours in it), same executable? A
+ * forking server's children forked before its first round (PostgreSQL's
+ * background processes, forked in its first second) start their own
+ * agent from the loader's start thread, as a first start: their line
+ * would be one more per child. Unreadable: no. */
+static bool parent_runs_agent_too(void) {
+    char path[64], mine[PATH_MAX], theirs[PATH_MAX];
+    pid_t ppid = getppid();
+    if (ppid <= 1)
+        return false;
+    ssize_t a = readlink("/proc/self/exe", mine, sizeof mine - 1);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)ppid);
+    ssize_t b = readlink(path, theirs, sizeof theirs - 1);
+    if (a <= 0 || b <= 0 || a != b || memcmp(mine, theirs, (size_t)a) != 0)
+        return false;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)ppid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        char comm_path[128], comm[32] = "";
+        snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%.20s/comm", (int)ppid, e->d_name);
+        int fd = open(comm_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        found = n > 10 && strncmp(comm, "stackshot-", 10) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 static int start_locked(start_kind kind) {
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
@@ -156,6 +196,8 @@ static int start_locked(start_kind kind) {
     exporter_names(names, sizeof names, config.exporters);
     /* a forked child says what its parent said: tests and readers match it */
     static const char *const said[] = {"started", "started again", "started"};
+    if (kind == START_FIRST && parent_runs_agent_too())
+        kind = START_FORKED;
     ss_log(kind == START_FIRST ? SS_LOG_INFO : SS_LOG_DEBUG,
            "%s in pid %d (%s sampler, every %u ms, exporters %s, output %s)", said[kind],
            (int)ss_process()->pid, source->name, config.interval_ms, names, config.output_dir);
