@@ -9,11 +9,15 @@
  * parent's exporters and sampler state without touching them (their locks
  * may be held by threads that no longer exist) and starts afresh with its
  * own pid, so its samples are its own. The restart is deferred: the at-fork
- * handler only starts a "stackshot-fork" thread, which waits
- * min(interval, 100 ms) and then starts the agent. A child that execs or
- * exits at once (a fork storm, posix-style spawning) never starts an agent
- * of its own, and the host's fork() returns in the child without waiting
- * for the agent's threads, files and connections.
+ * handler only starts a "stackshot-fork" thread, which waits 100 ms
+ * (whatever the interval) and then starts the agent, saying so at debug
+ * only: the parent's start line stands for its children. A child that
+ * execs or exits within those 100 ms (a fork storm, posix-style spawning,
+ * a forking server's short connection) never starts an agent of its own,
+ * writes no file and no line, and its exit or exec does not wait for the
+ * restart thread (cancelled, not joined: the kernel ends it). The host's
+ * fork() returns in the child without waiting for the agent's threads,
+ * files and connections.
  *
  * exec(): this image ends as at exit, but no destructor runs. The exec
  * functions (loader/loader_exec.c) stop the agent first: queued rounds are
@@ -40,7 +44,11 @@
 #include "loader/ss_core_api.h"
 #include "stackshot.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -68,7 +76,11 @@ static uint64_t restart_due_ns;
 /* CLOCK_MONOTONIC; initialised at fork (the thread exists only in a forked child) */
 static pthread_cond_t restart_cv;
 
-#define RESTART_DELAY_MAX_MS 100u
+/* A forked child starts its own agent this long after the fork, whatever
+ * the interval: one that lives less (a connection of a forking server, a
+ * child that execs late) takes no round, says nothing and leaves no file.
+ * Its parent's start line stands for it. */
+#define RESTART_DELAY_MS 100u
 
 /* STACKSHOT_SHUTDOWN_TIMEOUT of the running agent, readable without the
  * lock: what a host thread may wait for it at exit, exec or a step aside. */
@@ -123,10 +135,50 @@ static void exporter_names(char *out, size_t n, uint32_t bits) {
         snprintf(out, n, "none");
 }
 
-/* again: a restart in the same process after stepping aside for an exec
- * that failed or a namespace call (said at debug: the host's log heard
- * the first start already) */
-static int start_locked(bool again) {
+/* How a start is told in the host's log: the first start of a process
+ * at info; a restart after stepping aside for an exec that failed or a
+ * namespace call, and a forked child's own start, at debug (the host's
+ * log heard the first start already: a forking server's log gets one
+ * line per server start, not one per connection). */
+typedef enum start_kind { START_FIRST = 0, START_AGAIN, START_FORKED } start_kind;
+
+/* Is this process a forked copy of a parent that runs this agent too
+ * (its start armed or done: a thread of ours in it), same executable? A
+ * forking server's children forked before its first round (PostgreSQL's
+ * background processes, forked in its first second) start their own
+ * agent from the loader's start thread, as a first start: their line
+ * would be one more per child. Unreadable: no. */
+static bool parent_runs_agent_too(void) {
+    char path[64], mine[PATH_MAX], theirs[PATH_MAX];
+    pid_t ppid = getppid();
+    if (ppid <= 1)
+        return false;
+    ssize_t a = readlink("/proc/self/exe", mine, sizeof mine - 1);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)ppid);
+    ssize_t b = readlink(path, theirs, sizeof theirs - 1);
+    if (a <= 0 || b <= 0 || a != b || memcmp(mine, theirs, (size_t)a) != 0)
+        return false;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)ppid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        char comm_path[128], comm[32] = "";
+        snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%.20s/comm", (int)ppid, e->d_name);
+        int fd = open(comm_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        found = n > 10 && strncmp(comm, "stackshot-", 10) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+static int start_locked(start_kind kind) {
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
     ss_exporters_start(&config);
@@ -142,16 +194,20 @@ static int start_locked(bool again) {
     atomic_store(&running, true);
     char names[128];
     exporter_names(names, sizeof names, config.exporters);
-    ss_log(again ? SS_LOG_DEBUG : SS_LOG_INFO,
-           "%s in pid %d (%s sampler, every %u ms, exporters %s, output %s)",
-           again ? "started again" : "started", (int)ss_process()->pid, source->name, config.interval_ms, names,
-            config.output_dir);
+    /* a forked child says what its parent said: tests and readers match it */
+    static const char *const said[] = {"started", "started again", "started"};
+    if (kind == START_FIRST && parent_runs_agent_too())
+        kind = START_FORKED;
+    ss_log(kind == START_FIRST ? SS_LOG_INFO : SS_LOG_DEBUG,
+           "%s in pid %d (%s sampler, every %u ms, exporters %s, output %s)", said[kind],
+           (int)ss_process()->pid, source->name, config.interval_ms, names, config.output_dir);
     return 0;
 }
 
 /* The stackshot-fork thread: waits until the restart is due (or is
- * cancelled by stepping aside, which joins it), then starts the agent.
- * Not cancelled, it detaches itself: nobody will join it. */
+ * cancelled: by stepping aside, which joins it; by exit or exec, which
+ * detach it and do not wait), then starts the agent. Not cancelled, it
+ * detaches itself: nobody will join it. */
 static void *restart_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&lifecycle_lock);
@@ -162,7 +218,7 @@ static void *restart_main(void *arg) {
     if (!restart_cancel && pthread_equal(restart_thread, pthread_self())) {
         /* pending until started: a fork during start_locked must restart too */
         if (atomic_load(&restart_pending) && !atomic_load(&running))
-            start_locked(false);
+            start_locked(START_FORKED);
         atomic_store(&restart_pending, false);
         restart_thread_joinable = false;
         pthread_detach(pthread_self());
@@ -186,15 +242,26 @@ static void spawn_restart_locked(void) {
 }
 
 /* With lifecycle_lock held: the restart thread leaves, without starting
- * anything; returns whether there is one to join (its handle in *t). */
-static bool cancel_restart_locked(pthread_t *t) {
+ * anything; returns whether there is one to join (its handle in *t).
+ * With `wait` false nobody joins it and it is not even woken: it is
+ * detached, and leaves by itself at its due time, or ends with the
+ * process or the image (exit, exec). A forked child that exits or execs
+ * before its restart pays no context switch for a thread that has
+ * nothing to do. */
+static bool cancel_restart_locked(pthread_t *t, bool wait) {
     atomic_store(&restart_pending, false);
     restart_cancel = true;
-    pthread_cond_broadcast(&restart_cv);
     bool join = restart_thread_joinable;
     *t = restart_thread;
     restart_thread_joinable = false;
-    return join;
+    if (!join)
+        return false;
+    if (!wait) {
+        pthread_detach(*t);
+        return false;
+    }
+    pthread_cond_broadcast(&restart_cv);
+    return true;
 }
 
 void ss_agent_fork_child(bool restart) {
@@ -224,9 +291,7 @@ void ss_agent_fork_child(bool restart) {
     if (!restart)
         return;
     restart_pid = (pid_t)syscall(SYS_getpid);
-    uint32_t ms = config.interval_ms < RESTART_DELAY_MAX_MS ? config.interval_ms
-                                                            : RESTART_DELAY_MAX_MS;
-    restart_due_ns = ss_mono_ns() + (uint64_t)ms * 1000000ull;
+    restart_due_ns = ss_mono_ns() + (uint64_t)RESTART_DELAY_MS * 1000000ull;
     spawn_restart_locked();
 }
 
@@ -250,7 +315,7 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
         ss_config_load(&config);
     atomic_store(&shutdown_ms, config.shutdown_ms);
     source = src;
-    int rc = start_locked(false);
+    int rc = start_locked(START_FIRST);
     if (rc == 0 && !atfork_installed && !loader_forks) {
         pthread_atfork(NULL, NULL, child_after_fork);
         atfork_installed = true;
@@ -272,7 +337,8 @@ void ss_agent_stop(void) {
                 (unsigned)atomic_load(&shutdown_ms));
         return;
     }
-    bool join = cancel_restart_locked(&t); /* a forked child exiting early */
+    /* a forked child exiting early: its restart thread is not waited for */
+    bool join = cancel_restart_locked(&t, false);
     bool stopped = atomic_exchange(&running, false);
     if (stopped) {
         source->stop(deadline);
@@ -307,7 +373,7 @@ int ss_agent_step_aside(int kind) {
      * It is joined; after the call it is started again, due as before
      * (not after an exec, which ends this image). */
     if (atomic_load(&restart_pending) && restart_pid == pid) {
-        bool join = cancel_restart_locked(&t);
+        bool join = cancel_restart_locked(&t, kind != SS_ASIDE_EXEC);
         pthread_mutex_unlock(&lifecycle_lock);
         if (join)
             join_restart(t, deadline);
@@ -337,7 +403,7 @@ static void start_again(void) {
     if (!lock_until(shutdown_deadline()))
         return;
     if (!atomic_load(&running) && source)
-        start_locked(true);
+        start_locked(START_AGAIN);
     pthread_mutex_unlock(&lifecycle_lock);
 }
 

@@ -269,8 +269,8 @@ __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, 
     ss_start_arm(argc, argv);
 }
 
-/* At exit: a start thread still waiting leaves (joined), so that nothing
- * starts while the process ends. The core, if it runs, stops from its own
+/* At exit: a start thread still waiting is told to leave (not waited
+ * for: loader_start.c), so that nothing starts while the process ends. The core, if it runs, stops from its own
  * destructor. */
 __attribute__((destructor)) static void ss_loader_end(void) { ss_start_disarm(); }
 

@@ -38,10 +38,24 @@
  * looked at again every 50 ms, for a second at most. Its child, the
  * program, starts its own agent.
  *
+ * A launcher stops looking like one at its end: timeout's timer fires,
+ * it kills its child and reaps it, then exits; a shell's command ends.
+ * Two rules cover every moment of that end. A child that is exiting or a
+ * zombie (its executable no longer readable) still counts as running
+ * another program when its name differs from ours (exec sets the name,
+ * fork keeps it), so a launcher killing its child is still one. And a
+ * process once seen as a launcher is looked at again every 50 ms, for a
+ * second at most, when it no longer looks like one: it has reaped its
+ * child and is on its way out (the exit cancels the start), or it
+ * launches again, or after that second it has work of its own and
+ * starts. Left: a launcher whose whole end (kill, reap, exit) falls
+ * between the start's very first look and its previous microseconds.
+ *
  * fork(): a child of an armed process arms again (its first round is due
- * when its parent's is, but not before min(interval, 100 ms) after the
- * fork). A child of a started process is the core's business
- * (agent/lifecycle.c), reached through api->fork_child. */
+ * when its parent's is, but not before 100 ms after the fork, whatever
+ * the interval: a short-lived child leaves nothing). A child of a
+ * started process is the core's business (agent/lifecycle.c), reached
+ * through api->fork_child. */
 #include "loader/ss_loader.h"
 
 #include <ctype.h>
@@ -59,7 +73,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FORK_DELAY_MAX_NS 100000000ull /* a forked child: at least this after fork */
+#define FORK_DELAY_NS 100000000ull /* a forked child: at least this after fork */
 #define INTERVAL_DEFAULT_MS 1000u
 #define INTERVAL_MIN_MS 5u
 #define INTERVAL_MAX_MS 3600000u
@@ -77,7 +91,10 @@ static pthread_cond_t cond; /* CLOCK_MONOTONIC */
  * (the span API's hot path, a vfork child's check). */
 static _Atomic start_state state;
 static bool thread_alive; /* a start thread exists (joinable) */
-static bool cancel;       /* asks the start thread to leave */
+/* Which start thread is the current one: a thread whose generation is
+ * no longer `generation` leaves by itself, without anybody waiting for
+ * it (exit and exec cancel that way: ss_start_disarm). */
+static unsigned generation;
 static pthread_t start_thread;
 static uint64_t due_ns;      /* monotonic: the first round is due */
 static uint64_t interval_ns;
@@ -184,6 +201,30 @@ static bool child_is_young(long child) {
     return now_ns < started_ns + YOUNG_CHILD_NS;
 }
 
+/* The name (comm) of process `pid` ("self" or a number), "" unreadable. */
+static void proc_comm(const char *pid, char *out, size_t n) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%s/comm", pid);
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t len = read(fd, out, n - 1);
+    close(fd);
+    out[len > 0 ? len : 0] = '\0';
+}
+
+/* A child whose executable can no longer be read (exiting, or a zombie)
+ * ran another program if its name differs from ours: exec sets the name,
+ * fork keeps it. */
+static bool exiting_child_ran_other(long child) {
+    char pid[24], theirs[32], ours[32];
+    snprintf(pid, sizeof pid, "%ld", child);
+    proc_comm(pid, theirs, sizeof theirs);
+    proc_comm("self", ours, sizeof ours);
+    return theirs[0] && ours[0] && strcmp(theirs, ours) != 0;
+}
+
 typedef enum child_kind {
     NO_CHILD = 0,
     CHILD_OURS,      /* runs our executable and has for a while (a worker) */
@@ -212,8 +253,14 @@ static child_kind children_of(const char *tid, const char *self_exe) {
         char exe[PATH_MAX];
         snprintf(path, sizeof path, "/proc/%ld/exe", child);
         ssize_t len = readlink(path, exe, sizeof exe - 1);
-        if (len <= 0)
+        if (len <= 0) {
+            /* no memory left: it is exiting or a zombie (a launcher's
+             * program just killed, not reaped yet); its name still says
+             * whether it ran another program */
+            if (exiting_child_ran_other(child))
+                return CHILD_OTHER;
             continue;
+        }
         exe[len] = '\0';
         if (strcmp(exe, self_exe) != 0)
             return CHILD_OTHER;
@@ -272,30 +319,40 @@ static launcher_state launcher(void) {
 #define LAUNCH_SETTLE_TRIES 20         /* a second at most */
 
 static void *start_main(void *arg) {
-    (void)arg;
+    unsigned mine = (unsigned)(uintptr_t)arg;
     pthread_setname_np(pthread_self(), "stackshot-start");
     int settling = 0;
+    /* seen as a launcher once: it stays one until it has looked like
+     * anything else for a second (see the header) */
+    bool launched = false;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!cancel && mono_ns() < due_ns) {
+        while (mine == generation && mono_ns() < due_ns) {
             struct timespec ts = {.tv_sec = (time_t)(due_ns / 1000000000ull),
                                   .tv_nsec = (long)(due_ns % 1000000000ull)};
             pthread_cond_timedwait(&cond, &lock, &ts);
         }
-        if (cancel) {
+        if (mine != generation) {
             pthread_mutex_unlock(&lock);
             return NULL;
         }
         pthread_mutex_unlock(&lock);
         launcher_state ls = launcher();
         pthread_mutex_lock(&lock);
+        if (mine != generation) {
+            pthread_mutex_unlock(&lock);
+            return NULL; /* cancelled while it looked: exit or exec under way */
+        }
+        if (ls != NOT_LAUNCHER)
+            launched = true;
         if (ls == LAUNCHER_AT_REST) {
             due_ns = mono_ns() + interval_ns; /* look again one interval later */
             settling = 0;
-        } else if (ls == LAUNCHING && settling < LAUNCH_SETTLE_TRIES) {
+        } else if ((ls == LAUNCHING || launched) && settling < LAUNCH_SETTLE_TRIES) {
             /* it launched a program and is on its way to wait for it (a
-             * loaded machine may not have run it that far): look again
-             * soon, a few times */
+             * loaded machine may not have run it that far), or it was a
+             * launcher and its program has just ended or is being killed
+             * (timeout's timer fired): look again soon, a few times */
             due_ns = mono_ns() + LAUNCH_SETTLE_NS;
             settling++;
         } else {
@@ -321,13 +378,13 @@ static void spawn_locked(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* inherited by the thread */
-    cancel = false;
+    generation++;
     /* a small stack: the thread sleeps, then opens the core (dlopen runs
      * the libraries' constructors on it, and under ASan frames are larger) */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1024 * 1024);
-    int rc = pthread_create(&start_thread, &attr, start_main, NULL);
+    int rc = pthread_create(&start_thread, &attr, start_main, (void *)(uintptr_t)generation);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     thread_alive = rc == 0;
@@ -335,31 +392,41 @@ static void spawn_locked(void) {
     state = rc == 0 ? START_ARMED : START_OFF;
 }
 
-/* With the lock held: make the start thread leave and join it; wait for
- * a start in progress to end. Returns the state found (ARMED: it was
- * cancelled and may be spawned again). The host's exit or exec waits
+/* With the lock held: make the start thread leave; wait for a start in
+ * progress to end. Returns the state found (ARMED: it was cancelled and
+ * may be spawned again). The host's exit or exec waits
  * STACKSHOT_SHUTDOWN_TIMEOUT at most: a start still under way then (none
  * should be: the agent's lines never wait for a reader) is left behind,
- * detached, and RUNNING is returned. */
-static start_state stop_thread_locked(void) {
+ * detached, and RUNNING is returned.
+ *
+ * A thread that only waits is not waited for when `join` is false (exit
+ * and exec: the kernel ends it with the process or the image, and a
+ * short-lived process must not pay a context switch for a thread that has
+ * nothing to do): it is detached and its generation ends, and it leaves
+ * by itself if it wakes first. Not even woken: waking it would have it
+ * compete for a CPU with the exiting thread. The calls that need the
+ * process single-threaded (unshare, setns, clone, the set*id family)
+ * join it. */
+static start_state stop_thread_locked(bool join) {
     uint64_t until = mono_ns() + shutdown_ns;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
                           .tv_nsec = (long)(until % 1000000000ull)};
     while (state == START_RUNNING && mono_ns() < until)
         pthread_cond_timedwait(&cond, &lock, &ts);
     start_state was = state;
-    if (thread_alive && was == START_RUNNING) {
+    if (!thread_alive)
+        return was;
+    thread_alive = false;
+    generation++; /* the thread's own: it leaves at its next look */
+    if (was == START_RUNNING || !join) {
         pthread_detach(start_thread);
-        thread_alive = false;
-    } else if (thread_alive) {
-        cancel = true;
-        pthread_cond_broadcast(&cond);
-        pthread_t t = start_thread;
-        thread_alive = false;
-        pthread_mutex_unlock(&lock);
-        pthread_join(t, NULL); /* it only waits, on our condition variable */
-        pthread_mutex_lock(&lock);
+        return was;
     }
+    pthread_cond_broadcast(&cond);
+    pthread_t t = start_thread;
+    pthread_mutex_unlock(&lock);
+    pthread_join(t, NULL); /* it only waits, on our condition variable */
+    pthread_mutex_lock(&lock);
     return was;
 }
 
@@ -401,8 +468,7 @@ static void atfork_child(void) {
     if (state == START_ARMED || state == START_RUNNING) {
         /* The start had not happened (or was under way on a thread that
          * is not here): arm again, no sooner than a moment after fork. */
-        uint64_t soonest = mono_ns() + (interval_ns < FORK_DELAY_MAX_NS ? interval_ns
-                                                                        : FORK_DELAY_MAX_NS);
+        uint64_t soonest = mono_ns() + FORK_DELAY_NS;
         if (due_ns < soonest)
             due_ns = soonest;
         const ss_core_api *api = ss_loader_core();
@@ -463,7 +529,7 @@ int ss_start_quiesce(int kind) {
         pthread_mutex_unlock(&lock);
         return SS_QUIESCE_NONE; /* a vfork child: the thread is the parent's */
     }
-    start_state was = stop_thread_locked();
+    start_state was = stop_thread_locked(kind != SS_ASIDE_EXEC);
     pthread_mutex_unlock(&lock);
     if (was == START_ARMED)
         return SS_QUIESCE_ARMED;
@@ -511,7 +577,7 @@ bool ss_start_armed(void) {
 
 void ss_start_disarm(void) {
     pthread_mutex_lock(&lock);
-    stop_thread_locked();
+    stop_thread_locked(false);
     if (state == START_ARMED)
         state = START_OFF;
     pthread_mutex_unlock(&lock);

@@ -11,10 +11,24 @@
  *                       with the agent running (text, 100 ms interval)
  *   resident memory     VmRSS of an idle process after 1.5 s with the
  *                       agent running (text, 100 ms interval)
+ *   busy host children  a host with two computing threads forks children
+ *                       that exit(0) at once (destructors run), with the
+ *                       agent running at 10 ms and at 1 s: per child
+ *   make -j2            20 tiny C files compiled and linked (make -B), the
+ *                       agent at 10 ms and at the default 1 s
+ *
+ * Each is measured without the agent, with an empty preloaded library
+ * (libss_bench_empty.so, next to this program: the floor any preloaded
+ * library pays) and with the agent, in the same run; ratios against both.
  *
  * usage: bench_footprint <libstackshot.so> [spawns=200] [repeats=7]
  * The fork-per-connection host (pgbench -C) is bench/footprint/pgbench.sh.
  * Prints a table; never a test. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <dirent.h>
+#include <fcntl.h>
 #define _GNU_SOURCE
 #include <errno.h>
 #include <spawn.h>
@@ -25,6 +39,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 extern char **environ;
 
@@ -145,6 +160,88 @@ static int child_fork_loop(int n) {
     return 0;
 }
 
+static atomic_bool spinning_done;
+
+static void *spin(void *arg) {
+    volatile unsigned long x = (unsigned long)(uintptr_t)arg;
+    while (!atomic_load_explicit(&spinning_done, memory_order_relaxed))
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+    return NULL;
+}
+
+/* Is a thread of this process named stackshot-start (the agent armed,
+ * not started yet)? */
+static bool start_thread_exists(void) {
+    DIR *d = opendir("/proc/self/task");
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        found = n > 0 && strncmp(comm, "stackshot-start", 15) == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Two threads compute; once the agent (if any) has started, n children
+ * that exit(0) at once, one after the other. */
+static int child_busy_children(int n) {
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
+    sleep_ms(200);
+    for (int i = 0; i < 400 && start_thread_exists(); i++)
+        sleep_ms(10);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            exit(0);
+        int st;
+        waitpid(p, &st, 0);
+    }
+    uint64_t per = (now_ns() - t0) / (uint64_t)n;
+    atomic_store(&spinning_done, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("%llu\n", (unsigned long long)per);
+    return 0;
+}
+
+/* 20 tiny C files and a Makefile in dir. */
+static int make_project(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/Makefile", dir);
+    FILE *mk = fopen(path, "w");
+    if (!mk)
+        return -1;
+    fprintf(mk, "SRC := $(wildcard f*.c) main.c\nOBJ := $(SRC:.c=.o)\n"
+                "prog: $(OBJ)\n\tcc -o $@ $(OBJ)\n%%.o: %%.c\n\tcc -O0 -c $< -o $@\n");
+    fclose(mk);
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof path, "%s/f%02d.c", dir, i);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return -1;
+        fprintf(f, "int f%02d(int x) { return x * %d + 1; }\n", i, i + 3);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/main.c", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "int main(void) { return 0; }\n");
+    fclose(f);
+    return 0;
+}
+
 static int child_rss(void) {
     sleep_ms(1500);
     FILE *f = fopen("/proc/self/status", "r");
@@ -171,6 +268,8 @@ int main(int argc, char **argv) {
         return child_fork_loop(atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "--rss") == 0)
         return child_rss();
+    if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
+        return child_busy_children(atoi(argv[2]));
     if (argc < 2) {
         fprintf(stderr, "usage: %s <libstackshot.so> [spawns=200] [repeats=7]\n", argv[0]);
         return 2;
@@ -187,8 +286,24 @@ int main(int argc, char **argv) {
         return 1;
     self[sl] = '\0';
 
-    env none, text, dflt, running;
+    /* the empty library: next to this program */
+    char empty_lib[1100];
+    snprintf(empty_lib, sizeof empty_lib, "%s", self);
+    char *slash = strrchr(empty_lib, '/');
+    snprintf(slash ? slash + 1 : empty_lib, sizeof empty_lib - (size_t)(slash ? slash + 1 - empty_lib : 0),
+             "libss_bench_empty.so");
+    if (access(empty_lib, R_OK) != 0) {
+        fprintf(stderr, "no %s (built with this program)\n", empty_lib);
+        return 1;
+    }
+    env none, empty, text, dflt, running;
     env_base(&none);
+    env_base(&empty);
+    {
+        char buf[1200];
+        snprintf(buf, sizeof buf, "LD_PRELOAD=%s", empty_lib);
+        env_add(&empty, buf);
+    }
     env_agent(&text, lib, "text", out);
     env_agent(&dflt, lib, NULL, out);
     env_agent(&running, lib, "text", out);
@@ -196,11 +311,11 @@ int main(int argc, char **argv) {
 
     /* 1. /bin/true */
     char *true_argv[] = {"/bin/true", NULL};
-    uint64_t t_none[64], t_text[64], t_dflt[64];
-    env *cfg[3] = {&none, &text, &dflt};
-    uint64_t *res[3] = {t_none, t_text, t_dflt};
+    uint64_t t_none[64], t_text[64], t_dflt[64], t_empty[64];
+    env *cfg[4] = {&none, &text, &dflt, &empty};
+    uint64_t *res[4] = {t_none, t_text, t_dflt, t_empty};
     for (int r = 0; r < repeats && r < 64; r++)
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 4; c++) {
             uint64_t t0 = now_ns();
             for (int i = 0; i < spawns; i++)
                 run(true_argv, cfg[c]->v, NULL, 0);
@@ -208,6 +323,44 @@ int main(int argc, char **argv) {
         }
     int n = repeats < 64 ? repeats : 64;
     uint64_t m_none = median(t_none, n), m_text = median(t_text, n), m_dflt = median(t_dflt, n);
+    uint64_t m_empty = median(t_empty, n);
+
+    /* 1b. a busy host's short-lived children, the agent running in it */
+    env at10, at1s;
+    env_agent(&at10, lib, "text", out);
+    env_add(&at10, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=10");
+    env_agent(&at1s, lib, "text", out);
+    char *busy_argv[] = {self, "--busy-children", "100", NULL};
+    env *bcfg[4] = {&none, &empty, &at10, &at1s};
+    uint64_t bk[4][64], mb[4];
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < 4; c++) {
+            char buf[64];
+            run(busy_argv, bcfg[c]->v, buf, sizeof buf);
+            bk[c][r] = strtoull(buf, NULL, 10);
+        }
+    for (int c = 0; c < 4; c++)
+        mb[c] = median(bk[c], n);
+
+    /* 1c. make -j2 of 20 tiny files */
+    char proj[1100];
+    snprintf(proj, sizeof proj, "%s/make", out);
+    mkdir(proj, 0755);
+    uint64_t mm[4] = {0};
+    if (make_project(proj) == 0 && access("/usr/bin/make", X_OK) == 0) {
+        char *make_argv[] = {"/usr/bin/make", "-s", "-B", "-j2", "-C", proj, NULL};
+        env *mcfg[4] = {&none, &empty, &at10, &text};
+        uint64_t mk[4][64];
+        int mn = n < 5 ? n : 5;
+        for (int r = 0; r < mn; r++)
+            for (int c = 0; c < 4; c++) {
+                uint64_t t0 = now_ns();
+                run(make_argv, mcfg[c]->v, NULL, 0);
+                mk[c][r] = now_ns() - t0;
+            }
+        for (int c = 0; c < 4; c++)
+            mm[c] = median(mk[c], mn);
+    }
 
     /* 2. fork()+_exit: the agent armed (before its first round), running,
      * and running without separate debuginfo */
@@ -253,11 +406,25 @@ int main(int argc, char **argv) {
         }
 
     printf("footprint of %s (%d spawns, %d repeats, medians)\n", lib, spawns, n);
+    printf("%-36s %11s %11s %11s %7s %8s\n", "measure", "no agent", "empty lib", "agent",
+           "/none", "/empty");
+    const struct {
+        const char *name;
+        uint64_t none, empty, agent;
+    } rows[] = {
+        {"/bin/true, text (ms)", m_none, m_empty, m_text},
+        {"/bin/true, default otlp_logs (ms)", m_none, m_empty, m_dflt},
+        {"busy host child, agent 10 ms (ms)", mb[0], mb[1], mb[2]},
+        {"busy host child, agent 1 s (ms)", mb[0], mb[1], mb[3]},
+        {"make -j2, 20 files, 10 ms (ms)", mm[0], mm[1], mm[2]},
+        {"make -j2, 20 files, 1 s (ms)", mm[0], mm[1], mm[3]},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        printf("%-36s %11.3f %11.3f %11.3f %7.2f %8.2f\n", rows[i].name, rows[i].none / 1e6,
+               rows[i].empty / 1e6, rows[i].agent / 1e6,
+               rows[i].none ? (double)rows[i].agent / (double)rows[i].none : 0,
+               rows[i].empty ? (double)rows[i].agent / (double)rows[i].empty : 0);
     printf("%-34s %12s %12s %8s %8s\n", "measure", "no agent", "agent", "ratio", "target");
-    printf("%-34s %10.3f ms %10.3f ms %8.2f %8s\n", "/bin/true, text", m_none / 1e6,
-           m_text / 1e6, (double)m_text / (double)m_none, "1.30");
-    printf("%-34s %10.3f ms %10.3f ms %8.2f %8s\n", "/bin/true, default (otlp_logs)",
-           m_none / 1e6, m_dflt / 1e6, (double)m_dflt / (double)m_none, "1.50");
     static const char *const fname[4] = {"", "fork()+_exit+wait, agent armed",
                                          "fork()+_exit+wait, agent running",
                                          "  same, SYMBOLS_DEBUGINFO=false"};

@@ -43,6 +43,23 @@ cases:
              they sleep as long and tick as often as without the agent, and
              are sampled; an in-handler unwinder (STACKSHOT_UNWIND=gcc, which
              signals them) cuts perl short: the case can tell
+  timeout    `timeout 1 sleep 5` x 16 at 20 ms (and timers that fire after a
+             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a time): timeout exits 124 and writes no file and no line of
+             its own, whatever moment its timer fires
+  postgres   PostgreSQL 15 (its own cluster, as a non-root user, in a temp
+             directory) under the agent, three server starts (10 ms, 10 ms,
+             1 s), each
+             with a `pgbench -C` run: the server log holds exactly one agent
+             line per start (the postmaster's), forked backends add none,
+             every file holds a round, and backends that took no round
+             (connections shorter than a forked child's 100 ms restart
+             delay) leave no file
+  shortlived a running agent's forked children that exit (exit(0), the
+             destructors run) or exec before their restart do not wait for
+             the agent's thread: no FUTEX_WAIT by the child's own thread
+             under `strace -f`; nor do /bin/true and `sh -c true` (the
+             loader's start thread cancelled at exit, not joined); all exit 0
+             and leave no file and no line
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -780,7 +797,182 @@ def case_nobackend():
         c.close()
     silent.close()
 
-cases = {"nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+
+# ---- timeout: a launcher whose timer fires --------------------------------
+
+def case_timeout():
+    if shutil.which("timeout") is None:
+        skip("no timeout")
+    # timers that fire after one second, and after a few looks (not
+    # before the first: a launcher looked at before it has forked, on a
+    # loaded machine, is a program like any other)
+    runs = [("1", "20")] * 16 + [("0.15", "20")] * 8 + [("0.1", "10")] * 8
+    for i in range(0, len(runs), 2):
+        procs = []
+        for dur, iv in runs[i:i + 2]:
+            out = fresh(f"timeout{len(procs)}")
+            p = subprocess.Popen(["timeout", dur, "sleep", "5"],
+                                 env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=iv),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append((p, out, dur, iv))
+        for p, out, dur, iv in procs:
+            _, err = p.communicate(timeout=60)
+            what = f"timeout {dur} sleep 5 at {iv} ms (pid {p.pid})"
+            check(p.returncode == 124, f"{what} exits 124 ({p.returncode})")
+            mine = [n for n in files(out) if n.startswith("timeout.") or f".{p.pid}." in n]
+            check(not mine, f"{what} writes no file: {mine}")
+            lines = [l for l in agent_lines(err) if f" pid {p.pid} " in l or f"pid {p.pid}:" in l]
+            check(not lines, f"{what} says no line: {lines}")
+
+
+# ---- postgres: a forking server ------------------------------------------
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def case_postgres():
+    if not os.path.exists(os.path.join(PG_BIN, "initdb")) or shutil.which("pgbench") is None:
+        skip("no PostgreSQL 15 server or pgbench")
+    base = tempfile.mkdtemp(prefix="ss-pg-", dir=tmp)
+    os.chmod(base, 0o755)
+    as_user = []
+    if os.geteuid() == 0:
+        import pwd
+        user = "postgres"
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            user, pw = "nobody", pwd.getpwnam("nobody")
+        os.chown(base, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", user, "--"]
+    data, out, log = (os.path.join(base, n) for n in ("data", "out", "log"))
+    port = str(free_port())
+
+    def pg(argv, env=None, **kw):
+        e = dict(env or os.environ)
+        if env is None:
+            for k in ("LD_PRELOAD", "SPLUNK_PROFILER_ENABLED"):
+                e.pop(k, None)
+        return subprocess.run(as_user + argv, env=e, capture_output=True, text=True,
+                              timeout=120, cwd=base, **kw)
+
+    r = pg([os.path.join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", "postgres"])
+    if r.returncode != 0:
+        skip(f"initdb failed: {r.stderr[-300:]}")
+    bench = ["pgbench", "-h", base, "-p", port, "-U", "postgres"]
+    connections = 0
+    postmasters = []
+    # the third start at 1 s: the postmaster forks its background
+    # processes before its own first round, and they start their agent
+    # from the loader (not as children of a running agent)
+    intervals = ("10", "10", "1000")
+    try:
+        for start, interval in enumerate(intervals):
+            env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval)
+            r = pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-l", log, "-w", "-o",
+                    f"-p {port} -k {base} -c listen_addresses=''", "start"], env)
+            if not check(r.returncode == 0, f"server start {start + 1} ({r.stderr[-200:]})"):
+                return
+            with open(os.path.join(data, "postmaster.pid")) as f:
+                postmasters.append(f.readline().strip())
+            if start == 0:
+                r = pg(bench + ["-i", "-s", "1", "postgres"])
+                check(r.returncode == 0, f"pgbench -i ({r.stderr[-200:]})")
+            r = pg(bench + ["-C", "-c", "1", "-S", "-T", "3", "postgres"])
+            check(r.returncode == 0, f"pgbench -C exits 0 ({r.stderr[-200:]})")
+            m = re.search(r"number of transactions actually processed: (\d+)", r.stdout)
+            connections += int(m.group(1)) if m else 0
+            r = pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"])
+            check(r.returncode == 0, f"server stop {start + 1}")
+    finally:
+        pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"])
+    check(connections >= 20, f"pgbench connected and ran ({connections} connections)")
+    with open(log, errors="replace") as f:
+        lines = agent_lines(f.read())
+    check(len(lines) == len(postmasters),
+          f"one agent line per server start: {len(lines)} for {len(postmasters)} ({lines[:4]})")
+    for i, pid in enumerate(postmasters):
+        check(any(re.match(rf"stackshot: started in pid {pid} ", l) for l in lines),
+              f"start {i + 1}: the postmaster's line (pid {pid})")
+    names = files(out)
+    check(names and any(f".{pid}." in n for n in names for pid in postmasters),
+          f"the postmaster writes its file: {names[:5]}")
+    empty = [n for n in names if rounds_in(os.path.join(out, n)) < 1]
+    check(not empty, f"no file without a round: {empty[:5]}")
+    # Each connection is a backend forked for one short transaction,
+    # gone long before a forked child's restart (100 ms); the files are
+    # the postmaster's and its long-lived background processes', plus
+    # the odd backend a loaded machine kept alive past 100 ms.
+    check(len(names) < 20 + connections // 10,
+          f"short-lived backends leave no file: {len(names)} files for {connections} connections")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- shortlived: exit and exec do not wait for the agent ------------------
+
+def futex_waits(trace, tid):
+    return [l for l in trace if l.startswith(f"{tid} ") and "FUTEX_WAIT" in l]
+
+
+def traced(argv, trace, out, **extra):
+    """argv under `strace -f -e trace=futex,execve`, the agent in its
+    environment and not in strace's (strace, busy tracing, is no launcher
+    at rest and would start an agent of its own)."""
+    env = agent_env(out, **extra)
+    plain = {k: v for k, v in env.items() if k != "LD_PRELOAD" and not k.startswith(("SPLUNK_", "STACKSHOT_"))}
+    sets = []
+    for k, v in env.items():
+        if k == "LD_PRELOAD" or k.startswith(("SPLUNK_", "STACKSHOT_")):
+            sets += ["-E", f"{k}={v}"]
+    return subprocess.run(["strace", "-f", "-e", "trace=futex,execve", "-o", trace] + sets + argv,
+                          env=plain, capture_output=True, text=True, timeout=120)
+
+
+def case_shortlived():
+    if shutil.which("strace") is None:
+        skip("no strace")
+    probe = subprocess.run(["strace", "-f", "-o", "/dev/null", "true"], capture_output=True)
+    if probe.returncode != 0:
+        skip("strace cannot trace here")
+    spawner = os.path.join(bindir, "ss_hosts_spawner")
+    for mode in ("exit", "exec"):
+        out = fresh("shortlived")
+        st = os.path.join(tmp, "shortlived.strace")
+        r = traced([spawner, mode, "8", "5"], st, out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="10")
+        check(r.returncode == 0, f"{mode}: the host and its children exit 0 ({r.returncode})")
+        children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+        check(len(children) == 8, f"{mode}: 8 children ran")
+        with open(st) as f:
+            trace = f.read().splitlines()
+        # A child lives 5 ms, its agent would start after 100 ms: one that
+        # a loaded machine (strace slows it too) kept alive that long has
+        # an agent to stop and leaves a file; it is not counted.
+        kids = [n for n in files(out) if any(f".{c}." in n for c in children)]
+        check(len(kids) <= 2, f"{mode}: the children leave no file: {kids}")
+        looked = [c for c in children if not any(f".{c}." in n for n in kids)]
+        for c in looked:
+            waits = futex_waits(trace, c)
+            check(not waits, f"{mode}: child {c} does not wait on a futex: {waits[:2]}")
+        lines = agent_lines(r.stderr)
+        check(len(lines) == 1 and not any(f" pid {c} " in lines[0] for c in children),
+              f"{mode}: one line, the host's start: {lines}")
+    # a process whose agent never started: the loader's start thread
+    for argv in (["/bin/true"], ["sh", "-c", "true"]):
+        out = fresh("shortlived")
+        st = os.path.join(tmp, "shortlived.strace")
+        r = traced(argv, st, out)
+        check(r.returncode == 0, f"{argv} exits 0")
+        with open(st) as f:
+            trace = f.read().splitlines()
+        # the process's own thread: the one that execs the program (its
+        # start thread waits on its condition variable: not the host's)
+        first = next((l.split()[0] for l in trace if " execve(" in l), "?")
+        waits = futex_waits(trace, first)
+        check(not waits, f"{argv}: its thread does not wait on a futex: {waits[:2]}")
+        check(not agent_lines(r.stderr) and files(out) == [], f"{argv}: no line, no file")
+
+
+cases = {"timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
 cases[case]()
 print(f"{case}: {len(failures)} failed")

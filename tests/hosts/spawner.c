@@ -1,0 +1,114 @@
+/* spawner.c: a host that spawns short-lived children while its agent runs.
+ *
+ * `ss_hosts_spawner MODE N MS [THREADS]`: computes for 300 ms (the agent,
+ * preloaded at a short interval, starts and samples; on a loaded machine
+ * it waits up to 5 s more until the start thread is gone), then forks N
+ * children one after the other, waiting for each. A child lives MS
+ * milliseconds (asleep), then, by MODE: `exit` calls exit(0) (destructors
+ * run: the agent's too), `exec` execs /bin/true. THREADS (default 0)
+ * threads compute meanwhile (a busy host). Prints each child's pid, then
+ * the mean cost of a child in microseconds ("per child N us"); exits 0
+ * when every child exited 0. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_bool done;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *spin(void *arg) {
+    volatile unsigned long x = (unsigned long)(uintptr_t)arg;
+    while (!atomic_load_explicit(&done, memory_order_relaxed))
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+    return NULL;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&d, &d) != 0)
+        ;
+}
+
+/* Does a thread named `name` exist in this process? */
+static bool thread_named(const char *name) {
+    DIR *d = opendir("/proc/self/task");
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        found = n > 0 && strncmp(comm, name, strlen(name)) == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4)
+        return 2;
+    bool exec_mode = strcmp(argv[1], "exec") == 0;
+    int n = atoi(argv[2]);
+    long ms = atol(argv[3]);
+    int threads = argc > 4 ? atoi(argv[4]) : 0;
+    pthread_t t[16];
+    for (int i = 0; i < threads && i < 16; i++)
+        pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
+    uint64_t until = now_ns() + 300000000ull;
+    volatile unsigned long x = 1;
+    while (now_ns() < until)
+        for (int i = 0; i < 100000; i++)
+            x = x * 6364136223846793005ul + 1442695040888963407ul;
+    /* a preloaded agent has started (its start thread is gone): the
+     * children are a running agent's, on a loaded machine too */
+    for (int i = 0; i < 500 && thread_named("stackshot-start"); i++)
+        sleep_ms(10);
+    int failed = 0;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        fflush(stdout);
+        pid_t p = fork();
+        if (p < 0)
+            return 3;
+        if (p == 0) {
+            if (ms)
+                sleep_ms(ms);
+            if (exec_mode) {
+                execl("/bin/true", "true", (char *)NULL);
+                _exit(127);
+            }
+            exit(0);
+        }
+        int st;
+        while (waitpid(p, &st, 0) < 0)
+            ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed++;
+        printf("child %d\n", (int)p);
+    }
+    uint64_t per = (now_ns() - t0) / (uint64_t)(n ? n : 1) / 1000u;
+    atomic_store(&done, true);
+    for (int i = 0; i < threads && i < 16; i++)
+        pthread_join(t[i], NULL);
+    printf("per child %llu us\n", (unsigned long long)per);
+    return failed ? 1 : 0;
+}
