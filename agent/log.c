@@ -152,6 +152,7 @@ static int dest_adopt(dest *d, int fd) {
     struct stat st;
     if (fd < 0)
         return -EBADF;
+    fd = ss_fd_move_high(fd); /* out of the host's way (kept_fd.h) */
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -457,6 +458,38 @@ void ss_log(ss_log_level level, const char *fmt, ...) {
     va_start(ap, fmt);
     ss_vlog(level, fmt, ap);
     va_end(ap);
+}
+
+/* The first line, then at most one a minute with the count of those not
+ * written in between ("... (and 3000 more like it in the last 60 s)"). */
+void ss_log_limited(ss_log_limit *state, ss_log_level level, const char *fmt, ...) {
+    if (!ss_log_enabled(level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* not ss_mono_ns: log.c stands alone */
+    uint64_t now = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) | 1;
+    uint64_t last = atomic_load(&state->last_ns);
+    if (last && now - last < SS_LOG_LIMIT_NS) {
+        atomic_fetch_add(&state->suppressed, 1);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&state->last_ns, &last, now)) {
+        atomic_fetch_add(&state->suppressed, 1); /* another thread writes it */
+        return;
+    }
+    uint64_t n = atomic_exchange(&state->suppressed, 0);
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    if (n)
+        ss_log(level, "%s (and %llu more like it in the last %llu s)", msg,
+               (unsigned long long)n, (unsigned long long)((now - last) / 1000000000ull));
+    else
+        ss_log(level, "%s", msg);
 }
 
 uint64_t ss_log_dropped(void) {
