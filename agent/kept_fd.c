@@ -2,7 +2,10 @@
 #include "kept_fd.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,3 +53,18 @@ void ss_kept_fd_close(ss_kept_fd *k) {
 void ss_kept_fd_forget(ss_kept_fd *k) { k->fd = -1; }
 
 uint64_t ss_kept_fd_lost(void) { return atomic_load_explicit(&lost, memory_order_relaxed); }
+
+int ss_fd_move_high(int fd) {
+    struct rlimit rl;
+    if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > INT_MAX)
+        return fd;
+    int floor = (int)(rl.rlim_cur - rl.rlim_cur / 8);
+    if (fd >= floor)
+        return fd;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (high < 0)
+        return fd; /* the top is full (or the limit changed meanwhile) */
+    close(fd);
+    return high;
+}
