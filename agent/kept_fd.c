@@ -54,12 +54,18 @@ void ss_kept_fd_forget(ss_kept_fd *k) { k->fd = -1; }
 
 uint64_t ss_kept_fd_lost(void) { return atomic_load_explicit(&lost, memory_order_relaxed); }
 
+#define HIGH_MAX 1024
+
 int ss_fd_move_high(int fd) {
     struct rlimit rl;
     if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
         rl.rlim_cur > INT_MAX)
         return fd;
-    int floor = (int)(rl.rlim_cur - rl.rlim_cur / 8);
+    /* at most 1024: the kernel sizes a process's table (and copies it at
+     * every fork) up to its highest open number, and a limit of 2^20 would
+     * put ours at 917504 */
+    rlim_t top = rl.rlim_cur - rl.rlim_cur / 8;
+    int floor = top < HIGH_MAX ? (int)top : HIGH_MAX;
     if (fd >= floor)
         return fd;
     int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);

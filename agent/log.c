@@ -128,13 +128,14 @@ static void expand(const char *tmpl, char *out, size_t n) {
 /* ---- descriptors ------------------------------------------------------ */
 
 /* A descriptor the agent keeps must not hold 0, 1 or 2: a host that
- * closed one of them expects its next open() to get it back. */
+ * closed one of them expects its next open() to get it back. And it goes
+ * to the top eighth of the table, out of the host's way (kept_fd.h). */
 static int above_stdio(int fd) {
     if (fd < 0 || fd > 2)
-        return fd;
+        return ss_fd_move_high(fd);
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     close(fd);
-    return high;
+    return ss_fd_move_high(high);
 }
 
 static dest_kind kind_of(mode_t mode) {
@@ -152,7 +153,6 @@ static int dest_adopt(dest *d, int fd) {
     struct stat st;
     if (fd < 0)
         return -EBADF;
-    fd = ss_fd_move_high(fd); /* out of the host's way (kept_fd.h) */
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -177,11 +177,11 @@ static int dest_take(dest *d, int src) {
             return dest_adopt(d, fd);
         /* refused (the pipe belongs to another user: its inode is 0600;
          * no /proc; a FIFO without a reader): splice into a duplicate */
-        int rc = dest_adopt(d, fcntl(src, F_DUPFD_CLOEXEC, 3));
+        int rc = dest_adopt(d, ss_fd_move_high(fcntl(src, F_DUPFD_CLOEXEC, 3)));
         d->kind = DEST_SPLICE;
         return rc;
     }
-    return dest_adopt(d, fcntl(src, F_DUPFD_CLOEXEC, 3));
+    return dest_adopt(d, ss_fd_move_high(fcntl(src, F_DUPFD_CLOEXEC, 3)));
 }
 
 /* The kept descriptor if it is still ours: same file (kept_fd), and still

@@ -283,6 +283,8 @@ static uint64_t find_main_pthread(const ss_walker *w) {
             return 0;
         if (!read_word(next - link + SELF_OFF, &self) || self != next - link)
             head = next; /* not a descriptor: the list's head */
+        else if (is_main_descriptor(w, next - link))
+            return next - link; /* called on a thread of the main's own list */
         node = next;
     }
     static const int64_t nearby[] = {16, -16, 32, -32};
