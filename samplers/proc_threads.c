@@ -37,6 +37,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,33 +58,36 @@ static const char *const task_file_names[SS_TASK_FILES] = {"stat", "syscall", "i
 static ss_kept_fd *kept_set;
 static uint32_t kept_mask; /* capacity - 1; 0 with no table */
 static uint32_t kept_n;
-static uint32_t budget;
-static uint64_t nofile_cur; /* the soft RLIMIT_NOFILE last read; 0: not yet */
+/* The limit and the budget it gives: atomics, as ss_proc_fds_tight may be
+ * asked from another thread than the sampler's (a resolver's creation). */
+static _Atomic uint32_t budget;
+static _Atomic uint64_t nofile_cur; /* the soft RLIMIT_NOFILE last read; 0: not yet */
 static uint32_t generation = 1; /* ss_task_files of another generation hold nothing */
 
 static void read_limit(void) {
     struct rlimit rl;
     uint64_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 1024;
-    nofile_cur = cur ? cur : 1;
     uint64_t b = cur < SS_PROC_KEEP_MIN ? 0 : cur / 8;
-    budget = (uint32_t)(b > 4096 ? 4096 : b);
+    atomic_store_explicit(&budget, (uint32_t)(b > 4096 ? 4096 : b), memory_order_relaxed);
+    atomic_store_explicit(&nofile_cur, cur ? cur : 1, memory_order_relaxed);
 }
 
 uint32_t ss_proc_fd_budget(void) {
-    if (!nofile_cur)
+    if (!atomic_load_explicit(&nofile_cur, memory_order_relaxed))
         read_limit();
-    return budget;
+    return atomic_load_explicit(&budget, memory_order_relaxed);
 }
 
 bool ss_proc_fds_tight(void) {
     ss_proc_fd_budget();
-    return nofile_cur < SS_PROC_KEEP_MIN;
+    return atomic_load_explicit(&nofile_cur, memory_order_relaxed) < SS_PROC_KEEP_MIN;
 }
 
 void ss_proc_limits_round(void) {
-    uint64_t before = nofile_cur;
+    uint64_t before = atomic_load_explicit(&nofile_cur, memory_order_relaxed);
     read_limit();
-    if (nofile_cur != before && kept_n > budget)
+    if (atomic_load_explicit(&nofile_cur, memory_order_relaxed) != before &&
+        kept_n > ss_proc_fd_budget())
         ss_proc_close_all(); /* the host lowered its limit: all of them back */
 }
 
@@ -96,7 +100,7 @@ static bool kept_add(const ss_kept_fd *k) {
         return false; /* the budget grew past the table made for it */
     if (!kept_set) {
         uint32_t cap = 16;
-        while (cap < 2 * budget)
+        while (cap < 2 * ss_proc_fd_budget())
             cap *= 2;
         kept_set = malloc(cap * sizeof *kept_set);
         if (!kept_set)
