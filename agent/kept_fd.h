@@ -59,6 +59,9 @@ uint64_t ss_kept_fd_lost(void);
  * descriptor to keep: the new one, or fd itself when it is already that
  * high or no number is free up there. */
 int ss_fd_move_high(int fd);
+/* A close-on-exec duplicate of src in the same top eighth (3 or more when
+ * none is free there), or -1: no descriptor to close in between. */
+int ss_fd_dup_high(int src);
 
 #pragma GCC visibility pop
 

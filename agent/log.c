@@ -133,9 +133,9 @@ static void expand(const char *tmpl, char *out, size_t n) {
 static int above_stdio(int fd) {
     if (fd < 0 || fd > 2)
         return ss_fd_move_high(fd);
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int high = ss_fd_dup_high(fd);
     close(fd);
-    return ss_fd_move_high(high);
+    return high;
 }
 
 static dest_kind kind_of(mode_t mode) {
@@ -177,11 +177,11 @@ static int dest_take(dest *d, int src) {
             return dest_adopt(d, fd);
         /* refused (the pipe belongs to another user: its inode is 0600;
          * no /proc; a FIFO without a reader): splice into a duplicate */
-        int rc = dest_adopt(d, ss_fd_move_high(fcntl(src, F_DUPFD_CLOEXEC, 3)));
+        int rc = dest_adopt(d, ss_fd_dup_high(src));
         d->kind = DEST_SPLICE;
         return rc;
     }
-    return dest_adopt(d, ss_fd_move_high(fcntl(src, F_DUPFD_CLOEXEC, 3)));
+    return dest_adopt(d, ss_fd_dup_high(src));
 }
 
 /* The kept descriptor if it is still ours: same file (kept_fd), and still
