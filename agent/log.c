@@ -128,11 +128,12 @@ static void expand(const char *tmpl, char *out, size_t n) {
 /* ---- descriptors ------------------------------------------------------ */
 
 /* A descriptor the agent keeps must not hold 0, 1 or 2: a host that
- * closed one of them expects its next open() to get it back. */
+ * closed one of them expects its next open() to get it back. And it goes
+ * to the top eighth of the table, out of the host's way (kept_fd.h). */
 static int above_stdio(int fd) {
     if (fd < 0 || fd > 2)
-        return fd;
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        return ss_fd_move_high(fd);
+    int high = ss_fd_dup_high(fd);
     close(fd);
     return high;
 }
@@ -176,11 +177,11 @@ static int dest_take(dest *d, int src) {
             return dest_adopt(d, fd);
         /* refused (the pipe belongs to another user: its inode is 0600;
          * no /proc; a FIFO without a reader): splice into a duplicate */
-        int rc = dest_adopt(d, fcntl(src, F_DUPFD_CLOEXEC, 3));
+        int rc = dest_adopt(d, ss_fd_dup_high(src));
         d->kind = DEST_SPLICE;
         return rc;
     }
-    return dest_adopt(d, fcntl(src, F_DUPFD_CLOEXEC, 3));
+    return dest_adopt(d, ss_fd_dup_high(src));
 }
 
 /* The kept descriptor if it is still ours: same file (kept_fd), and still
@@ -457,6 +458,38 @@ void ss_log(ss_log_level level, const char *fmt, ...) {
     va_start(ap, fmt);
     ss_vlog(level, fmt, ap);
     va_end(ap);
+}
+
+/* The first line, then at most one a minute with the count of those not
+ * written in between ("... (and 3000 more like it in the last 60 s)"). */
+void ss_log_limited(ss_log_limit *state, ss_log_level level, const char *fmt, ...) {
+    if (!ss_log_enabled(level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* not ss_mono_ns: log.c stands alone */
+    uint64_t now = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) | 1;
+    uint64_t last = atomic_load(&state->last_ns);
+    if (last && now - last < SS_LOG_LIMIT_NS) {
+        atomic_fetch_add(&state->suppressed, 1);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&state->last_ns, &last, now)) {
+        atomic_fetch_add(&state->suppressed, 1); /* another thread writes it */
+        return;
+    }
+    uint64_t n = atomic_exchange(&state->suppressed, 0);
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    if (n)
+        ss_log(level, "%s (and %llu more like it in the last %llu s)", msg,
+               (unsigned long long)n, (unsigned long long)((now - last) / 1000000000ull));
+    else
+        ss_log(level, "%s", msg);
 }
 
 uint64_t ss_log_dropped(void) {

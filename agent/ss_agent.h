@@ -96,6 +96,19 @@ uint64_t ss_log_dropped(void);
  * last report, else a debug line with the counters. */
 void ss_log_report(void);
 
+/* A message that can repeat (once per round, per thread...): the first
+ * occurrence is written, then at most one line per SS_LOG_LIMIT_NS (a
+ * minute) saying how many were suppressed since the last line written.
+ * The state is a zero-initialised static next to the call site; any
+ * thread may use it (atomics; a race at most writes one line more). */
+#define SS_LOG_LIMIT_NS (60ull * 1000000000ull)
+typedef struct ss_log_limit {
+    _Atomic uint64_t last_ns;    /* when a line was last written; 0: never */
+    _Atomic uint64_t suppressed; /* occurrences not written since */
+} ss_log_limit;
+void ss_log_limited(ss_log_limit *state, ss_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #define ss_error(...) ss_log(SS_LOG_ERROR, __VA_ARGS__)
 #define ss_warn(...) ss_log(SS_LOG_WARN, __VA_ARGS__)
 #define ss_info(...) ss_log(SS_LOG_INFO, __VA_ARGS__)

@@ -3,13 +3,22 @@
  * Every agent thread is named "stackshot-<role>", blocks every signal (so
  * the host's signals are delivered to the host's threads, and so threads
  * it creates, such as gRPC's, inherit a mask that keeps them unsampled)
- * and registers its kernel tid, so samplers leave it out. */
+ * and registers its kernel tid, so samplers leave it out.
+ *
+ * Stacks are small (glibc's default is RLIMIT_STACK, usually 8 MiB of
+ * address space per thread, which counts against a host's RLIMIT_AS):
+ * 256 KiB, and 1 MiB for the native sampler, the one thread that runs
+ * libdw and libstdc++'s demangler (whose work arrays live on the stack,
+ * about 100 bytes per character of a name: names of 4 KiB or more are
+ * not demangled, samplers/symbols_demangle.c). gRPC's threads are
+ * gRPC's own. */
 #include "agent_internal.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +82,25 @@ static void *trampoline(void *p) {
     return r;
 }
 
+/* Sanitizer builds take several times the stack (redzones, ASan's and
+ * TSan's own frames): their threads get 4 times as much. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STACK_SCALE 4
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STACK_SCALE 4
+#endif
+#endif
+#ifndef STACK_SCALE
+#define STACK_SCALE 1
+#endif
+#define STACK_SMALL ((size_t)STACK_SCALE * (256 << 10))
+#define STACK_SAMPLER ((size_t)STACK_SCALE * (1 << 20))
+
+static size_t stack_size(const char *role) {
+    return strcmp(role, "sampler") == 0 ? STACK_SAMPLER : STACK_SMALL;
+}
+
 int ss_thread_start(pthread_t *thread, const char *role,
                     void *(*fn)(void *), void *arg) {
     start_args *a = malloc(sizeof *a);
@@ -86,7 +114,13 @@ int ss_thread_start(pthread_t *thread, const char *role,
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(thread, NULL, trampoline, a);
+    pthread_attr_t attr;
+    bool have_attr = pthread_attr_init(&attr) == 0;
+    if (have_attr)
+        pthread_attr_setstacksize(&attr, stack_size(role)); /* else glibc's default */
+    int rc = pthread_create(thread, have_attr ? &attr : NULL, trampoline, a);
+    if (have_attr)
+        pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         free(a);

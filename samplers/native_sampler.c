@@ -66,6 +66,8 @@ typedef struct known {
     long syscall_nr;         /* at the previous stack */
     uint64_t io_read, io_write; /* SS_UNKNOWN_U64: unreadable */
     uint64_t pthread;
+    uint32_t cut_short;      /* copy mode: the last copy ended at SP's page end,
+                                short of the stack's known end: its length */
     uint64_t answer_cpu;     /* copy mode: its CPU clock as its answer was unwound */
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
@@ -138,6 +140,7 @@ static ss_symbols *inherited_symbols;
 static enum { FORK_QUIET, FORK_IN_ROUND, FORK_IN_LOOKUP } fork_fell;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
+static const ss_funcinfo *page_cut_fn; /* ... cut at SP's page end, the stack's end unknown */
 /* The loader's registry of threads that can take the signal (NULL: none,
  * every thread is signalled). */
 static int (*signal_room)(pid_t tid);
@@ -345,10 +348,14 @@ static int grow_scratch(sampler *s, uint32_t need) {
 
 /* Resolve ips (leaf first; SS_IP_EXACT marks an interrupted instruction)
  * into s->scratch, at most max_depth frames (the root side is cut).
- * `cut_copy`: the stack went on past the copy: a marker frame ends it.
+ * `cut_copy`: the stack went on past the copy: a marker frame ends it,
+ * "stackshot.truncated(STACKSHOT_STACK_COPY:<bytes>)" when the copy took
+ * its whole size, "stackshot.truncated(stack end unknown:<bytes>)" when
+ * the handler knew no end of the stack and copied to the end of SP's page
+ * (cut_short: the bytes it copied).
  * Returns the frame count. */
 static uint32_t resolve(sampler *s, const uint64_t *ips, uint32_t depth, bool cut_copy,
-                        bool *truncated) {
+                        uint32_t cut_short, bool *truncated) {
     uint32_t max = s->cfg.max_depth;
     uint32_t n_ips = depth;
     *truncated = n_ips > max;
@@ -372,8 +379,8 @@ static uint32_t resolve(sampler *s, const uint64_t *ips, uint32_t depth, bool cu
     if (cut_copy && !*truncated && copy_cut_fn && grow_scratch(s, n + 1) == 0) {
         /* "at stackshot.truncated(STACKSHOT_STACK_COPY:<bytes>)" */
         memset(&s->scratch[n], 0, sizeof s->scratch[n]);
-        s->scratch[n].fn = copy_cut_fn;
-        s->scratch[n].line = (int32_t)s->copy_bytes;
+        s->scratch[n].fn = cut_short && page_cut_fn ? page_cut_fn : copy_cut_fn;
+        s->scratch[n].line = (int32_t)(cut_short ? cut_short : s->copy_bytes);
         n++;
     }
     return n;
@@ -467,7 +474,7 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
         return ASLEEP_CANNOT;
     }
     bool truncated;
-    uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, &truncated);
+    uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, 0, &truncated);
     p->same_stack = same_frames(k, s->scratch, n);
     keep_stack(k, s->scratch, n);
     k->truncated = truncated;
@@ -496,6 +503,8 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
     ss_uw_end end = ss_walker_copy(s->walker, c, hi, c->ips, c->cap, &res);
     *cut = end == SS_UW_CUT_COPY;
     s->cut_copy += *cut;
+    if (k) /* a copy shorter than its size: it stopped at SP's page end */
+        k->cut_short = *cut && c->len < s->copy_bytes && (!hi || c->map_hi < hi) ? c->len : 0;
     /* a stack that ended early for another reason is what it is: the
      * frames found so far are kept, as an in-handler unwinder does */
     return res.n;
@@ -511,8 +520,17 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
  * copies by its own glibc descriptor; the main thread's records no stack,
  * so the main thread's slot carries its stack mapping (its top never
  * moves, unlike a table's idea of other mappings). */
-static ss_sig_slot *assign_slot(known *k) {
+/* Where glibc's ld.so noted the top of the process's initial stack, the
+ * main thread's (an address in it, at the start, near its top). */
+extern void *__libc_stack_end;
+
+static ss_sig_slot *assign_slot(sampler *s, known *k) {
     bool main_thread = k->tid == getpid();
+    /* Not known yet (the first round of a process, or of a forked child,
+     * whose main thread was never read asleep): without them the handler
+     * would copy only to the end of SP's page. */
+    if (main_thread && !k->stack_hi && __libc_stack_end)
+        stack_top(s, k, (uint64_t)(uintptr_t)__libc_stack_end);
     return ss_sig_assign(k->tid, main_thread ? k->stack_lo : 0, main_thread ? k->stack_hi : 0, k);
 }
 
@@ -618,7 +636,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             s->fallbacks_round++;
         }
         k->read_asleep = false;
-        p->slot = assign_slot(k);
+        p->slot = assign_slot(s, k);
         if (!p->slot) {
             (*skipped)++; /* out of slots (memory) */
             continue;
@@ -710,7 +728,7 @@ static void take_deferred(sampler *s, uint32_t planned) {
                 s->fallbacks_round++;
             }
             k->read_asleep = false;
-            p->slot = assign_slot(k);
+            p->slot = assign_slot(s, k);
             p->gone = !p->slot;
             any |= p->slot != NULL;
         }
@@ -762,7 +780,8 @@ static bool take_answer(sampler *s, pending *p) {
         return false;
     }
     bool truncated;
-    uint32_t n = resolve(s, a.ips, a.depth, a.cut_copy, &truncated);
+    uint32_t n = resolve(s, a.ips, a.depth, a.cut_copy, a.cut_copy ? k->cut_short : 0,
+                         &truncated);
     if (a.pthread)
         k->pthread = a.pthread;
     if (k->tid == getpid() && a.pthread)
@@ -811,6 +830,7 @@ static ss_round *take_round(sampler *s) {
     uint64_t t0 = ss_mono_ns();
     uint64_t now_wall = ss_wall_ns();
     uint32_t skipped = 0, blocked = 0;
+    ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
     int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
     if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
         return NULL;
@@ -896,6 +916,9 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
     inherited_symbols = NULL;
     s->builder = ss_round_builder_create();
     s->walker = ss_walker_create(copy_bytes, cfg->max_depth + 1);
+    if (!page_cut_fn)
+        page_cut_fn = ss_funcinfo_intern("stackshot", "truncated", "stack end unknown", NULL,
+                                         SS_FRAME_NATIVE);
     if (!copy_cut_fn)
         copy_cut_fn = ss_funcinfo_intern("stackshot", "truncated", "STACKSHOT_STACK_COPY", NULL,
                                          SS_FRAME_NATIVE);
@@ -909,6 +932,10 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
 /* STACKSHOT_DURATION (ms, 0: no end): no round after this monotonic time;
  * what the exporters hold is still delivered (at the latest at exit). */
 static uint64_t sample_until;
+
+/* Lost rounds repeat every interval while the cause lasts (a late chroot
+ * without /proc, descriptors or memory exhausted): one line, then counts. */
+static ss_log_limit round_lost_said;
 
 static void *sampler_main(void *arg) {
     sampler *s = arg;
@@ -943,7 +970,9 @@ static void *sampler_main(void *arg) {
         else if (ss_sig_lost())
             return NULL; /* native sampling is over for this process (lock not held) */
         else
-            ss_warn("native sampler: a round was lost (out of memory or /proc unreadable)");
+            ss_log_limited(&round_lost_said, SS_LOG_WARN,
+                           "native sampler: a round was lost (out of memory or /proc "
+                           "unreadable)");
         /* absolute deadlines; after a late round, skip the missed ticks */
         uint64_t now = ss_mono_ns();
         next += interval;
@@ -1202,6 +1231,9 @@ static void native_after_fork_child(void) {
         active = NULL;
     }
     atomic_store(&in_round, false);
+    /* the child's main thread is the one that forked (this one): the
+     * parent's main descriptor is not the child's when another forked */
+    ss_walker_note_main((uint64_t)pthread_self());
     ss_sig_after_fork();
     /* the kept /proc descriptors name the parent's threads: closed here,
      * before the host's code runs again in the child */

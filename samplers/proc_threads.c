@@ -8,7 +8,12 @@
  * the host may close every descriptor >= 3 at any moment and get the
  * numbers back for files and sockets of its own, so:
  *   - at most ss_proc_fd_budget() of them (an eighth of the soft
- *     RLIMIT_NOFILE, at most 4096), all O_CLOEXEC;
+ *     RLIMIT_NOFILE, at most 4096; none under a limit below
+ *     SS_PROC_KEEP_MIN, where every file is opened for one read), all
+ *     O_CLOEXEC, in the top eighth of the table (ss_fd_move_high). The
+ *     limit is read again every round (ss_proc_limits_round): a host that
+ *     lowers it gets every kept descriptor back at the next round when
+ *     the new budget is smaller than what is kept;
  *   - reads are pread only: on a host's regular file it moves no offset,
  *     on a pipe, socket, terminal, eventfd... it fails with ESPIPE (a
  *     read() there would steal the host's data);
@@ -32,6 +37,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,17 +58,37 @@ static const char *const task_file_names[SS_TASK_FILES] = {"stat", "syscall", "i
 static ss_kept_fd *kept_set;
 static uint32_t kept_mask; /* capacity - 1; 0 with no table */
 static uint32_t kept_n;
-static uint32_t budget;
+/* The limit and the budget it gives: atomics, as ss_proc_fds_tight may be
+ * asked from another thread than the sampler's (a resolver's creation). */
+static _Atomic uint32_t budget;
+static _Atomic uint64_t nofile_cur; /* the soft RLIMIT_NOFILE last read; 0: not yet */
 static uint32_t generation = 1; /* ss_task_files of another generation hold nothing */
 
+static void read_limit(void) {
+    struct rlimit rl;
+    uint64_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 1024;
+    uint64_t b = cur < SS_PROC_KEEP_MIN ? 0 : cur / 8;
+    atomic_store_explicit(&budget, (uint32_t)(b > 4096 ? 4096 : b), memory_order_relaxed);
+    atomic_store_explicit(&nofile_cur, cur ? cur : 1, memory_order_relaxed);
+}
+
 uint32_t ss_proc_fd_budget(void) {
-    if (!budget) {
-        struct rlimit rl;
-        uint64_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 1024;
-        uint64_t b = cur / 8;
-        budget = (uint32_t)(b > 4096 ? 4096 : b < 1 ? 1 : b);
-    }
-    return budget;
+    if (!atomic_load_explicit(&nofile_cur, memory_order_relaxed))
+        read_limit();
+    return atomic_load_explicit(&budget, memory_order_relaxed);
+}
+
+bool ss_proc_fds_tight(void) {
+    ss_proc_fd_budget();
+    return atomic_load_explicit(&nofile_cur, memory_order_relaxed) < SS_PROC_KEEP_MIN;
+}
+
+void ss_proc_limits_round(void) {
+    uint64_t before = atomic_load_explicit(&nofile_cur, memory_order_relaxed);
+    read_limit();
+    if (atomic_load_explicit(&nofile_cur, memory_order_relaxed) != before &&
+        kept_n > ss_proc_fd_budget())
+        ss_proc_close_all(); /* the host lowered its limit: all of them back */
 }
 
 uint32_t ss_proc_fds_kept(void) { return kept_n; }
@@ -70,9 +96,11 @@ uint32_t ss_proc_fds_kept(void) { return kept_n; }
 static bool kept_add(const ss_kept_fd *k) {
     if (kept_n >= ss_proc_fd_budget())
         return false;
+    if (kept_set && kept_n >= (kept_mask + 1) / 2)
+        return false; /* the budget grew past the table made for it */
     if (!kept_set) {
         uint32_t cap = 16;
-        while (cap < 2 * budget)
+        while (cap < 2 * ss_proc_fd_budget())
             cap *= 2;
         kept_set = malloc(cap * sizeof *kept_set);
         if (!kept_set)
@@ -166,8 +194,10 @@ static uint32_t task_dir_gen;
 static int open_kept_task_file(pid_t tid, const char *file) {
     if (task_dir_gen != generation || task_dir.fd < 0) {
         task_dir_gen = generation;
-        int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (ss_kept_fd_adopt(&task_dir, dfd) == 0 && !kept_add(&task_dir))
+        int dfd = kept_n < ss_proc_fd_budget()
+                      ? open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                      : -1;
+        if (ss_kept_fd_adopt(&task_dir, ss_fd_move_high(dfd)) == 0 && !kept_add(&task_dir))
             ss_kept_fd_close(&task_dir);
     }
     if (task_dir.fd >= 0) {
@@ -274,6 +304,8 @@ static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf,
     ssize_t len = pread_all(fd, buf, n);
     if (len >= 0 && !looks_like(which, tid, buf))
         len = -EINVAL; /* not what we asked for: never used */
+    if (f && len >= 0 && kept_n < ss_proc_fd_budget())
+        fd = ss_fd_move_high(fd); /* the same file (st stays true) */
     ss_kept_fd k = {fd, st.st_dev, st.st_ino};
     if (f && len >= 0 && kept_add(&k)) {
         f->fd[which] = fd;
@@ -627,6 +659,23 @@ void ss_native_state(char proc_state, long syscall_nr, const ss_frame *frames,
         *state = SS_STATE_TIMED_WAITING;
         *status = "sleeping";
         *detail = "sleeping";
+        return;
+    }
+    /* restart_syscall continues a call a signal or a debugger's stop
+     * (attach, detach) interrupted: the kernel restarts that way only
+     * calls with a time limit (nanosleep, clock_nanosleep, poll, a futex
+     * wait with a timeout), so the thread still waits with a deadline. */
+    if (syscall_nr == SYS_restart_syscall) {
+        if (near_leaf(frames, n_frames, mutex_fns)) {
+            *state = SS_STATE_BLOCKED;
+            *status = "waiting for monitor entry";
+            *detail = "on mutex";
+            return;
+        }
+        bool cond = near_leaf(frames, n_frames, timed_cond_fns);
+        *state = SS_STATE_TIMED_WAITING;
+        *status = cond ? "waiting on condition" : "sleeping";
+        *detail = cond ? "on condition" : "sleeping";
         return;
     }
     if (syscall_nr == SYS_futex) {

@@ -55,6 +55,14 @@ void ss_task_files_close(ss_task_files *f);
 /* Kept descriptors now, and the most that may be kept. */
 uint32_t ss_proc_fds_kept(void);
 uint32_t ss_proc_fd_budget(void);
+/* Below this soft RLIMIT_NOFILE no /proc file is kept open. */
+#define SS_PROC_KEEP_MIN 256
+/* Is the soft RLIMIT_NOFILE below SS_PROC_KEEP_MIN (as last read)? Then
+ * the agent keeps no descriptor it can do without. */
+bool ss_proc_fds_tight(void);
+/* Once per round: the limit read again; lowered under what is kept, every
+ * kept descriptor is closed (checked) and files are opened per read. */
+void ss_proc_limits_round(void);
 
 /* Close every kept descriptor (stop), or, in a forked child, the copies of
  * the parent's (they name the parent's threads). Every ss_task_files

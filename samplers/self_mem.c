@@ -46,6 +46,7 @@
 
 #include "../agent/kept_fd.h"
 #include "../agent/ss_agent.h"
+#include "proc_threads.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,6 +86,8 @@ static int open_mem(void) {
     return fd < 0 ? -errno : fd;
 }
 
+static bool seccomp_filtered(void);
+
 /* The mem file of this process, or -1 (open_errno says why). */
 static int mem_fd(void) {
     if (atomic_load_explicit(&forked, memory_order_relaxed)) {
@@ -92,6 +95,13 @@ static int mem_fd(void) {
         if (mem.fd >= 0 && mem_pid != getpid())
             ss_kept_fd_close(&mem); /* the parent's memory: ours to close, never to read */
         open_failed_at = 0;
+    }
+    if (ss_proc_fds_tight() && !seccomp_filtered()) {
+        /* a small RLIMIT_NOFILE (now, or lowered since): no descriptor
+         * kept, process_vm_readv reads */
+        if (mem.fd >= 0)
+            ss_kept_fd_close(&mem);
+        return -1;
     }
     int fd = ss_kept_fd_get(&mem);
     if (fd >= 0)
@@ -101,7 +111,7 @@ static int mem_fd(void) {
         return -1;
     if (!atfork_set)
         atfork_set = pthread_atfork(NULL, NULL, on_fork_child) == 0;
-    fd = open_mem();
+    fd = ss_fd_move_high(open_mem());
     if (fd < 0 || ss_kept_fd_adopt(&mem, fd) != 0) {
         open_errno = fd < 0 ? -fd : EBADF;
         open_failed_at = now ? now : 1;

@@ -900,6 +900,8 @@ static bool send_one(pid_t pid, ss_sig_slot *s, bool copy) {
     return true;
 }
 
+static ss_log_limit forwarder_said; /* a host may swap handlers often */
+
 /* A foreign handler is on the signal: send one signal (to the first slot
  * of [from, to) whose thread still exists) and see whether it comes back
  * to us. Returns the index after the probed slot, or `to` when lost. */
@@ -913,7 +915,7 @@ static uint32_t probe(pid_t pid, uint32_t from, uint32_t to, uint64_t deadline_n
         wait_batch(i, i + 1, deadline_ns);
         if (atomic_load_explicit(&round_slots[i]->state, memory_order_acquire) == SLOT_DONE) {
             if (forwarder != current_handler(&cur))
-                ss_info("the process installed its own handler for signal %d (STACKSHOT_SIGNAL); "
+                ss_log_limited(&forwarder_said, SS_LOG_INFO, "the process installed its own handler for signal %d (STACKSHOT_SIGNAL); "
                         "it passes the agent's signal on: native sampling goes on",
                         the_signal);
             forwarder = current_handler(&cur);

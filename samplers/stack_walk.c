@@ -2,6 +2,7 @@
  * native sampler (see stack_walk.h). */
 #include "stack_walk.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@ struct ss_walker {
     ss_maps *maps;        /* the table walks check addresses with */
     bool maps_fresh;      /* read this round */
     int tid_off;          /* offset of the tid in glibc's thread descriptor; -1 unknown */
+    bool main_looked;     /* the main thread's descriptor looked for (find_main_pthread) */
     int stack_off, stack_size_off; /* of stackblock and stackblock_size; -1 unknown */
     int64_t pd_below_top; /* the descriptor's distance from its stack's top; -1 unknown */
     uint64_t last_base;   /* what the last asleep walk read: [last_base, + last_len) */
@@ -244,9 +246,70 @@ static bool is_descriptor(const ss_walker *w, uint64_t pd, pid_t tid) {
     return self == pd && t == tid;
 }
 
+/* One 8-byte word of this process's memory; false: unreadable. */
+static bool read_word(uint64_t addr, uint64_t *v) {
+    return ss_uw_read_memory(v, addr, 8) == 8;
+}
+
+/* Is pd the main thread's descriptor (its self pointer, its tid the pid)? */
+static bool is_main_descriptor(const ss_walker *w, uint64_t pd) {
+    uint64_t self, t;
+    return read_word(pd + SELF_OFF, &self) && self == pd &&
+           read_word(pd + (uint64_t)w->tid_off, &t) && (pid_t)(uint32_t)t == getpid();
+}
+
+#define LIST_STEPS 4096 /* threads looked through, at most */
+
+/* The main thread's descriptor, for a main thread never signalled (one
+ * only ever read asleep, when the agent started on another thread). glibc
+ * links every descriptor into one of two lists whose heads sit side by
+ * side in ld.so's data: threads on stacks glibc allocated (ours), and
+ * threads on stacks of their own, the main thread among them. The link
+ * is the field just before the tid (struct pthread: `list_t list; pid_t
+ * tid;`). From our own descriptor, `next` leads round its list to the
+ * head (the one node that is no descriptor); the neighbouring heads (16
+ * and 32 bytes either side) are walked for a descriptor whose self
+ * pointer is itself and whose tid is the pid. Every read goes through
+ * ss_uw_read_memory (a wrong guess reads nothing, never faults), and
+ * nothing is taken that does not pass that check: 0 when not found. */
+static uint64_t find_main_pthread(const ss_walker *w) {
+    if (w->tid_off < SELF_OFF + 8 + 16)
+        return 0;
+    uint64_t link = (uint64_t)w->tid_off - 16;
+    uint64_t node = (uint64_t)(uintptr_t)pthread_self() + link, head = 0;
+    for (int i = 0; i < LIST_STEPS && !head; i++) {
+        uint64_t next, self;
+        if (!read_word(node, &next))
+            return 0;
+        if (!read_word(next - link + SELF_OFF, &self) || self != next - link)
+            head = next; /* not a descriptor: the list's head */
+        else if (is_main_descriptor(w, next - link))
+            return next - link; /* called on a thread of the main's own list */
+        node = next;
+    }
+    static const int64_t nearby[] = {16, -16, 32, -32};
+    for (size_t h = 0; head && h < sizeof nearby / sizeof nearby[0]; h++) {
+        uint64_t other = head + (uint64_t)nearby[h], n = other;
+        for (int i = 0; i < LIST_STEPS; i++) {
+            if (!read_word(n, &n) || n == other || n == 0)
+                break;
+            if (is_main_descriptor(w, n - link))
+                return n - link;
+        }
+    }
+    return 0;
+}
+
 uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi) {
-    if (tid == getpid())
+    if (tid == getpid()) {
+        if (!ss_walker_main_pthread() && !w->main_looked) {
+            w->main_looked = true; /* once: the lists do not change for it */
+            uint64_t pd = find_main_pthread(w);
+            if (pd)
+                ss_walker_note_main(pd);
+        }
         return ss_walker_main_pthread();
+    }
     if (w->tid_off < 0 || stack_hi < PTHREAD_SCAN)
         return 0;
     if (w->pd_below_top >= 0) {

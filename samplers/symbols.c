@@ -35,6 +35,7 @@
  * signal handler: libdw allocates and takes locks. */
 #include "symbols_internal.h"
 #include "symbols_demangle.h"
+#include "proc_threads.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -760,7 +761,10 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = find_elf_unkept;
-    s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true)
+    /* libdw keeps each separate debuginfo file open as long as its module:
+     * none under a small RLIMIT_NOFILE (samplers/proc_threads.h) */
+    s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true) &&
+                                          !ss_proc_fds_tight()
                                       ? ss_find_debuginfo
                                       : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */

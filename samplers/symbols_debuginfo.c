@@ -23,6 +23,7 @@
  * .gnu_debugaltlink (a path and that part's build id); libdwfl asks for it
  * through this callback too, and it is found the same way. */
 #include "symbols_internal.h"
+#include "../agent/kept_fd.h"
 
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -216,5 +217,6 @@ int ss_find_debuginfo(Dwfl_Module *mod, void **user, const char *modname, Dwarf_
         fd = by_link(file, link, &w, name);
     if (fd < 0)
         errno = ENOENT;
-    return fd;
+    /* libdw keeps it as long as the module: up with the agent's others */
+    return ss_fd_move_high(fd);
 }

@@ -52,8 +52,13 @@ void ss_demangle_reset(void) {
         looked = false; /* a dlopen may have brought a C++ runtime */
 }
 
+/* libstdc++'s demangler keeps its work arrays on the stack, about 100
+ * bytes per character of the mangled name. The sampler thread's stack is
+ * 1 MiB (agent/thread.c): longer names stay mangled rather than risk it. */
+#define DEMANGLE_MAX 4096
+
 char *ss_demangle(const char *mangled, bool refresh) {
-    if (!mangled || strncmp(mangled, "_Z", 2) != 0)
+    if (!mangled || strncmp(mangled, "_Z", 2) != 0 || strnlen(mangled, DEMANGLE_MAX) == DEMANGLE_MAX)
         return NULL;
     if (!looked || (refresh && !fn)) {
         fn = find_demangler();

@@ -205,6 +205,7 @@ static int output_open(const char *tmpl, const char *name, bool append, ss_kept_
             refuse("cannot open %s/%s: %s", dir, name, strerror(-rc));
         return rc;
     }
+    fd = ss_fd_move_high(fd); /* kept: out of the host's way (kept_fd.h) */
     rc = check_file(fd, dir, name, &st);
     if (rc == 0 && !append && ftruncate(fd, 0) != 0)
         rc = -errno;

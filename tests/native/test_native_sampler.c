@@ -16,9 +16,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +139,20 @@ static void test_proc_readers(void **state) {
 /* Kept descriptors: the same one is read again (no open per read); one
  * the host closed and got back for a file of its own is never closed by
  * us; ss_proc_close_all closes ours. */
+/* The host opens a file of its own on the number `fd` just closed: the
+ * kept descriptors live in the top eighth of the table, above the lowest
+ * free number an open() gets, so the test puts it there (a host whose
+ * lower numbers are all in use gets it the same way). */
+static int host_takes(int fd) {
+    int host = open("/dev/null", O_RDONLY);
+    if (host >= 0 && host != fd) {
+        int moved = dup2(host, fd);
+        close(host);
+        host = moved;
+    }
+    return host;
+}
+
 static void test_kept_files(void **state) {
     (void)state;
     ss_task_files f;
@@ -169,7 +185,7 @@ static void test_kept_files(void **state) {
     /* the host closes our descriptor and opens a file of its own, which
      * gets the same number: closing the task's files leaves it open */
     close(fd_stat);
-    int host = open("/dev/null", O_RDONLY);
+    int host = host_takes(fd_stat);
     assert_int_equal(host, fd_stat);
     ss_task_files_close(&f);
     assert_true(fcntl(host, F_GETFD) >= 0);
@@ -181,7 +197,7 @@ static void test_kept_files(void **state) {
     assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
     fd_stat = f.fd[SS_TASK_STAT];
     close(fd_stat);
-    host = open("/dev/null", O_RDONLY);
+    host = host_takes(fd_stat);
     assert_int_equal(host, fd_stat);
     assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
     assert_string_equal(st.name, "t-sleeper");
@@ -200,6 +216,14 @@ static void test_kept_files(void **state) {
     assert_int_equal(fcntl(fd, F_GETFD), -1);
     ss_task_files_close(&f); /* stale: closes nothing */
     assert_true(ss_proc_fd_budget() >= 1);
+    /* kept in the top eighth of the table (ss_fd_move_high) */
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    rlim_t top = rl.rlim_cur - rl.rlim_cur / 8;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= INT_MAX)
+        assert_true((rlim_t)f.fd[SS_TASK_STAT] >= (top < 1024 ? top : 1024));
+    ss_task_files_close(&f);
 }
 
 static const ss_frame *frames_named(const char **names, int n) {
@@ -237,6 +261,13 @@ static void test_state_table(void **state) {
     ss_native_state('S', SYS_epoll_wait, NULL, 0, &s, &status, &detail);
     assert_int_equal(s, SS_STATE_WAITING);
     assert_string_equal(detail, "epoll_wait");
+    /* a timed call resumed after a stop (a debugger's attach and detach) */
+    ss_native_state('S', SYS_restart_syscall, NULL, 0, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_TIMED_WAITING);
+    assert_string_equal(status, "sleeping");
+    ss_native_state('S', SYS_restart_syscall, frames_named(tcond, 3), 3, &s, &status, &detail);
+    assert_int_equal(s, SS_STATE_TIMED_WAITING);
+    assert_string_equal(detail, "on condition");
     ss_native_state('D', SYS_read, NULL, 0, &s, &status, &detail);
     assert_string_equal(detail, "uninterruptible");
     ss_native_state('t', -1, NULL, 0, &s, &status, &detail);
