@@ -123,11 +123,27 @@ struct dirent64_rec {
     char d_name[];
 };
 
-/* The descriptors open now (sockets, pipes, anonymous inodes: what
- * libcurl's wakeup may be), each with its identity; how many. The
- * listing's own descriptor is closed only while still ours (no
- * closedir: the host may close everything between our open and close). */
-static int open_descriptors(ss_kept_fd *out, int max) {
+/* A descriptor open now, as /proc/self/fd names it ("socket:[1234]",
+ * "pipe:[99]", "anon_inode:[eventfd]"): read with readlink, without
+ * touching the descriptor itself, which another thread may be opening or
+ * closing this instant. */
+typedef struct open_fd {
+    int fd;
+    uint64_t link_hash;
+} open_fd;
+
+static uint64_t hash_str(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The descriptors open now that are not files or directories (sockets,
+ * pipes, anonymous inodes: what libcurl's wakeup may be); how many. The
+ * listing's own descriptor is closed only while still ours (no closedir:
+ * the host may close everything between our open and close). */
+static int open_descriptors(open_fd *out, int max) {
     ss_kept_fd dir;
     if (ss_kept_fd_adopt(&dir, open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != 0)
         return 0;
@@ -139,13 +155,15 @@ static int open_descriptors(ss_kept_fd *out, int max) {
         for (long off = 0; off < got && n < max;) {
             const struct dirent64_rec *e = (const struct dirent64_rec *)(buf + off);
             off += e->d_reclen;
-            char *end;
+            char *end, path[64], link[256];
             long fd = strtol(e->d_name, &end, 10);
-            struct stat st;
-            if (*end || end == e->d_name || fd < 3 || fd == dir.fd ||
-                fstat((int)fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+            if (*end || end == e->d_name || fd < 3 || fd == dir.fd)
                 continue;
-            out[n++] = (ss_kept_fd){(int)fd, st.st_dev, st.st_ino};
+            snprintf(path, sizeof path, "/proc/self/fd/%ld", fd);
+            ssize_t len = readlink(path, link, sizeof link);
+            if (len <= 0 || link[0] == '/')
+                continue; /* gone, or a file or directory */
+            out[n++] = (open_fd){(int)fd, hash_str(link, (size_t)len)};
         }
     }
     ss_kept_fd_close(&dir);
@@ -153,14 +171,14 @@ static int open_descriptors(ss_kept_fd *out, int max) {
 }
 
 /* curl_multi_init, and the descriptors it opened (its wakeup pair):
- * those open after it that were not before (by identity: a number the
- * host closed and libcurl got is new too). A host thread opening a
- * socket at the same instant may be taken for one: then it is only ever
- * checked, never used or closed by us. */
+ * those open after it that were not before (by number and name: a number
+ * the host closed and libcurl got is new too), kept with their identity.
+ * A host thread opening a socket at the same instant may be taken for
+ * one: then it is only ever checked, never used or closed by us. */
 static CURLM *multi_new(ss_http_client *c) {
     enum { MAX_SEEN = 4096 }; /* a host with more open leaves the wakeup pair unchecked */
-    ss_kept_fd *before = malloc(2 * MAX_SEEN * sizeof *before);
-    ss_kept_fd *after = before ? before + MAX_SEEN : NULL;
+    open_fd *before = malloc(2 * MAX_SEEN * sizeof *before);
+    open_fd *after = before ? before + MAX_SEEN : NULL;
     int nb = before ? open_descriptors(before, MAX_SEEN) : 0;
     CURLM *m = curl_multi_init();
     int na = before && m ? open_descriptors(after, MAX_SEEN) : 0;
@@ -170,10 +188,10 @@ static CURLM *multi_new(ss_http_client *c) {
     for (int i = 0; i < na && w < WAKE_FDS; i++) {
         bool old = false;
         for (int j = 0; j < nb && !old; j++)
-            old = before[j].fd == after[i].fd && before[j].dev == after[i].dev &&
-                  before[j].ino == after[i].ino;
-        if (!old)
-            c->wake[w++] = after[i];
+            old = before[j].fd == after[i].fd && before[j].link_hash == after[i].link_hash;
+        struct stat st;
+        if (!old && fstat(after[i].fd, &st) == 0)
+            c->wake[w++] = (ss_kept_fd){after[i].fd, st.st_dev, st.st_ino};
     }
     free(before);
     return m;
