@@ -139,6 +139,17 @@ static void test_proc_readers(void **state) {
 /* Kept descriptors: the same one is read again (no open per read); one
  * the host closed and got back for a file of its own is never closed by
  * us; ss_proc_close_all closes ours. */
+static bool under_tsan(void) {
+#if defined(__SANITIZE_THREAD__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return true;
+#endif
+#endif
+    return false;
+}
+
 /* The host opens a file of its own on the number `fd` just closed: the
  * kept descriptors live in the top eighth of the table, above the lowest
  * free number an open() gets, so the test puts it there (a host whose
@@ -221,7 +232,9 @@ static void test_kept_files(void **state) {
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
     assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
     rlim_t top = rl.rlim_cur - rl.rlim_cur / 8;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= INT_MAX)
+    /* not under ThreadSanitizer, where kept descriptors are not moved
+     * (agent/kept_fd.c says why) */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= INT_MAX && !under_tsan())
         assert_true((rlim_t)f.fd[SS_TASK_STAT] >= (top < 1024 ? top : 1024));
     ss_task_files_close(&f);
 }
