@@ -97,13 +97,7 @@ static uint64_t shutdown_deadline(void) {
  * most (the holder, an agent thread starting the agent, could be stuck
  * in a system call). false: not taken, counted. */
 static bool lock_until(uint64_t deadline_ns) {
-    uint64_t now = ss_mono_ns();
-    uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + left;
-    ts.tv_sec = (time_t)(abs / 1000000000ull);
-    ts.tv_nsec = (long)(abs % 1000000000ull);
+    struct timespec ts = ss_realtime_at(deadline_ns);
     if (pthread_mutex_timedlock(&lifecycle_lock, &ts) == 0)
         return true;
     atomic_fetch_add(&waits_given_up, 1);

@@ -331,11 +331,7 @@ static bool lock_bounded(void) {
         atomic_store_explicit(&lock_stuck, false, memory_order_relaxed);
         return true;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + LOCK_WAIT_NS;
-    ts.tv_sec = (time_t)(abs / 1000000000ull);
-    ts.tv_nsec = (long)(abs % 1000000000ull);
+    struct timespec ts = ss_realtime_in(LOCK_WAIT_NS);
     if (pthread_mutex_timedlock(&log_lock, &ts) == 0)
         return true;
     atomic_store_explicit(&lock_stuck, true, memory_order_relaxed);

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define SS_VERSION "0.1.0"
 #define SS_NAME "stackshot"
@@ -47,6 +48,11 @@ void ss_sleep_ns(uint64_t ns);
  * such a wait until deadline_ns (monotonic): pthread_cond_timedwait's
  * result. */
 void ss_cond_init_mono(pthread_cond_t *cv);
+/* CLOCK_REALTIME deadlines, for the waits that take no other clock
+ * (pthread_mutex_timedlock, pthread_timedjoin_np): `ns` from now, and the
+ * instant that is the monotonic deadline_ns. */
+struct timespec ss_realtime_in(uint64_t ns);
+struct timespec ss_realtime_at(uint64_t mono_deadline_ns);
 int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
 
 /* An exporter's last sends at exit end this much before its shutdown

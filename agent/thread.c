@@ -130,13 +130,7 @@ int ss_thread_start(pthread_t *thread, const char *role,
 }
 
 int ss_thread_join(pthread_t thread, uint64_t deadline_ns) {
-    uint64_t now_mono = ss_mono_ns();
-    uint64_t left = deadline_ns > now_mono ? deadline_ns - now_mono : 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + left;
-    ts.tv_sec = (time_t)(abs / 1000000000ull);
-    ts.tv_nsec = (long)(abs % 1000000000ull);
+    struct timespec ts = ss_realtime_at(deadline_ns);
     int rc = pthread_timedjoin_np(thread, NULL, &ts);
     if (rc == 0)
         return 0;

@@ -32,6 +32,19 @@ uint64_t ss_shutdown_send_until(uint64_t deadline_ns) {
     return deadline_ns - (keep < 200000000ull ? keep : 200000000ull);
 }
 
+/* pthread_mutex_timedlock and pthread_timedjoin_np take CLOCK_REALTIME
+ * deadlines only: `ns` from now, on that clock. */
+struct timespec ss_realtime_in(uint64_t ns) {
+    uint64_t abs = clock_ns(CLOCK_REALTIME) + ns;
+    return (struct timespec){.tv_sec = (time_t)(abs / 1000000000ull),
+                             .tv_nsec = (long)(abs % 1000000000ull)};
+}
+
+struct timespec ss_realtime_at(uint64_t mono_deadline_ns) {
+    uint64_t now = ss_mono_ns();
+    return ss_realtime_in(mono_deadline_ns > now ? mono_deadline_ns - now : 0);
+}
+
 void ss_cond_init_mono(pthread_cond_t *cv) {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
