@@ -220,7 +220,7 @@ const ss_core_api *ss_loader_load_core(void) {
 /* One line of the loader's own, before the core exists: on the host's
  * thread (this runs in its constructor), so it never blocks: a stderr
  * that cannot take it now (a full pipe) does not get it. */
-static void loader_say(const char *msg) {
+void ss_loader_say(const char *msg) {
     char line[320];
     int n = snprintf(line, sizeof line, SS_NAME ": %s\n", msg);
     if (n <= 0)
@@ -246,7 +246,7 @@ static bool disabled_in_env(void) {
     if (on == SS_ENABLED_ON)
         return false;
     if (on != SS_ENABLED_OFF && !ss_process_is_jvm())
-        loader_say(why);
+        ss_loader_say(why);
     return true;
 }
 
@@ -261,6 +261,8 @@ __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, 
     keep_program_name(argc, argv);
     keep_environment(envp);
     stderr_at_load = fstat(2, &stderr_st) == 0 ? 1 : -1;
+    if (ss_process_is_jvm())
+        ss_jvm_inject_agent(argc, argv); /* profiled through JVMTI (loader_jvm.c) */
     if (!ss_start_wanted(argc, argv))
         return;
     /* from here every host thread gets an alternate signal stack

@@ -16,6 +16,12 @@ bool ss_loader_after_fork_child(void);
  * wrappers; NULL with errno ENOSYS if there is none. Looked up on first
  * use: the constructor does nothing while the agent is disabled. */
 void *ss_loader_next(const char *name);
+/* One line of the loader's own on stderr, never blocking ("stackshot: "
+ * prefixed; lost when stderr cannot take it now). */
+void ss_loader_say(const char *msg);
+/* loader_jvm.c: in a JVM's launcher, have the JVM load this library as its
+ * JVMTI agent (-agentpath in JAVA_TOOL_OPTIONS), unless it already does. */
+void ss_jvm_inject_agent(int argc, char **argv);
 /* Is this process a JVM (agent/process_jvm.c, compiled in here too)? */
 bool ss_process_is_jvm(void);
 

@@ -52,6 +52,43 @@ agent_threads() { # names of stackshot threads of $pid, from /proc
 }
 
 case $case_ in
+preload)
+    # LD_PRELOAD alone (with SPLUNK_PROFILER_ENABLED=true): the JVM loads
+    # the agent through JAVA_TOOL_OPTIONS and samples its Java threads
+    # exactly once; with -agentpath given too, or JAVA_TOOL_OPTIONS already
+    # naming it, still once; other JAVA_TOOL_OPTIONS are kept
+    for how in alone agentpath tool_options other_options; do
+        rm -rf "$tmp/o"
+        args=(-cp "$classes" Demo 2)
+        envs=(SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=200
+              STACKSHOT_OUTPUT_DIR=$tmp/o "LD_PRELOAD=$lib")
+        case $how in
+        agentpath) args=("-agentpath:$lib" "${args[@]}") ;;
+        tool_options) envs+=("JAVA_TOOL_OPTIONS=-agentpath:$lib") ;;
+        other_options) envs+=("JAVA_TOOL_OPTIONS=-Dss.marker=kept") ;;
+        esac
+        env "${envs[@]}" "$java" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 0 ] || fail "$how: JVM exit code $rc: $(cat "$tmp/err")"
+        grep -q '^ready' "$tmp/out" || fail "$how: demo did not run"
+        starts=$(grep -c 'stackshot: started in pid .* (jvmti sampler' "$tmp/err")
+        [ "$starts" -eq 1 ] || fail "$how: $starts JVMTI starts (want 1): $(cat "$tmp/err")"
+        ! grep -q 'native sampler' "$tmp/err" || fail "$how: the native sampler started in a JVM"
+        files=$(ls "$tmp"/o 2>/dev/null | wc -l)
+        [ "$files" -eq 1 ] || fail "$how: $files output files (want 1): $(ls "$tmp/o")"
+        grep -q 'at Demo.sleeper(Demo.java:' "$tmp"/o/java.*.txt 2>/dev/null ||
+            fail "$how: no Java frames sampled"
+        loads=$(grep -o -- "-agentpath:[^ ]*" "$tmp/err" | grep -c stackshot || true)
+        case $how in
+        alone|other_options) [ "$loads" -eq 1 ] || fail "$how: -agentpath picked up $loads times" ;;
+        esac
+        if [ $how = other_options ]; then
+            grep -q 'Picked up JAVA_TOOL_OPTIONS: -Dss.marker=kept -agentpath:' "$tmp/err" ||
+                fail "other_options: the host's JAVA_TOOL_OPTIONS not kept: $(grep Picked "$tmp/err")"
+        fi
+        echo "$how: $starts start, $files file, $(grep -c '^Full thread dump' "$tmp"/o/java.*.txt) rounds"
+    done
+    ;;
 bad_option)
     # (a comma splits only before KEY=: "garbage" must come first to be an item)
     opts="garbage,SPLUNK_PROFILER_ENABLED=true,NOT_A_KEY=1,SPLUNK_PROFILER_CALL_STACK_INTERVAL=abc,STACKSHOT_OUTPUT_DIR=$tmp/o"
