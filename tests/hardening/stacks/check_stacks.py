@@ -195,9 +195,13 @@ def rust_binary():
         print("SKIP: no rustc on PATH")
         sys.exit(77)
     os.makedirs(tmp, exist_ok=True)
-    exe = os.path.join(os.path.dirname(os.path.abspath(tmp)), "ss_rust_overflow")
+    # one binary per case: the two rust cases run at once, and one that
+    # replaced the other's binary while it ran left it "(deleted)", its
+    # frames unnamed (a CI run failed rust_work so)
+    bindir = os.path.join(os.path.dirname(os.path.abspath(tmp)), "rust-" + case)
+    os.makedirs(bindir, exist_ok=True)
+    exe = os.path.join(bindir, "ss_rust_overflow")
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(program):
-        # the two rust cases may build at once: each in a folder of its own
         # (rustc names its intermediate files after the output's stem)
         work = tempfile.mkdtemp(prefix="rustc.", dir=os.path.dirname(exe))
         part = os.path.join(work, "ss_rust_overflow")
