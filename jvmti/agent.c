@@ -2,6 +2,7 @@
  *
  *   java -agentpath:/path/libstackshot.so[=KEY=value,KEY=value] ...
  *   jcmd <pid> JVMTI.agent_load /path/libstackshot.so "KEY=value,..."
+ *   stackshot stop <pid>   (Agent_OnAttach with the option string "stop")
  *
  * The option string sets the same keys as the environment and wins over
  * it. A bad option gets one line and is ignored; the JVM always starts
@@ -27,6 +28,8 @@
  * loaded), and on JDK 21+ VirtualThreadStart/End. */
 #include "jvmti_internal.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
 
 jvmtiEnv *ss_jvmti;
@@ -35,6 +38,8 @@ JavaVM *ss_jvm;
 static ss_config config;
 static bool want_vthreads;
 static uint32_t max_vthreads; /* STACKSHOT_MAX_VIRTUAL_THREADS */
+/* go_live ran: the agent is set up in this JVM, started or not since */
+static _Atomic bool live_once;
 
 /* jvmtiEventCallbacks of the JDK 17 headers, plus the two JDK 21 slots
  * that follow SampledObjectAlloc (events 87 and 88). A JDK 17 VM copies
@@ -106,6 +111,7 @@ static void go_live(JNIEnv *env) {
     ss_info("jvmti: %s %s (%s); virtual threads %s", p->runtime_name, p->runtime_version,
             p->runtime_description, ss_vthreads_active() ? "sampled" : "not sampled");
     ss_agent_start(&ss_jvmti_source, &config);
+    live_once = true;
 }
 
 static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread) {
@@ -172,9 +178,74 @@ static bool install_events(bool live) {
     return true;
 }
 
+/* Is a thread of this process still named stackshot-sampler (comm
+ * keeps 15 bytes)? A sampler that missed the shutdown deadline at a stop
+ * is left to finish by itself: no second one may start beside it. */
+static bool sampler_thread_alive(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return true; /* cannot tell: do not start a second one */
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char path[300], name[32] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            found = fgets(name, sizeof name, f) && !strncmp(name, "stackshot-sampl", 15);
+            fclose(f);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* `stackshot stop PID`: the option string "stop" given to Agent_OnAttach
+ * of the library the JVM already has (same path: the same copy, the same
+ * agent). Sampling stops and the exporters deliver what they hold, as at
+ * the JVM's exit; the JVM runs on. JVMTI environment, capabilities and
+ * events stay (an agent cannot give its library back: HotSpot never
+ * unloads one), so a later attach starts sampling again. */
+static void stop_from_attach(void) {
+    if (!live_once || !ss_agent_running()) {
+        ss_info("jvmti: stop asked, but the agent is not sampling in this JVM");
+        return;
+    }
+    ss_agent_stop();
+    ss_info("jvmti: sampling stopped (stackshot stop); the JVM runs on, a new attach "
+            "starts it again");
+}
+
+/* A load in a JVM where the agent went live before: sampling again with
+ * the settings of this load when it was stopped, else nothing. */
+static void load_again(void) {
+    if (ss_agent_running()) {
+        ss_info("jvmti: already loaded in this JVM; ignoring the second load");
+        return;
+    }
+    if (sampler_thread_alive()) {
+        ss_warn("jvmti: the previous sampler has not ended yet; not started again");
+        return;
+    }
+    ss_config_load(&config);
+    if (config.enabled)
+        ss_agent_start(&ss_jvmti_source, &config);
+}
+
 /* Shared by both entry points. `live`: attached to a running VM. */
 static void load(JavaVM *vm, const char *options, bool live) {
+    /* a running agent reads its option string: it is not replaced under it */
+    if (live_once && ss_agent_running()) {
+        ss_info("jvmti: already loaded in this JVM; ignoring the second load");
+        return;
+    }
     ss_config_set_options(options);
+    if (live_once) {
+        load_again();
+        return;
+    }
     ss_config_load(&config);
     if (!config.enabled)
         return;
@@ -215,7 +286,10 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
 
 JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *reserved) {
     (void)reserved;
-    load(vm, options, true);
+    if (options && !strcmp(options, "stop"))
+        stop_from_attach();
+    else
+        load(vm, options, true);
     return JNI_OK;
 }
 

@@ -4,7 +4,7 @@
     command.py CASE --cmd stackshot --dump stackshot-dump --spin spin --src DIR --out DIR
 
 CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_refused,
-attach_nonjvm, attach_user, attach_ns. The hosts are real programs: spin (C) and Spin.java compiled here
+attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25. The hosts are real programs: spin (C) and Spin.java compiled here
 by the JDK's javac; each checks its own output and exit status, and the agent's files.
 Exit 0 pass, 1 fail, 77 skip (a JDK, root or unshare missing).
 """
@@ -100,8 +100,10 @@ def case_cli(a):
     missing = [k for k in keys if k.replace("_", "_") not in page]
     check(len(keys) > 10 and not missing, "stackshot(7) has the %d core keys; missing %s" %
           (len(keys), missing))
-    r = run([a.cmd, "stop", "1"])
-    check(r.returncode == 1 and "not supported" in r.stderr, "stackshot stop: says not supported")
+    for argv in (["stop"], ["stop", "x"], ["stop", "1", "--bogus"]):
+        r = run([a.cmd] + argv)
+        check(r.returncode == 2 and len(r.stderr.splitlines()) == 1 and not r.stdout,
+              "stackshot %s: exit 2, a usage line: %r" % (" ".join(argv), r.stderr[:120]))
     r = run([a.cmd, "run", "--", "no-such-program-here"])
     check(r.returncode == 127, "run of a missing program: 127")
 
@@ -299,6 +301,104 @@ def case_attach_ns(a):
     check(m is not None, "the agent was copied into the JVM's /tmp, and it says so")
     if m:
         shutil.rmtree(m.group(1), ignore_errors=True)
+
+
+def wait_for(pred, secs=30):
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+def size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return -1
+
+
+def sampler_threads(pid):
+    n = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            n += open("/proc/%d/task/%s/comm" % (pid, t)).read().startswith("stackshot-sampl")
+        except OSError:
+            pass
+    return n
+
+
+def case_attach_stop(a, jdk=JDK17):
+    """stackshot stop: sampling ends, the files are complete, the JVM runs on; attach again."""
+    if not os.path.exists(jdk + "/bin/java"):
+        skip("no JDK at " + jdk)
+    out = fresh(a, "attach_stop", 0o777)
+    cp = java_class(a, JDK17)
+    until, ticks = out + "/until", out + "/jvm.out"
+    p = subprocess.Popen([jdk + "/bin/java", "-Duntil=" + until, "-cp", cp, "Spin", "60000"],
+                         cwd=out, stdout=open(ticks, "w"), stderr=subprocess.PIPE, text=True)
+    try:
+        pid = java_pid(p)
+        check(pid is not None, "the JVM is up")
+        # no agent yet: nothing to stop, and nothing is sent to the JVM
+        r = run([a.cmd, "stop", str(pid)])
+        check(r.returncode == 1 and "not sampling" in r.stderr and
+              len(r.stderr.splitlines()) == 1, "stop before any attach: one line: %r" % r.stderr)
+        check(not os.path.exists("/tmp/.java_pid%d" % pid), "  and no attach listener started")
+        # pprof every 10 min: its file is written only when the agent stops
+        r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text,pprof", "-o",
+                 out + "/first", "-s", "STACKSHOT_PROFILES_PERIOD=600"])
+        check(r.returncode == 0, "attach: %r" % r.stderr)
+        f1 = out + "/first/java.%d.txt" % pid
+        check(wait_for(lambda: os.path.exists(f1) and rounds(f1) >= 3), "rounds written: %s" % f1)
+        r = run([a.cmd, "stop", str(pid)])
+        check(r.returncode == 0 and "sampling stopped in %d" % pid in r.stdout,
+              "stop: exit %d, %r %r" % (r.returncode, r.stdout, r.stderr))
+        check(sampler_threads(pid) == 0, "the sampler thread is gone")
+        n1, s1 = rounds(f1), size(f1)
+        t1 = open(ticks).read().count("tick")
+        time.sleep(1.5)  # 15 intervals
+        n2, s2 = rounds(f1), size(f1)
+        t2 = open(ticks).read().count("tick")
+        check(n1 == n2 and s1 == s2, "the file stopped growing: %d rounds, %d bytes, then %d, %d"
+              % (n1, s1, n2, s2))
+        check(open(f1).read().endswith("\n\n"), "its last round complete")
+        pb = glob.glob(out + "/first/*.pb.gz")
+        check(len(pb) == 1 and size(pb[0]) > 0, "the pprof profile flushed at the stop: %s" % pb)
+        check(p.poll() is None and t2 > t1, "the JVM runs on: its ticks %d -> %d" % (t1, t2))
+        r = run([a.cmd, "stop", str(pid)])
+        check(r.returncode == 1 and "not sampling" in r.stderr, "a second stop: nothing to stop")
+        # attach again: sampling starts again, with this attach's settings
+        r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text", "-o", out + "/second"])
+        check(r.returncode == 0 and "sampling" in r.stdout, "attach after stop: %r %r" %
+              (r.stdout, r.stderr))
+        f2 = out + "/second/java.%d.txt" % pid
+        check(wait_for(lambda: os.path.exists(f2) and rounds(f2) >= 3),
+              "sampling again, into the new directory: %s" % f2)
+        check(rounds(f1) == n1, "the first file untouched")
+        check(sampler_threads(pid) == 1, "one sampler thread")
+    finally:
+        open(until, "w").close()
+        _, se = p.communicate(timeout=60)
+    so = open(ticks).read()
+    check(p.returncode == 0 and so.endswith("spun\n"), "the JVM ran to its end (exit %s)" %
+          p.returncode)
+    check(se.count("stackshot: started in pid") == 2 and
+          se.count("sampling stopped (stackshot stop)") == 1,
+          "the agent started twice, stopped once: %r" % se[-600:])
+    # a native process: its agent cannot be stopped from outside
+    q = subprocess.Popen([a.spin, "2000"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.2)
+    r = run([a.cmd, "stop", str(q.pid)])
+    so, _ = q.communicate(timeout=30)
+    check(r.returncode == 1 and "not a HotSpot JVM" in r.stderr and
+          len(r.stderr.splitlines()) == 1, "stop on a native pid: one line: %r" % r.stderr)
+    check(q.returncode == 0 and so == "spun\n", "the native process was not disturbed")
+
+
+def case_attach_stop_jdk25(a):
+    case_attach_stop(a, JDK25)
 
 
 def main():

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,10 +60,24 @@ static const char attach_help[] =
     "  -d, --duration TIME      STACKSHOT_DURATION: stop sampling after TIME (30s, 2m)\n"
     "  -t, --timeout TIME       wait this long for the JVM's attach listener (default 10s)\n"
     "      --lib PATH           libstackshot.so to load (default: next to this command)\n"
-    "The agent cannot be stopped or unloaded once loaded (HotSpot never unloads an\n"
-    "agent; the agent stops at the JVM's exit). A JVM already running the agent is\n"
-    "left as it is (exit 1): the agent ignores a second load, its settings stay.\n"
+    "A JVM already running the agent is left as it is (exit 1): the agent ignores a\n"
+    "second load, its settings stay. After `stackshot stop PID` an attach starts\n"
+    "sampling again, with its own settings, in the library the JVM has loaded.\n"
     "Exit status: 0 loaded, 1 failed (the message says why), 2 bad usage.\n";
+
+static const char stop_help[] =
+    "usage: stackshot stop PID [-t TIME]\n"
+    "Stop the agent's sampling in the running HotSpot JVM PID: the agent's files and\n"
+    "exporters get what it holds (as at the JVM's exit) and the JVM runs on. Sent\n"
+    "through the JVM's attach mechanism to the agent library the JVM has loaded\n"
+    "(attached, or from -agentpath or LD_PRELOAD); the library stays loaded (HotSpot\n"
+    "never unloads an agent) and `stackshot attach PID` starts sampling again.\n"
+    "A native program's agent cannot be stopped from outside (the program can call\n"
+    "stackshot_stop(); the agent ends at its exit): JVMs only.\n"
+    "  -t, --timeout TIME       wait this long for the JVM's attach listener and for\n"
+    "                           the sampler to end (default 10s)\n"
+    "Exit status: 0 stopped, 1 failed or nothing to stop (the message says why),\n"
+    "2 bad usage.\n";
 
 /* Each argument of a request is at most this long (HotSpot's limit). */
 #define ARG_MAX_LEN 1024
@@ -76,8 +91,10 @@ typedef struct {
     char root[64]; /* /proc/PID/root */
 } target;
 
+static const char *sub = "attach"; /* or "stop": the messages' prefix */
+
 static int fail(pid_t pid, const char *fmt, const char *detail) {
-    fprintf(stderr, "stackshot attach: %d: ", (int)pid);
+    fprintf(stderr, "stackshot %s: %d: ", sub, (int)pid);
     fprintf(stderr, fmt, detail);
     fputc('\n', stderr);
     return 1;
@@ -120,6 +137,44 @@ static int maps_has(pid_t pid, const char *name) {
     int found = 0;
     while (!found && fgets(line, sizeof line, f))
         found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* The agent library (the loader, libstackshot.so[.N...], which has
+ * Agent_OnAttach) that PID maps, as a path in PID's file system, checked
+ * to be that very file through /proc/PID/root (dev and inode of the
+ * mapping). A load of this path reaches the agent the JVM runs: another
+ * path, another copy, would be another agent beside it. 1 found, 0 none,
+ * -errno. */
+static int mapped_agent(pid_t pid, char *out, size_t n) {
+    char path[64], line[4096 + 128];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned maj, min;
+        unsigned long long ino;
+        int at = 0;
+        if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &ino, &at) < 3 || !at)
+            continue;
+        char *file = line + at;
+        file[strcspn(file, "\n")] = '\0';
+        const char *base = strrchr(file, '/');
+        if (file[0] != '/' || !base || strncmp(base + 1, "libstackshot.so", 15) ||
+            (base[16] != '\0' && base[16] != '.'))
+            continue;
+        char seen[PATH_MAX + 64];
+        struct stat st;
+        snprintf(seen, sizeof seen, "/proc/%d/root%s", (int)pid, file);
+        if (stat(seen, &st) == 0 && st.st_ino == ino && major(st.st_dev) == maj &&
+            minor(st.st_dev) == min && strlen(file) < n) {
+            memcpy(out, file, strlen(file) + 1);
+            found = 1;
+        }
+    }
     fclose(f);
     return found;
 }
@@ -454,6 +509,60 @@ static int judge(const target *t, char *reply) {
     return 0;
 }
 
+/* The JVM's /tmp, where its attach socket is, must be a directory:
+ * past /proc/PID/root, symbolic links resolve in OUR root, and a /tmp
+ * that is a link in the JVM's file system would lead the socket, the
+ * trigger file and the copy into ours. */
+static bool tmp_is_dir(const target *t) {
+    char tmp[96];
+    struct stat st;
+    snprintf(tmp, sizeof tmp, "%s/tmp", t->root);
+    if (lstat(tmp, &st) || !S_ISDIR(st.st_mode)) {
+        fail(t->pid, "%s", "the JVM's /tmp is not a directory (a symbolic link?); "
+                           "its attach socket lives there: not followed");
+        return false;
+    }
+    return true;
+}
+
+/* load(lib, opts) through the JVM's attach listener (started if need
+ * be), once the JVM is live; judged as the JDK's client does. 0, or 1
+ * after a message. t->root is set. */
+static int send_load(target *t, const char *lib, const char *opts, long long timeout_ms) {
+    if (!tmp_is_dir(t))
+        return 1;
+    if (strlen(lib) >= ARG_MAX_LEN)
+        return fail(t->pid, "%s", "the library's path is over the JVM's 1024 bytes");
+    char sock[PATH_MAX];
+    snprintf(sock, sizeof sock, "%s/tmp/.java_pid%ld", t->root, t->nspid);
+    long long timeout = timeout_ms > 0 ? timeout_ms : 10000;
+    long long deadline = mono_ms() + timeout;
+    while (jvm_live(t) == 0) { /* still starting: wait, as long as --timeout */
+        if (mono_ms() >= deadline)
+            return fail(t->pid, "%s", "the JVM did not finish starting in time; try a longer "
+                                      "--timeout");
+        poll(NULL, 0, 50);
+    }
+    if (start_listener(t, sock, timeout))
+        return 1;
+    char reply[8192];
+    for (;;) {
+        int fd = connect_as(t, sock);
+        if (fd < 0)
+            return fail(t->pid, "cannot connect to the JVM's attach listener: %s",
+                        strerror(-fd));
+        int got = load_request(fd, lib, opts, reply, sizeof reply, timeout);
+        close(fd);
+        if (got < 0)
+            return fail(t->pid, "no reply from the JVM's attach listener: %s", strerror(-got));
+        /* a JVM without perfdata may still be starting: it said so, try again */
+        if (!strstr(reply, "only permitted in the live phase") || mono_ms() >= deadline)
+            break;
+        poll(NULL, 0, 100);
+    }
+    return judge(t, reply);
+}
+
 static int attach(target *t, const ss_cmd_settings *s, char *lib) {
     char comm[64] = "?", path[64];
     snprintf(path, sizeof path, "/proc/%d/comm", (int)t->pid);
@@ -496,48 +605,20 @@ static int attach(target *t, const ss_cmd_settings *s, char *lib) {
         return fail(t->pid, "%s", "the settings make an option string over the JVM's 1024 "
                                   "bytes; set some in the JVM's environment instead");
     snprintf(t->root, sizeof t->root, "/proc/%d/root", (int)t->pid);
-    /* Past /proc/PID/root, symbolic links resolve in OUR root: a /tmp that
-     * is a link in the JVM's file system would lead the socket, the trigger
-     * file and the copy into ours. */
-    char tmp[96];
-    struct stat st;
-    snprintf(tmp, sizeof tmp, "%s/tmp", t->root);
-    if (lstat(tmp, &st) || !S_ISDIR(st.st_mode))
-        return fail(t->pid, "%s", "the JVM's /tmp is not a directory (a symbolic link?); "
-                                  "its attach socket lives there: not followed");
-    bool same_ns = same_mount_ns(t->pid);
-    if (!same_ns && copy_into(t, lib, PATH_MAX))
+    if (!tmp_is_dir(t))
         return 1;
-    if (strlen(lib) >= ARG_MAX_LEN)
-        return fail(t->pid, "%s", "the library's path is over the JVM's 1024 bytes");
-    char sock[PATH_MAX];
-    snprintf(sock, sizeof sock, "%s/tmp/.java_pid%ld", t->root, t->nspid);
-    long long timeout = s->timeout_ms > 0 ? s->timeout_ms : 10000;
-    long long deadline = mono_ms() + timeout;
-    while (jvm_live(t) == 0) { /* still starting: wait, as long as --timeout */
-        if (mono_ms() >= deadline)
-            return fail(t->pid, "%s", "the JVM did not finish starting in time; try a longer "
-                                      "--timeout");
-        poll(NULL, 0, 50);
-    }
-    if (start_listener(t, sock, timeout))
+    /* the JVM has the agent's library already (stopped, or a load that
+     * left it off): that one, never a second copy beside it */
+    char mapped[PATH_MAX];
+    if (mapped_agent(t->pid, mapped, sizeof mapped) == 1) {
+        if (strcmp(mapped, lib))
+            fprintf(stderr, "stackshot attach: %d: the JVM has the agent's library %s "
+                            "already: loading that one\n", (int)t->pid, mapped);
+        snprintf(lib, PATH_MAX, "%s", mapped);
+    } else if (!same_mount_ns(t->pid) && copy_into(t, lib, PATH_MAX)) {
         return 1;
-    char reply[8192];
-    for (;;) {
-        int fd = connect_as(t, sock);
-        if (fd < 0)
-            return fail(t->pid, "cannot connect to the JVM's attach listener: %s",
-                        strerror(-fd));
-        int got = load_request(fd, lib, opts, reply, sizeof reply, timeout);
-        close(fd);
-        if (got < 0)
-            return fail(t->pid, "no reply from the JVM's attach listener: %s", strerror(-got));
-        /* a JVM without perfdata may still be starting: it said so, try again */
-        if (!strstr(reply, "only permitted in the live phase") || mono_ms() >= deadline)
-            break;
-        poll(NULL, 0, 100);
     }
-    if (judge(t, reply))
+    if (send_load(t, lib, opts, s->timeout_ms))
         return 1;
     /* the sampler thread shows the agent did start (it stays off with
      * one line in the JVM's output otherwise) */
@@ -590,4 +671,92 @@ int ss_cmd_attach(int argc, char **argv) {
     if (ss_cmd_find_lib(&s, lib, sizeof lib))
         return 1;
     return attach(&t, &s, lib);
+}
+
+/* `stackshot stop PID`: "stop" as the option string of a load of the
+ * library the JVM has (jvmti/agent.c). */
+static int stop(target *t, long long timeout_ms) {
+    char comm[64] = "?", path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)t->pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+    }
+    int jvm = maps_has(t->pid, "/libjvm.so");
+    if (jvm < 0)
+        return fail(t->pid, "cannot read its memory map: %s (run as its user or as root)",
+                    strerror(-jvm));
+    if (!jvm) {
+        fprintf(stderr, "stackshot stop: %d (%s) is not a HotSpot JVM: a native program's "
+                        "agent cannot be stopped from outside (the program may call "
+                        "stackshot_stop(); it stops at exit)\n", (int)t->pid, comm);
+        return 1;
+    }
+    if (!agent_running(t->pid)) {
+        fprintf(stderr, "stackshot stop: %d (%s): the agent is not sampling in this JVM; "
+                        "nothing to stop\n", (int)t->pid, comm);
+        return 1;
+    }
+    char lib[PATH_MAX];
+    int m = mapped_agent(t->pid, lib, sizeof lib);
+    if (m < 0)
+        return fail(t->pid, "cannot read its memory map: %s", strerror(-m));
+    if (m == 0)
+        return fail(t->pid, "%s", "the agent's library is no longer where the JVM loaded it "
+                                  "from (removed?): it cannot be reached");
+    snprintf(t->root, sizeof t->root, "/proc/%d/root", (int)t->pid);
+    if (send_load(t, lib, "stop", timeout_ms))
+        return 1;
+    /* the sampler ends within the agent's STACKSHOT_SHUTDOWN_TIMEOUT */
+    long long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
+    while (agent_running(t->pid) && mono_ms() < deadline)
+        poll(NULL, 0, 50);
+    if (agent_running(t->pid))
+        return fail(t->pid, "%s", "the agent's sampler is still running; see the JVM's "
+                                  "output");
+    printf("stackshot: sampling stopped in %d (%s); the JVM runs on\n", (int)t->pid, comm);
+    return 0;
+}
+
+int ss_cmd_stop(int argc, char **argv) {
+    sub = "stop";
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(stop_help, stdout);
+        return 0;
+    }
+    if (argc < 2 || argv[1][0] == '-') {
+        fputs("stackshot stop: a process id is needed first (see stackshot stop --help)\n",
+              stderr);
+        return 2;
+    }
+    char *end;
+    long pid = strtol(argv[1], &end, 10);
+    if (*end || pid <= 0 || pid > 0x3fffffff) {
+        fprintf(stderr, "stackshot stop: '%s' is not a process id\n", argv[1]);
+        return 2;
+    }
+    long long timeout_ms = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(stop_help, stdout);
+            return 0;
+        }
+        if (!strncmp(a, "--timeout=", 10))
+            v = a + 10;
+        else if ((!strcmp(a, "-t") || !strcmp(a, "--timeout")) && i + 1 < argc)
+            v = argv[++i];
+        timeout_ms = v ? ss_cmd_parse_duration(v) : -1;
+        if (timeout_ms <= 0) {
+            fprintf(stderr, "stackshot stop: unexpected '%s' (see stackshot stop --help)\n", a);
+            return 2;
+        }
+    }
+    target t = {.pid = (pid_t)pid};
+    int e = read_status(&t);
+    if (e)
+        return fail(t.pid, "%s", e == -ENOENT ? "no such process" : strerror(-e));
+    return stop(&t, timeout_ms);
 }

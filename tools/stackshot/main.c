@@ -1,7 +1,8 @@
 /*
  * stackshot: run a program with the agent, load the agent into a running
- * JVM, decode what the agent wrote. Subcommands: run.c, attach.c, and
- * the decoder of tools/stackshot-dump/ (`stackshot dump`).
+ * JVM and stop it there, decode what the agent wrote. Subcommands: run.c,
+ * attach.c (attach, stop), and the decoder of tools/stackshot-dump/
+ * (`stackshot dump`).
  */
 #include "stackshot.h"
 #include "ss_agent.h" /* SS_VERSION */
@@ -15,14 +16,13 @@ static const char help[] =
     "  run [options] [--] PROGRAM [ARGS...]   run a native program or a JVM with the agent\n"
     "  attach PID [options]                   load the agent into a running HotSpot JVM\n"
     "  dump [options] FILE...                 decode Qubership streams or Zorka bodies\n"
-    "  stop PID                               not supported: a loaded agent stops at its\n"
-    "                                         process's exit (HotSpot never unloads agents)\n"
+    "  stop PID                               stop the agent's sampling in a JVM (it runs on)\n"
     "  help [COMMAND], --help, --version\n"
     "`stackshot COMMAND --help` describes each command.\n";
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fputs("stackshot: a command is needed: run, attach, dump (see stackshot --help)\n",
+        fputs("stackshot: a command is needed: run, attach, stop, dump (see stackshot --help)\n",
               stderr);
         return 2;
     }
@@ -54,18 +54,8 @@ int main(int argc, char **argv) {
         return ss_cmd_attach(argc, argv);
     if (!strcmp(cmd, "dump"))
         return ss_dump_main(argc, argv);
-    if (!strcmp(cmd, "stop")) {
-        if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            puts("usage: stackshot stop PID\n"
-                 "Not supported: the agent has no way to be stopped from outside. HotSpot never\n"
-                 "unloads an agent it loaded (Agent_OnUnload runs only at the JVM's exit), and a\n"
-                 "preloaded agent stops when its process exits. Exit status 1.");
-            return 0;
-        }
-        fputs("stackshot stop: not supported: a loaded agent runs until its process exits "
-              "(see stackshot stop --help)\n", stderr);
-        return 1;
-    }
+    if (!strcmp(cmd, "stop"))
+        return ss_cmd_stop(argc, argv);
     fprintf(stderr, "stackshot: unknown command '%s' (see stackshot --help)\n", cmd);
     return 2;
 }

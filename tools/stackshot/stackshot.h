@@ -5,7 +5,7 @@
  *   settings.c  the options run and attach share, mapped to the agent's
  *               documented keys; where libstackshot.so is
  *   run.c       stackshot run: exec a program with the agent
- *   attach.c    stackshot attach: HotSpot's dynamic attach protocol
+ *   attach.c    stackshot attach and stop: HotSpot's dynamic attach protocol
  *
  * Exit status of the command itself: 0 done, 1 failed (a message says
  * why), 2 bad usage (one line); `run` returns the program's status.
@@ -50,6 +50,7 @@ long long ss_cmd_parse_duration(const char *s);
 
 int ss_cmd_run(int argc, char **argv);
 int ss_cmd_attach(int argc, char **argv);
+int ss_cmd_stop(int argc, char **argv); /* attach.c: the same protocol */
 int ss_dump_main(int argc, char **argv); /* tools/stackshot-dump/dump_main.c */
 
 #endif
