@@ -1,5 +1,6 @@
-// otlp_sink.js: an OTLP/gRPC logs receiver for container.py. Prints the port
-// it listens on (127.0.0.1), answers every export OK, and on SIGTERM prints
+// otlp_sink.js [PORT]: an OTLP/gRPC logs receiver for container.py and
+// preload_host.py. Prints the port it listens on (127.0.0.1; PORT, else one
+// the system picks), answers every export OK, and on SIGTERM prints
 // one JSON line: the records' count, service names and thread names.
 // Uses the receiver of tests/otlp/node (its npm packages).
 'use strict';
@@ -7,7 +8,7 @@ const {Receiver} = require('../otlp/node/receiver.js');
 
 (async () => {
     const recv = new Receiver(() => ({}));
-    const port = await recv.start(0);
+    const port = await recv.start(Number(process.argv[2] || 0));
     console.log(String(port));
     process.on('SIGTERM', async () => {
         const recs = recv.delivered();
