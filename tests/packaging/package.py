@@ -5,7 +5,8 @@
 
 Builds the .deb with `cpack -G DEB`, installs it with `dpkg -i`, checks its contents (the
 modules, LICENSE, man pages, pkg-config and CMake files; dependencies from dpkg-shlibdeps),
-runs the installed `stackshot run` on a program, builds a consumer with
+runs the installed `stackshot run` on a program and on the installed demo (stackshot-demo: its
+threads in their functions), attaches the installed `stackshot attach` to a running JVM, builds a consumer with
 `pkg-config --cflags --libs stackshot` and one with a CMake `find_package(stackshot)`
 project against the installed files, runs both, and removes the package with `dpkg -r`,
 also when a check failed. It changes the machine: it runs only as root, with dpkg and
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 FAILED = []
 
@@ -73,6 +75,42 @@ def checks(a, tmp, deb):
              "/proc/self/maps"], env=env)
     check("/usr/lib/libstackshot.so.0.1.0" in r.stdout, "the installed library was preloaded: "
           + r.stdout.strip()[-80:])
+    # the demo, as a user tries it first: the installed stackshot-demo under stackshot run
+    out = os.path.join(tmp, "demo")
+    r = run(["/usr/bin/stackshot", "run", "-i", "200", "-e", "text", "-o", out, "--",
+             "/usr/bin/stackshot-demo", "2"], env=env)
+    f = glob.glob(os.path.join(out, "stackshot-demo.*.txt"))
+    text = open(f[0]).read() if len(f) == 1 else ""
+    check(r.returncode == 0 and "/usr/bin/stackshot-demo" in files,
+          "the installed demo ran under stackshot run (exit %d)" % r.returncode)
+    for thread, func in (("busy-worker", "compute_primes"), ("sleeper", "sleep_forever"),
+                         ("mutex-waiter", "wait_for_lock")):
+        check('"%s"' % thread in text and func in text,
+              "the demo's %s thread in %s" % (thread, func))
+
+    # attach to a running JVM with the installed command: no JDK tool involved
+    jdk = "/usr/lib/jvm/java-17-openjdk-amd64/bin/"
+    java = jdk + "java"
+    if os.path.exists(jdk + "javac"):
+        cls = os.path.join(tmp, "classes")
+        r = run([jdk + "javac", "-d", cls, os.path.join(a.src, "Spin.java")])
+        jvm = subprocess.Popen([java, "-cp", cls, "Spin", "5000"], cwd=tmp, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = os.path.join(tmp, "attached")
+        r = None
+        for _ in range(100):  # until the JVM has its signal handlers (else refused)
+            r = run(["/usr/bin/stackshot", "attach", str(jvm.pid), "-i", "100", "-e", "text",
+                     "-o", out])
+            if r.returncode == 0 or "does not catch SIGQUIT" not in r.stderr:
+                break
+            time.sleep(0.1)
+        so, se = jvm.communicate(timeout=60)
+        f = glob.glob(os.path.join(out, "java.*.txt"))
+        check(r.returncode == 0 and "agent loaded into %d" % jvm.pid in r.stdout,
+              "installed stackshot attach: %r" % r.stderr[-200:])
+        check(jvm.returncode == 0 and so == "spun\n" and len(f) == 1 and
+              "at Spin.spin(" in open(f[0]).read(), "the JVM ran on, its Java stacks written")
+
     r = run(["/usr/bin/stackshot", "--version"])
     check(r.returncode == 0 and r.stdout.startswith("stackshot "), "installed --version")
 
