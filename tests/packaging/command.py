@@ -4,7 +4,7 @@
     command.py CASE --cmd stackshot --dump stackshot-dump --spin spin --src DIR --out DIR
 
 CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_refused,
-attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25. The hosts are real programs: spin (C) and Spin.java compiled here
+attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25, attach_stop_ns. The hosts are real programs: spin (C) and Spin.java compiled here
 by the JDK's javac; each checks its own output and exit status, and the agent's files.
 Exit 0 pass, 1 fail, 77 skip (a JDK, root or unshare missing).
 """
@@ -180,7 +180,7 @@ def java_pid(p, want_exe="java"):
     return None
 
 
-def attach_once(a, jdk, name, prefix=(), owner=None, relative=False):
+def attach_once(a, jdk, name, prefix=(), owner=None, relative=False, seen=None):
     out = fresh(a, name, 0o777)
     jvm_cwd = os.path.join(out, "jvm")
     os.makedirs(jvm_cwd)
@@ -188,6 +188,8 @@ def attach_once(a, jdk, name, prefix=(), owner=None, relative=False):
     p = start_jvm(a, jdk, 6000, jvm_cwd, prefix)
     pid = java_pid(p)
     check(pid is not None, "%s: the JVM is up" % name)
+    if seen and pid:
+        seen(pid)
     # relative: -o taken from the command's directory, not the JVM's
     r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text", "-o",
              "dumps" if relative else out + "/dumps"], cwd=out)
@@ -295,8 +297,15 @@ def case_attach_ns(a):
         skip("not root, or no unshare")
     if not os.path.exists(JDK17 + "/bin/java"):
         skip("no JDK 17")
+    seen = {}
+
+    def nspid(pid):  # the JVM sees itself as pid 1 of its own namespace
+        seen["NSpid"] = re.search(r"NSpid:\s*(.*)", open("/proc/%d/status" % pid).read()).group(1)
+
     r = attach_once(a, JDK17, "attach_ns",
-                    prefix=["unshare", "--fork", "--pid", "--mount-proc"])
+                    prefix=["unshare", "--fork", "--pid", "--mount-proc"], seen=nspid)
+    check(seen.get("NSpid", "").split()[-1:] == ["1"], "the JVM is pid 1 in its namespace: %s" %
+          seen.get("NSpid"))
     m = re.search(r"copied to (/tmp/stackshot\.\w+)/", r.stderr)
     check(m is not None, "the agent was copied into the JVM's /tmp, and it says so")
     if m:
@@ -329,14 +338,16 @@ def sampler_threads(pid):
     return n
 
 
-def case_attach_stop(a, jdk=JDK17):
+def case_attach_stop(a, jdk=JDK17, prefix=()):
     """stackshot stop: sampling ends, the files are complete, the JVM runs on; attach again."""
     if not os.path.exists(jdk + "/bin/java"):
         skip("no JDK at " + jdk)
+    # the agent names its files with the JVM's own pid (1 in a pid namespace)
     out = fresh(a, "attach_stop", 0o777)
     cp = java_class(a, JDK17)
+    copied = None
     until, ticks = out + "/until", out + "/jvm.out"
-    p = subprocess.Popen([jdk + "/bin/java", "-Duntil=" + until, "-cp", cp, "Spin", "60000"],
+    p = subprocess.Popen(list(prefix) + [jdk + "/bin/java", "-Duntil=" + until, "-cp", cp, "Spin", "60000"],
                          cwd=out, stdout=open(ticks, "w"), stderr=subprocess.PIPE, text=True)
     try:
         pid = java_pid(p)
@@ -350,8 +361,12 @@ def case_attach_stop(a, jdk=JDK17):
         r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text,pprof", "-o",
                  out + "/first", "-s", "STACKSHOT_PROFILES_PERIOD=600"])
         check(r.returncode == 0, "attach: %r" % r.stderr)
-        f1 = out + "/first/java.%d.txt" % pid
-        check(wait_for(lambda: os.path.exists(f1) and rounds(f1) >= 3), "rounds written: %s" % f1)
+        copied = re.search(r"copied to (/tmp/stackshot\.\w+)/", r.stderr)
+        check((copied is not None) == bool(prefix), "a copy into the JVM's /tmp only for a JVM "
+              "in another mount namespace")
+        check(wait_for(lambda: only_file(out + "/first", "java.*.txt") and
+                       rounds(only_file(out + "/first", "java.*.txt")) >= 3), "rounds written")
+        f1 = only_file(out + "/first", "java.*.txt")
         r = run([a.cmd, "stop", str(pid)])
         check(r.returncode == 0 and "sampling stopped in %d" % pid in r.stdout,
               "stop: exit %d, %r %r" % (r.returncode, r.stdout, r.stderr))
@@ -373,14 +388,17 @@ def case_attach_stop(a, jdk=JDK17):
         r = run([a.cmd, "attach", str(pid), "-i", "100", "-e", "text", "-o", out + "/second"])
         check(r.returncode == 0 and "sampling" in r.stdout, "attach after stop: %r %r" %
               (r.stdout, r.stderr))
-        f2 = out + "/second/java.%d.txt" % pid
-        check(wait_for(lambda: os.path.exists(f2) and rounds(f2) >= 3),
-              "sampling again, into the new directory: %s" % f2)
+        check("copied" not in r.stderr, "  into the library the JVM has, not a new copy")
+        check(wait_for(lambda: only_file(out + "/second", "java.*.txt") and
+                       rounds(only_file(out + "/second", "java.*.txt")) >= 3),
+              "sampling again, into the new directory")
         check(rounds(f1) == n1, "the first file untouched")
         check(sampler_threads(pid) == 1, "one sampler thread")
     finally:
         open(until, "w").close()
         _, se = p.communicate(timeout=60)
+        if copied:
+            shutil.rmtree(copied.group(1), ignore_errors=True)
     so = open(ticks).read()
     check(p.returncode == 0 and so.endswith("spun\n"), "the JVM ran to its end (exit %s)" %
           p.returncode)
@@ -399,6 +417,14 @@ def case_attach_stop(a, jdk=JDK17):
 
 def case_attach_stop_jdk25(a):
     case_attach_stop(a, JDK25)
+
+
+def case_attach_stop_ns(a):
+    """The same with the JVM in its own mount and pid namespaces: stop and the second attach
+    reach the copy of the agent the first attach put in the JVM's /tmp."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        skip("not root, or no unshare")
+    case_attach_stop(a, JDK17, ["unshare", "--fork", "--pid", "--mount-proc"])
 
 
 def main():

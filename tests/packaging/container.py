@@ -10,7 +10,9 @@ examples/container/k8s.yaml (the Deployment's app container: $(VAR) expanded as 
 does, status.hostIP = 127.0.0.1, the volume's mount path = the copy; the collector's port 4317
 is the only value replaced: by a local OTLP/gRPC receiver's), and a native program run with
 it and nothing else. Checks: the program's own output and status, the agent and its libraries
-mapped from the copy, and the receiver got call-stack records of service my-app.
+mapped from the copy, and the receiver got call-stack records of service my-app. The same
+env runs a JVM (when JDK 17 is there): LD_PRELOAD alone profiles a Java application too (the
+loader gives the JVM -agentpath: its main thread's records received).
 Exit 0 pass, 1 fail, 77 skip (no node receiver, patchelf or python3-yaml).
 """
 import argparse
@@ -24,6 +26,7 @@ import tempfile
 import time
 
 FAILED = []
+JDK17 = "/usr/lib/jvm/java-17-openjdk-amd64"
 
 
 def check(ok, what):
@@ -92,6 +95,7 @@ def main():
     subprocess.run(["cp", "-a", stage + "/.", volume + "/"], check=True)  # the init container
     shutil.rmtree(stage)
 
+    jse = None  # the JVM's stderr, when a JDK is there
     sink = subprocess.Popen(["node", os.path.join(a.src, "tests/packaging/otlp_sink.js")],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -119,6 +123,22 @@ def main():
                      "libstackshot-grpc.so", "libgrpc.so"):
             check(re.search(re.escape(lib) + "/" + re.escape(name), maps) is not None,
                   "%s mapped from the copied tree" % name)
+        # a Java application with the same env (LD_PRELOAD, no JAVA_TOOL_OPTIONS): the
+        # loader gives the JVM -agentpath, the JVMTI agent samples its Java threads
+        if os.path.exists(JDK17 + "/bin/javac"):
+            cls = os.path.join(a.out, "classes")
+            subprocess.run([JDK17 + "/bin/javac", "-d", cls,
+                            os.path.join(a.src, "tests/packaging/Spin.java")], check=True)
+            r = subprocess.run([JDK17 + "/bin/java", "-cp", cls, "Spin", "3500"],
+                               env={**base, **env}, capture_output=True, text=True, timeout=120)
+            jse = r.stderr
+            check(r.returncode == 0 and r.stdout == "spun\n", "the JVM ran as without the agent")
+            check(re.search(r"Picked up JAVA_TOOL_OPTIONS: -agentpath:" + re.escape(lib) +
+                            r"/libstackshot\.so", jse) is not None and
+                  jse.count("stackshot: started in pid") == 1 and "jvmti sampler" in jse,
+                  "the JVM profiled through JVMTI from the copy, once: %r" % jse[-300:])
+        else:
+            print("note: no JDK 17: the Java application's part is not run")
     finally:
         sink.terminate()
         got = sink.stdout.read()
@@ -129,6 +149,8 @@ def main():
     check(summary.get("services") == [env.get("OTEL_SERVICE_NAME")] == ["my-app"],
           "of the manifest's service my-app")
     check(os.path.basename(a.spin) in summary.get("threads", []), "the program's thread sampled")
+    if jse is not None:
+        check("main" in summary.get("threads", []), "the JVM's main thread sampled")
     if FAILED:
         print("%d check(s) failed" % len(FAILED))
         sys.exit(1)
