@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -240,6 +241,13 @@ void ss_loader_say(const char *msg) {
  * native process; in a JVM the core decides from Agent_OnLoad, where the
  * option string may say otherwise, and says it there. */
 static bool disabled_in_env(void) {
+    /* A set-user-ID or set-group-ID program, or one with file capabilities
+     * (AT_SECURE): its environment is its caller's, who must not steer a
+     * privileged process (files it writes, where it sends). ld.so ignores
+     * LD_PRELOAD there, but /etc/ld.so.preload still loads us: stay off,
+     * silently. */
+    if (getauxval(AT_SECURE))
+        return true;
     char why[256];
     ss_enabled on = ss_enabled_decide(getenv("SPLUNK_PROFILER_ENABLED"),
                                       getenv("OTEL_SDK_DISABLED"), why, sizeof why);

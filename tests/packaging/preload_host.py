@@ -15,6 +15,8 @@ host configured that way. Checks:
     receiver gets records of their threads (ss_pkg_spin, and the JVM's main);
   - a native program, a JVM and the receiver (node) without that variable are unaffected: their
     own output and status, the loader mapped but not the core, no agent thread, no line, no file;
+  - a set-user-ID root program run by nobody with the agent enabled in its environment: the
+    agent stays off (AT_SECURE), so the caller cannot have root write files where it says;
   - outside the namespace /etc/ld.so.preload is as it was.
 Exit 0 pass, 1 fail, 77 skip (not root, unshare not permitted, no JDK, node or ip).
 """
@@ -109,6 +111,31 @@ def program(name, argv, enabled, want_out, secs):
     return p.pid, maps, names, se
 
 
+def setuid_program(a):
+    """A set-user-ID root program run by nobody with the agent's keys in its environment: the
+    caller's environment must not steer a privileged process (here: where root writes)."""
+    d = os.path.join(a.out, "setuid")
+    os.makedirs(d)
+    os.chmod(d, 0o777)
+    prog = os.path.join(d, "spin_suid")
+    shutil.copy(a.spin, prog)
+    os.chmod(prog, 0o4755)
+    if "nosuid" in subprocess.run(["findmnt", "-n", "-o", "OPTIONS", "-T", d],
+                                  capture_output=True, text=True).stdout.split(","):
+        print("note: %s is on a nosuid mount: the set-user-ID case is not run" % d)
+        return
+    env = bare_env(True)
+    env.update(STACKSHOT_EXPORTERS="text", STACKSHOT_OUTPUT_DIR=d + "/out",
+               STACKSHOT_LOG_FILE=d + "/log", SPLUNK_PROFILER_CALL_STACK_INTERVAL="100")
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        prog, "1000"], env=env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and r.stdout == "spun\n" and r.stderr == "",
+          "set-user-ID program run by nobody, enabled in its environment: runs as without the "
+          "agent: %r" % r.stderr)
+    check(not os.path.exists(d + "/out") and not os.path.exists(d + "/log"),
+          "  the agent stayed off: no file of root's where the caller said")
+
+
 def inner(a):
     lib = os.path.realpath(a.lib)
     # before any mount: `ip` itself must not carry the agent
@@ -171,6 +198,8 @@ def inner(a):
               "  the loader gave the JVM -agentpath")
         check("stackshot-sampl" in names and se.count("stackshot: started in pid") == 1 and
               "jvmti sampler" in se, "  the JVMTI agent runs, started once: %r" % se[-400:])
+
+        setuid_program(a)
     finally:
         sink.terminate()
         got = sink.stdout.read()
@@ -200,7 +229,7 @@ def main():
         sys.exit(inner(a))
     if os.geteuid() != 0:
         skip("needs root (a private mount namespace)")
-    for tool in ("unshare", "mount", "ip", "node"):
+    for tool in ("unshare", "mount", "ip", "node", "setpriv", "findmnt"):
         if not shutil.which(tool):
             skip("no " + tool)
     if not os.path.isdir(os.path.join(a.src, "../otlp/node/node_modules/@grpc/grpc-js")):
