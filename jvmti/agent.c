@@ -218,17 +218,15 @@ static void stop_from_attach(void) {
             "starts it again");
 }
 
-/* A load in a JVM where the agent went live before: sampling again with
- * the settings of this load when it was stopped, else nothing. */
-static void load_again(void) {
-    if (ss_agent_running()) {
-        ss_info("jvmti: already loaded in this JVM; ignoring the second load");
-        return;
-    }
+/* A load in a JVM where the agent went live before and is not running
+ * (stopped, or its start failed): sampling again, with the settings of
+ * this load. */
+static void load_again(const char *options) {
     if (sampler_thread_alive()) {
         ss_warn("jvmti: the previous sampler has not ended yet; not started again");
         return;
     }
+    ss_config_set_options(options);
     ss_config_load(&config);
     if (config.enabled)
         ss_agent_start(&ss_jvmti_source, &config);
@@ -241,11 +239,11 @@ static void load(JavaVM *vm, const char *options, bool live) {
         ss_info("jvmti: already loaded in this JVM; ignoring the second load");
         return;
     }
-    ss_config_set_options(options);
     if (live_once) {
-        load_again();
+        load_again(options);
         return;
     }
+    ss_config_set_options(options);
     ss_config_load(&config);
     if (!config.enabled)
         return;
