@@ -39,6 +39,11 @@ out = [
     "what it does instead\\fR) and uses the default, or turns off only the part that needs it.",
     ".PP\nThe agent is off unless \\fBSPLUNK_PROFILER_ENABLED=true\\fR. When off it starts no "
     "thread, installs no signal handler and does not load its own libraries.",
+    ".PP\nHost\\-wide, a line naming the loader in \\fB/etc/ld.so.preload\\fR loads it into "
+    "every dynamically linked program of the host; only those with "
+    "\\fBSPLUNK_PROFILER_ENABLED=true\\fR in their environment are profiled (native programs "
+    "and JVMs alike), never a set\\-user\\-ID, set\\-group\\-ID or file\\-capability "
+    "program. Read the risks in \\fBstackshot\\fR(1), HOST\\-WIDE USE, first.",
     ".SH CORE KEYS",
 ]
 for k, d, m in table("### Core"):
