@@ -4,7 +4,8 @@
     command.py CASE --cmd stackshot --dump stackshot-dump --spin spin --src DIR --out DIR
 
 CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_refused,
-attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25, attach_stop_ns. The hosts are real programs: spin (C) and Spin.java compiled here
+attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25, attach_stop_user,
+attach_stop_ns. The hosts are real programs: spin (C) and Spin.java compiled here
 by the JDK's javac; each checks its own output and exit status, and the agent's files.
 Exit 0 pass, 1 fail, 77 skip (a JDK, root or unshare missing).
 """
@@ -362,8 +363,8 @@ def case_attach_stop(a, jdk=JDK17, prefix=()):
                  out + "/first", "-s", "STACKSHOT_PROFILES_PERIOD=600"])
         check(r.returncode == 0, "attach: %r" % r.stderr)
         copied = re.search(r"copied to (/tmp/stackshot\.\w+)/", r.stderr)
-        check((copied is not None) == bool(prefix), "a copy into the JVM's /tmp only for a JVM "
-              "in another mount namespace")
+        check((copied is not None) == ("unshare" in prefix), "a copy into the JVM's /tmp only for "
+              "a JVM in another mount namespace")
         check(wait_for(lambda: only_file(out + "/first", "java.*.txt") and
                        rounds(only_file(out + "/first", "java.*.txt")) >= 3), "rounds written")
         f1 = only_file(out + "/first", "java.*.txt")
@@ -417,6 +418,14 @@ def case_attach_stop(a, jdk=JDK17, prefix=()):
 
 def case_attach_stop_jdk25(a):
     case_attach_stop(a, JDK25)
+
+
+def case_attach_stop_user(a):
+    """The same as root for a JVM running as nobody: stop connects with the JVM's ids."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        skip("not root, or no setpriv")
+    case_attach_stop(a, JDK17, ["setpriv", "--reuid=nobody", "--regid=nogroup",
+                                "--clear-groups"])
 
 
 def case_attach_stop_ns(a):
