@@ -5,7 +5,7 @@
 
 CASE: cli, run_native, run_jvm, attach_jdk17, attach_jdk25, attach_twice, attach_refused,
 attach_nonjvm, attach_user, attach_ns, attach_stop, attach_stop_jdk25, attach_stop_user,
-attach_stop_ns. The hosts are real programs: spin (C) and Spin.java compiled here
+attach_stop_ns, run_stop. The hosts are real programs: spin (C) and Spin.java compiled here
 by the JDK's javac; each checks its own output and exit status, and the agent's files.
 Exit 0 pass, 1 fail, 77 skip (a JDK, root or unshare missing).
 """
@@ -414,6 +414,40 @@ def case_attach_stop(a, jdk=JDK17, prefix=()):
     check(r.returncode == 1 and "not a HotSpot JVM" in r.stderr and
           len(r.stderr.splitlines()) == 1, "stop on a native pid: one line: %r" % r.stderr)
     check(q.returncode == 0 and so == "spun\n", "the native process was not disturbed")
+
+
+def case_run_stop(a):
+    """stop for an agent the JVM loaded at its start (stackshot run: -agentpath in
+    JAVA_TOOL_OPTIONS, Temurin 25 when there, else JDK 17), then attach again."""
+    jdk = JDK25 if os.path.exists(JDK25 + "/bin/java") else JDK17
+    if not os.path.exists(jdk + "/bin/java"):
+        skip("no JDK")
+    out = fresh(a, "run_stop", 0o777)
+    cp = java_class(a, JDK17)
+    until, ticks = out + "/until", out + "/jvm.out"
+    p = subprocess.Popen([a.cmd, "run", "-i", "100", "-e", "text", "-o", out + "/first", "--",
+                          jdk + "/bin/java", "-Duntil=" + until, "-cp", cp, "Spin", "60000"],
+                         cwd=out, stdout=open(ticks, "w"), stderr=subprocess.PIPE, text=True)
+    try:
+        pid = java_pid(p)
+        f1 = out + "/first/java.%d.txt" % p.pid
+        check(pid == p.pid and wait_for(lambda: os.path.exists(f1) and rounds(f1) >= 3),
+              "the JVM samples itself from its start: %s" % f1)
+        r = run([a.cmd, "stop", str(pid)])
+        check(r.returncode == 0 and "sampling stopped" in r.stdout, "stop: %r" % r.stderr)
+        n1, t1 = size(f1), open(ticks).read().count("tick")
+        time.sleep(1.5)
+        check(size(f1) == n1 and open(ticks).read().count("tick") > t1 and p.poll() is None,
+              "the file stopped growing, the JVM runs on")
+        r = run([a.cmd, "attach", str(pid), "-e", "text", "-o", out + "/second"])
+        f2 = out + "/second/java.%d.txt" % pid
+        check(r.returncode == 0 and wait_for(lambda: os.path.exists(f2) and rounds(f2) >= 3),
+              "attach after stop: sampling again: %r" % r.stderr)
+    finally:
+        open(until, "w").close()
+        _, se = p.communicate(timeout=60)
+    check(p.returncode == 0 and open(ticks).read().endswith("spun\n"), "the JVM ran to its end")
+    check(se.count("stackshot: started in pid") == 2, "started twice: %r" % se[-500:])
 
 
 def case_attach_stop_jdk25(a):
