@@ -1,6 +1,8 @@
 /*
- * attach.c: `stackshot attach PID [options]`, HotSpot's dynamic attach
- * protocol, without a JDK on the machine.
+ * attach.c: `stackshot attach PID [options]` and `stackshot stop PID`,
+ * HotSpot's dynamic attach protocol, without a JDK on the machine. Stop
+ * is a load of the library the JVM already maps with the option string
+ * "stop" (jvmti/agent.c); attach loads that library too when there is one.
  *
  * The handshake (OpenJDK's VirtualMachineImpl on Linux and HotSpot's
  * attachListener_linux.cpp): a JVM that has not started its attach
