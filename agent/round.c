@@ -183,3 +183,23 @@ void ss_round_unref(ss_round *r) {
         free(r);
     }
 }
+
+/* ---- stack identities ---------------------------------------------- */
+
+static _Atomic uint64_t last_stack_id;
+
+uint64_t ss_stack_id_next(void) { return atomic_fetch_add(&last_stack_id, 1) + 1; }
+
+/* -1: not read yet; 0 / 1 */
+static _Atomic int stack_reuse = -1;
+
+bool ss_stack_reuse(void) {
+    int v = atomic_load(&stack_reuse);
+    if (v < 0) {
+        v = ss_config_bool("STACKSHOT_STACK_REUSE", true) ? 1 : 0;
+        atomic_store(&stack_reuse, v);
+    }
+    return v == 1;
+}
+
+void ss_stack_reuse_set(bool on) { atomic_store(&stack_reuse, on ? 1 : 0); }

@@ -74,6 +74,8 @@ typedef struct known {
     uint8_t span_id[8];
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
+    uint64_t stack_id;       /* identity of frames (ss_thread_sample.stack_id) */
+    uint64_t emitted_id;     /* the stack_id it had in the previous round, 0 none */
 } known;
 
 /* One thread's work in the current round. */
@@ -194,7 +196,29 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
     return 0;
 }
 
-static int keep_stack(known *k, const ss_frame *f, uint32_t n) {
+/* Every field of every frame the same (what the exporters print or
+ * aggregate of a frame is a function of these). */
+static bool exact_frames(const known *k, const ss_frame *f, uint32_t n) {
+    if (k->n_frames != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        const ss_frame *a = &k->frames[i], *b = &f[i];
+        if (a->fn != b->fn || a->map != b->map || a->addr != b->addr || a->line != b->line ||
+            a->inlined != b->inlined)
+            return false;
+    }
+    return true;
+}
+
+/* Keep a thread's new stack. It keeps its identity when it is exactly the
+ * previous one (frames and truncation); otherwise it gets a new one, so
+ * an exporter never reuses what it made of different frames. */
+static int keep_stack(known *k, const ss_frame *f, uint32_t n, bool truncated) {
+    bool same = k->have_stack && k->stack_id && k->truncated == truncated &&
+                exact_frames(k, f, n);
+    k->truncated = truncated;
+    if (!same)
+        k->stack_id = ss_stack_id_next();
     if (n > k->cap_frames) {
         ss_frame *p = realloc(k->frames, (size_t)n * sizeof *p);
         if (!p) {
@@ -476,8 +500,7 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     bool truncated;
     uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, 0, &truncated);
     p->same_stack = same_frames(k, s->scratch, n);
-    keep_stack(k, s->scratch, n);
-    k->truncated = truncated;
+    keep_stack(k, s->scratch, n, truncated);
     k->settled = true;
     k->last_cpu = cpu;
     s->cut_copy += end == SS_UW_CUT_COPY;
@@ -792,9 +815,8 @@ static bool take_answer(sampler *s, pending *p) {
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
-    k->truncated = truncated;
     p->same_stack = same_frames(k, s->scratch, n);
-    keep_stack(k, s->scratch, n);
+    keep_stack(k, s->scratch, n, truncated);
     s->signalled++;
     return true;
 }
@@ -818,6 +840,11 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     fill_facts(p, t, now_boot, now_wall);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
+    /* its identity: exporters reuse what they made of it last time */
+    uint64_t id = k->have_stack && ss_stack_reuse() ? k->stack_id : 0;
+    t->stack_id = id;
+    t->same_stack = id && id == k->emitted_id;
+    k->emitted_id = id;
     ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,
                     &t->state_detail);
     for (uint32_t i = 0; i < n; i++)

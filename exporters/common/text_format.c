@@ -68,10 +68,7 @@ static void put_header(ss_buf *out, const ss_thread_sample *t, bool jdk21) {
     ss_buf_printf(out, " %s\n", t->status ? t->status : "runnable");
 }
 
-static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
-                         ss_buf *out) {
-    put_header(out, t, jdk21);
-    put_state_line(out, r, t);
+static int format_frames(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
         put_frame(out, &f[i]);
@@ -81,6 +78,23 @@ static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk2
         ss_buf_printf(out, "\tat stackshot.truncated(STACKSHOT_MAX_DEPTH:%" PRIu32 ")\n",
                       t->frame_count);
     return out->failed ? -12 : 0;
+}
+
+static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
+                         ss_buf *out) {
+    put_header(out, t, jdk21);
+    put_state_line(out, r, t);
+    return format_frames(r, t, out);
+}
+
+int ss_text_format_thread_head(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+    put_header(out, t, false);
+    put_state_line(out, r, t);
+    return out->failed ? -12 : 0;
+}
+
+int ss_text_format_thread_frames(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
+    return format_frames(r, t, out);
 }
 
 int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
