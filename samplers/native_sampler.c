@@ -76,6 +76,13 @@ typedef struct known {
     uint32_t n_frames, cap_frames;
     uint64_t stack_id;       /* identity of frames (ss_thread_sample.stack_id) */
     uint64_t emitted_id;     /* the stack_id it had in the previous round, 0 none */
+    /* the state decided for (state_letter, state_nr, state_of): a function of
+     * these alone, kept while they stay (state_of 0: none) */
+    uint64_t state_of;
+    long state_nr;
+    char state_letter;
+    ss_thread_state state;
+    const char *status, *state_detail;
 } known;
 
 /* One thread's work in the current round. */
@@ -120,6 +127,10 @@ typedef struct sampler {
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
     uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
     uint32_t no_altstack_round;
+    /* /proc/self/task listed afresh next round (a known thread is gone) */
+    bool relist;
+    uint64_t listed_round;   /* the round of the last listing */
+    uint64_t lists_saved;    /* rounds that did not need one */
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -573,8 +584,12 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
-        if (k->tid == me || ss_internal_thread_is(k->tid))
+        if (k->tid == me || ss_internal_thread_is(k->tid)) {
+            /* still there? (the list is kept while no thread is gone) */
+            if (k->tid != me && ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
+                s->relist = true;
             continue;
+        }
         pending *p = &s->work[n];
         memset(p, 0, sizeof *p);
         p->k = k;
@@ -582,6 +597,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         p->cpu = ss_thread_cpu_ns(k->tid);
         if (p->cpu == SS_UNKNOWN_U64) {
             (*skipped)++; /* exited since listed */
+            s->relist = true;
             continue;
         }
         /* name, nice and start time: when first seen, then every
@@ -845,12 +861,42 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     t->stack_id = id;
     t->same_stack = id && id == k->emitted_id;
     k->emitted_id = id;
-    ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,
-                    &t->state_detail);
+    /* the state is a function of the /proc state, the system call and the
+     * frames: decided again only when one of them changed */
+    if (!id || k->state_of != id || k->state_letter != k->st.state ||
+        k->state_nr != k->syscall_nr) {
+        ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &k->state, &k->status,
+                        &k->state_detail);
+        k->state_of = id;
+        k->state_letter = k->st.state;
+        k->state_nr = k->syscall_nr;
+    }
+    t->state = k->state;
+    t->status = k->status;
+    t->state_detail = k->state_detail;
     for (uint32_t i = 0; i < n; i++)
         if (ss_round_builder_add_frame(s->builder, &k->frames[i]) != 0)
             break;
     return true;
+}
+
+/* Listing /proc/self/task costs about 0.35 us per thread (the kernel
+ * makes a dentry for each), a third of a round over idle threads. It is
+ * not needed when the process has as many threads as were listed last
+ * time and every one of those is still there: then they are all its
+ * threads. The count is one read of /proc/self/stat; "still there" is
+ * each thread's CPU clock, which the round reads anyway: a clock that
+ * does not answer (the thread is gone; a clock id names only threads of
+ * this process) makes the next round list again. Listed anyway every
+ * RELIST_ROUNDS rounds. */
+#define RELIST_ROUNDS 64u
+
+static bool must_list(sampler *s) {
+    if (s->relist || s->n_threads == 0 || s->rounds == 0 ||
+        s->rounds - s->listed_round >= RELIST_ROUNDS || !ss_stack_reuse())
+        return true;
+    int n = ss_proc_thread_count();
+    return n <= 0 || (uint32_t)n != s->n_threads;
 }
 
 static ss_round *take_round(sampler *s) {
@@ -858,9 +904,15 @@ static ss_round *take_round(sampler *s) {
     uint64_t now_wall = ss_wall_ns();
     uint32_t skipped = 0, blocked = 0;
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
-    int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
-    if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
-        return NULL;
+    if (must_list(s)) {
+        int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
+        if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
+            return NULL;
+        s->relist = false;
+        s->listed_round = s->rounds;
+    } else {
+        s->lists_saved++;
+    }
     if (s->n_threads > s->cap_work) {
         pending *w = realloc(s->work, (size_t)s->n_threads * sizeof *w);
         if (!w)
@@ -1307,6 +1359,7 @@ void ss_native_sample_counts(ss_native_counts *c) {
     c->sent = ss_sig_sent();
     c->no_altstack = active->no_altstack;
     c->off_stack = ss_sig_off_stack_total();
+    c->lists_saved = active->lists_saved;
 }
 
 void ss_native_bench_force_signal(bool on) { force_signal = on; }

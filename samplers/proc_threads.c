@@ -385,6 +385,30 @@ int ss_proc_list_tids(pid_t **tids, size_t *cap) {
     return (int)n;
 }
 
+int ss_proc_thread_count(void) {
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char buf[1024];
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    int err = errno;
+    close(fd);
+    if (n <= 0)
+        return n < 0 ? -err : -EIO;
+    buf[n] = '\0';
+    /* field 20, num_threads: the 18th after the name's last ')' */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    if (!p)
+        return -EINVAL;
+    long v = strtol(p + 1, NULL, 10);
+    return v > 0 && v < INT32_MAX ? (int)v : -EINVAL;
+}
+
 /* ---- parsers ------------------------------------------------------- */
 
 static int parse_stat(char *buf, ss_proc_stat *out) {

@@ -19,12 +19,28 @@
  *   D  100 idle + 2 spinning threads, a round every second (the default
  *      interval): the agent's CPU (the sampling thread and the handlers
  *      in the spinners) per second.
+ *   E  198 blocked + 2 spinning threads x 50 frames, a round every 20 ms:
+ *      the agent's CPU per round with each exporter: the sampling thread,
+ *      the handlers, and the exporter's work on the round (text: the
+ *      consume that formats and writes the file; otlp_logs: the encoding
+ *      of its requests, not the network; otlp_profiles: adding the round
+ *      to the period, plus the period's encoding shared out over its
+ *      rounds), all measured on this thread's CPU clock. Twice in the
+ *      same run: with stack identities (what an exporter made of an
+ *      unchanged stack is reused) and without (STACKSHOT_STACK_REUSE=
+ *      false: everything formatted every round), on the same threads.
  *
- * usage: bench_native [repeats [cases]]   (default 5, ABCD). Prints a
+ * usage: bench_native [repeats [cases]]   (default 5, ABCDE). Prints a
  * table; asserts nothing. Run it alone on the machine for meaningful
  * figures. */
 #define _GNU_SOURCE
 #include "samplers/ss_samplers.h"
+#include "exporters/common/aggregate.h"
+#include "exporters/otlp_logs/logs.h"
+#include "exporters/profiles/encode.h"
+#include "exporters/ss_exporters.h"
+
+extern const ss_exporter_ops ss_text_exporter;
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -275,11 +291,150 @@ static void first_round(int n, int depth, int repeats, double *mean_us, double *
     *rss_kb = rss;
 }
 
+/* E: the 200-thread host at 20 ms, the agent's CPU per round per exporter. */
+typedef struct e_cost {
+    double sampler, handlers, text, logs, prof_add, prof_encode;
+    uint64_t text_bytes;
+    uint32_t rounds, threads;
+} e_cost;
+
+static void e_measure(int rounds, bool reuse, e_cost *c) {
+    memset(c, 0, sizeof *c);
+    ss_stack_reuse_set(reuse);
+    ss_config tcfg = cfg;
+    snprintf(tcfg.output_dir, sizeof tcfg.output_dir, "/tmp/bench_native.%d", (int)getpid());
+    ss_exporter_stats tstats;
+    memset(&tstats, 0, sizeof tstats);
+    void *text = NULL;
+    if (ss_text_exporter.open(&text, &tcfg, &tstats) != 0)
+        text = NULL;
+    ss_otlp_resource res;
+    bool have_res = ss_otlp_resource_build(&res) == 0;
+    ss_logs_encoder enc;
+    ss_logs_encoder_init(&enc);
+    ss_buf req;
+    ss_buf_init(&req);
+    ss_agg *agg = ss_agg_create(cfg.max_memory / 4);
+    for (int i = -3; i < rounds; i++) { /* 3 to settle: stacks known, memos filled */
+        ss_round *r;
+        ss_native_counts n0, n1;
+        ss_native_sample_counts(&n0);
+        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (ss_native_sample_once(&cfg, &r) != 0) {
+            fprintf(stderr, "bench_native: round failed\n");
+            break;
+        }
+        uint64_t c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (text)
+            ss_text_exporter.consume(text, r);
+        uint64_t c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        for (uint32_t first = 0; have_res && first < r->n_threads;) {
+            uint32_t recs, dropped;
+            int used = ss_logs_encode(&enc, &res, r, first, SS_LOGS_DEFAULT_BATCH,
+                                      SS_LOGS_MAX_REQUEST, ss_wall_ns(), &req, &recs, &dropped);
+            if (used <= 0)
+                break;
+            first += (uint32_t)used;
+        }
+        uint64_t c3 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (agg)
+            ss_agg_add_round(agg, r);
+        uint64_t c4 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        double hs[4096];
+        ss_native_sample_counts(&n1); /* this round's handlers: the newest */
+        uint64_t sent = n1.sent - n0.sent;
+        uint32_t nh = ss_native_handler_ns(hs, sent < 4096 ? (uint32_t)sent : 4096);
+        if (i >= 0) {
+            c->sampler += (double)(c1 - c0) / 1e3;
+            c->text += (double)(c2 - c1) / 1e3;
+            c->logs += (double)(c3 - c2) / 1e3;
+            c->prof_add += (double)(c4 - c3) / 1e3;
+            for (uint32_t k = 0; k < nh; k++)
+                c->handlers += hs[k] / 1e3;
+            c->rounds++;
+            c->threads = r->n_threads;
+        }
+        ss_round_unref(r);
+        nap_us(20000);
+    }
+    if (agg && !ss_agg_empty(agg)) {
+        ss_prof_request_opts o = {.version = SS_OTLP_PROF_V1DEVELOPMENT, .timestamps = true};
+        ss_buf out;
+        ss_buf_init(&out);
+        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        ss_otlp_profiles_encode(agg, &o, &out);
+        c->prof_encode = (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e3;
+        ss_buf_free(&out);
+    }
+    c->text_bytes = atomic_load(&tstats.bytes_sent);
+    ss_agg_destroy(agg);
+    ss_buf_free(&req);
+    ss_logs_encoder_free(&enc);
+    if (have_res)
+        ss_otlp_resource_free(&res);
+    if (text)
+        ss_text_exporter.close(text, 0);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tcfg.output_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_native: could not remove %s\n", tcfg.output_dir);
+    ss_stack_reuse_set(true);
+}
+
+static void case_e(int repeats) {
+    group blocked, spin;
+    group_start(&blocked, 198, 50, IDLE);
+    group_start(&spin, 2, 50, SPIN);
+    int rounds = repeats * 20;
+    e_cost on, off;
+    e_measure(rounds, false, &off); /* baseline first: caches warm for both */
+    e_measure(rounds, true, &on);
+    e_measure(rounds, false, &off);
+    e_measure(rounds, true, &on);
+    const e_cost *cs[2] = {&off, &on};
+    const char *label[2] = {"everything formatted (STACKSHOT_STACK_REUSE=false)",
+                            "unchanged stacks reused"};
+    double total[2][3];
+    for (int m = 0; m < 2; m++) {
+        const e_cost *c = cs[m];
+        double n = c->rounds ? c->rounds : 1;
+        double base = (c->sampler + c->handlers) / n;
+        /* the period's encoding shared out over its rounds */
+        double prof = c->prof_add / n + c->prof_encode / n;
+        total[m][0] = base + c->text / n;
+        total[m][1] = base + c->logs / n;
+        total[m][2] = base + prof;
+        char note[200];
+        snprintf(note, sizeof note,
+                 "%s: %u threads; sampler %.0f + handlers %.0f us/round; %.0f KB text/round",
+                 label[m], c->threads, c->sampler / n, c->handlers / n,
+                 (double)c->text_bytes / n / 1e3);
+        printf("%s\n", note);
+        char what[100];
+        const char *names[3] = {"text", "otlp_logs", "otlp_profiles"};
+        double exp_us[3] = {c->text / n, c->logs / n, prof};
+        for (int x = 0; x < 3; x++) {
+            snprintf(what, sizeof what, "E 200 thr x 50, 20 ms, %s%s: agent CPU/round", names[x],
+                     m ? "" : " (no reuse)");
+            snprintf(note, sizeof note, "exporter %.0f us%s", exp_us[x],
+                     x == 2 ? " (add + period encode / rounds)" : "");
+            row(what, x < 2 ? "<= 1 ms" : "", total[m][x] / 1e3, "ms", 0, note);
+        }
+    }
+    for (int x = 0; x < 3; x++)
+        printf("E   %s: reused / formatted every round = %.2f\n",
+               x == 0 ? "text" : x == 1 ? "otlp_logs" : "otlp_profiles",
+               total[1][x] / total[0][x]);
+    group_stop(&spin);
+    group_stop(&blocked);
+    one_round(NULL, NULL);
+}
+
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
     if (repeats < 1)
         repeats = 1;
-    const char *cases = argc > 2 ? argv[2] : "ABCD";
+    const char *cases = argc > 2 ? argv[2] : "ABCDE";
     ss_log_set_level(SS_LOG_WARN);
     ss_config_load(&cfg);
     cfg.enabled = true;
@@ -424,6 +579,8 @@ int main(int argc, char **argv) {
         group_stop(&spin);
         group_stop(&idle);
     }
+    if (strchr(cases, 'E'))
+        case_e(repeats);
     printf("\nA, C: a round over threads the sampler has not seen yet (their stacks read from\n"
            "      /proc without a signal); the mean of the repeats. B: rounds every 20 ms over\n"
            "      threads that ran since the last one. /base: ratio to the serial signal round\n"

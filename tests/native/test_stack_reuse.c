@@ -705,6 +705,73 @@ static void test_switch_off(void **state) {
     ss_stack_reuse_set(true);
 }
 
+/* The thread list is kept while the process has as many threads as were
+ * listed and none of them is gone: a new thread is in the next round, a
+ * thread that replaced one that ended (same count) at the latest in the
+ * round after. */
+static atomic_int churn_stop;
+static void *churner(void *arg) {
+    atomic_store((atomic_int *)arg, ss_gettid());
+    while (!atomic_load(&churn_stop))
+        nap_ms(5);
+    return NULL;
+}
+
+static bool in_round(const ss_round *r, int tid) { return thread_of(r, tid) != NULL; }
+
+static void test_listing(void **state) {
+    (void)state;
+    ss_config cfg;
+    ss_config_load(&cfg);
+    cfg.enabled = true;
+    ss_round *r;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+        ss_round_unref(r);
+    }
+    ss_native_counts c0, c1;
+    ss_native_sample_counts(&c0);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    ss_round_unref(r);
+    ss_native_sample_counts(&c1);
+    assert_int_equal(c1.lists_saved, c0.lists_saved + 1); /* nothing changed: not listed */
+
+    /* a new thread: in the very next round */
+    atomic_int tid_x = 0, tid_y = 0;
+    pthread_t x, y;
+    pthread_create(&x, NULL, churner, &tid_x);
+    while (!atomic_load(&tid_x))
+        nap_ms(1);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    assert_true(in_round(r, tid_x));
+    ss_round_unref(r);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    ss_round_unref(r);
+
+    /* x ends and y starts between two rounds: as many threads as before */
+    atomic_store(&churn_stop, 1);
+    pthread_join(x, NULL);
+    atomic_store(&churn_stop, 0);
+    pthread_create(&y, NULL, churner, &tid_y);
+    while (!atomic_load(&tid_y))
+        nap_ms(1);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    assert_false(in_round(r, tid_x));
+    bool seen = in_round(r, tid_y);
+    ss_round_unref(r);
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    seen = seen || in_round(r, tid_y);
+    assert_true(in_round(r, tid_y));
+    ss_round_unref(r);
+    assert_true(seen);
+    atomic_store(&churn_stop, 1);
+    pthread_join(y, NULL);
+    /* gone: no longer in the round, and listed again */
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    assert_false(in_round(r, tid_y));
+    ss_round_unref(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memo),
@@ -713,6 +780,7 @@ int main(void) {
         cmocka_unit_test(test_otlp_logs),
         cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_switch_off),
+        cmocka_unit_test(test_listing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
