@@ -574,11 +574,20 @@ static ss_sig_slot *assign_slot(sampler *s, known *k) {
  * threads go into the round; *skipped and *blocked count the others.
  *
  * /proc reads are the bulk of a round's cost, so a thread's stat is read
- * when first seen and every BLOCK_RECHECK rounds; where it is (syscall)
+ * when first seen and every refresh_rounds() rounds; where it is (syscall)
  * and its I/O when it has run; SigBlk only before it would be signalled;
  * an idle thread costs one clock_gettime. */
+/* Rounds between two reads of an idle thread's stat (its name or nice
+ * value may change while it sleeps: another thread can set both): every
+ * BLOCK_RECHECK rounds, at most once a second. */
+static uint64_t refresh_rounds(const sampler *s) {
+    uint64_t per_second = s->cfg.interval_ms ? (1000 + s->cfg.interval_ms - 1) / s->cfg.interval_ms : 1;
+    return per_second > BLOCK_RECHECK ? per_second : BLOCK_RECHECK;
+}
+
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
+    uint64_t refresh = refresh_rounds(s);
     bool copy = s->mode == SS_UNWIND_COPY;
     uint64_t now_boot = ss_boottime_ns();
     uint32_t n = 0;
@@ -601,15 +610,17 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             continue;
         }
         /* name, nice and start time: when first seen, then every
-         * BLOCK_RECHECK rounds */
+         * refresh rounds, each thread in its own round (by tid) so that a
+         * round reads a share of them, not all at once */
         bool first = !k->seen;
-        bool fresh = first || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        bool fresh = first || s->rounds - k->refreshed >= refresh;
         if (fresh) {
             if (read_stat(k) != 0) {
                 (*skipped)++;
                 continue;
             }
-            k->refreshed = s->rounds;
+            uint64_t early = first ? (uint64_t)k->tid % refresh : 0;
+            k->refreshed = s->rounds > early ? s->rounds - early : 0;
             k->seen = true;
         }
         if (is_ours(k->tid, k->st.name, me))

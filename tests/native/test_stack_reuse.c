@@ -705,6 +705,61 @@ static void test_switch_off(void **state) {
     ss_stack_reuse_set(true);
 }
 
+/* The metadata line (written by hand, not printf) as printf wrote it:
+ * numbers of every size, times near the rounding ties. */
+static void test_header_format(void **state) {
+    (void)state;
+    ss_thread_sample t;
+    ss_round r;
+    memset(&r, 0, sizeof r);
+    ss_buf got;
+    ss_buf_init(&got);
+    char want[600];
+    uint64_t seed = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        memset(&t, 0, sizeof t);
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        uint64_t x = seed;
+        t.name = i % 3 ? "worker 1" : "main";
+        t.number = (int64_t)(x % 100000) - (i % 7 == 0 ? 50000 : 0);
+        t.nid = (int32_t)(x >> 20) & 0x7fffffff;
+        t.os_prio = (int32_t)(x % 40) - 20;
+        t.prio = i % 5;
+        t.daemon = i & 1;
+        t.tid = i % 11 ? x * 2654435761u : 0;
+        /* times: random, and near the ties (x.xx5) of either unit */
+        uint64_t scale = 1ull << (x % 62);
+        t.cpu_ns = (x >> 3) % scale;
+        t.elapsed_ns = (x >> 5) % (scale * 3 + 1);
+        if (i % 4 == 1)
+            t.cpu_ns = (x % 1000000) * 10000 + 5000 + (int64_t)(x % 2001) - 1000;
+        if (i % 4 == 2)
+            t.elapsed_ns = (x % 1000000) * 10000000 + 5000000 + (int64_t)(x % 2001) - 1000;
+        if (i % 97 == 0)
+            t.cpu_ns = SS_UNKNOWN_U64;
+        if (i % 89 == 0)
+            t.elapsed_ns = SS_UNKNOWN_U64;
+        t.status = i % 13 ? "waiting on condition" : NULL;
+        t.state = SS_STATE_WAITING;
+        t.state_detail = i % 2 ? "on condition" : NULL;
+        double cpu_ms = t.cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t.cpu_ns / 1e6;
+        double el_s = t.elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t.elapsed_ns / 1e9;
+        int n = snprintf(want, sizeof want,
+                         "\"%s\" #%lld %sprio=%d os_prio=%d cpu=%.2fms elapsed=%.2fs "
+                         "tid=0x%016llx nid=0x%x %s\n   native.Thread.State: WAITING%s%s%s\n",
+                         t.name, (long long)t.number, t.daemon ? "daemon " : "", t.prio,
+                         t.os_prio, cpu_ms, el_s, (unsigned long long)t.tid, (unsigned)t.nid,
+                         t.status ? t.status : "runnable", t.state_detail ? " (" : "",
+                         t.state_detail ? t.state_detail : "", t.state_detail ? ")" : "");
+        ss_buf_reset(&got);
+        ss_text_format_thread_head(&r, &t, &got);
+        ss_buf_putc(&got, '\0');
+        if ((size_t)n != got.len - 1 || strcmp(got.data, want) != 0)
+            fail_msg("case %d:\n got  %s\n want %s", i, got.data, want);
+    }
+    ss_buf_free(&got);
+}
+
 /* The thread list is kept while the process has as many threads as were
  * listed and none of them is gone: a new thread is in the next round, a
  * thread that replaced one that ended (same count) at the latest in the
@@ -781,6 +836,7 @@ int main(void) {
         cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_switch_off),
         cmocka_unit_test(test_listing),
+        cmocka_unit_test(test_header_format),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
