@@ -252,7 +252,7 @@ static int keep_stack(known *k, const ss_frame *f, uint32_t n, bool truncated) {
  * main thread is never ours, whatever the program is called. */
 static bool is_ours(pid_t tid, const char *name, pid_t me) {
     return tid == me || ss_internal_thread_is(tid) ||
-           (tid != getpid() && strncmp(name, "stackshot-", 10) == 0);
+           (strncmp(name, "stackshot-", 10) == 0 && tid != getpid()); /* getpid: a system call */
 }
 
 /* A thread started by the agent's libraries (gRPC starts its threads
@@ -312,10 +312,13 @@ static void note_cpu_after_handler(const pending *p) {
 }
 
 /* Read stat into k. A different start time means the kernel gave this
- * tid to a new thread since we last looked: forget the old one. */
-static int read_stat(known *k) {
+ * tid to a new thread since we last looked: forget the old one. `keep`:
+ * keep the file open for the next read (a thread seen for the first time
+ * or idle is read once: most never run again soon, and a kept descriptor
+ * costs two system calls to move high and two to close). */
+static int read_stat_kept(known *k, bool keep) {
     uint64_t start = k->st.start_ticks;
-    int rc = ss_task_read_stat(k->tid, &k->files, &k->st);
+    int rc = ss_task_read_stat(k->tid, keep ? &k->files : NULL, &k->st);
     if (rc != 0)
         return rc;
     if (k->seen && k->st.start_ticks != start) {
@@ -330,6 +333,8 @@ static int read_stat(known *k) {
     }
     return 0;
 }
+
+static int read_stat(known *k) { return read_stat_kept(k, true); }
 
 /* Read what changes while a thread runs: where it is (the syscall file:
  * "running", or the system call it sleeps in, with SP and PC) and its
@@ -615,7 +620,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         bool first = !k->seen;
         bool fresh = first || s->rounds - k->refreshed >= refresh;
         if (fresh) {
-            if (read_stat(k) != 0) {
+            if (read_stat_kept(k, !first && !idle_since_last(k, p->cpu)) != 0) {
                 (*skipped)++;
                 continue;
             }
