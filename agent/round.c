@@ -126,6 +126,21 @@ int ss_round_builder_add_frame(ss_round_builder *b, const ss_frame *f) {
     return 0;
 }
 
+int ss_round_builder_add_frames(ss_round_builder *b, const ss_frame *f, uint32_t n) {
+    if (!b->in_thread)
+        return -1;
+    if (!n)
+        return 0;
+    if (grow((void **)&b->frames, &b->cap_frames, sizeof *b->frames, b->n_frames + n) != 0) {
+        b->failed = true;
+        return -1;
+    }
+    memcpy(b->frames + b->n_frames, f, (size_t)n * sizeof *f);
+    b->n_frames += n;
+    b->threads[b->n_threads - 1].frame_count += n;
+    return 0;
+}
+
 void ss_round_builder_drop_thread(ss_round_builder *b) {
     if (!b->in_thread || b->n_threads == 0)
         return;

@@ -432,6 +432,8 @@ ss_thread_sample *ss_round_builder_add_thread(ss_round_builder *b,
                                               const char *name);
 /* Append a frame to the current thread (leaf first). */
 int ss_round_builder_add_frame(ss_round_builder *b, const ss_frame *f);
+/* The same for n frames at once. */
+int ss_round_builder_add_frames(ss_round_builder *b, const ss_frame *f, uint32_t n);
 /* Drop the current thread (for example: it turned out to be internal). */
 void ss_round_builder_drop_thread(ss_round_builder *b);
 /* The immutable round, refs = 1, memory charged; NULL when out of memory. */

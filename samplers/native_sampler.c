@@ -890,9 +890,7 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     t->state = k->state;
     t->status = k->status;
     t->state_detail = k->state_detail;
-    for (uint32_t i = 0; i < n; i++)
-        if (ss_round_builder_add_frame(s->builder, &k->frames[i]) != 0)
-            break;
+    ss_round_builder_add_frames(s->builder, k->frames, n); /* a failure fails the round */
     return true;
 }
 

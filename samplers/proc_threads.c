@@ -391,6 +391,12 @@ int ss_proc_thread_count(void) {
      * the CPU times of every thread first (9 us with 200 threads). A
      * kernel that does not count them there falls back to num_threads. */
     struct stat st;
+    /* through the kept directory when it is still ours (0.3 us) */
+    if (task_dir_gen == generation && task_dir.fd >= 0 && fstat(task_dir.fd, &st) == 0 &&
+        (uint64_t)st.st_dev == (uint64_t)task_dir.dev &&
+        (uint64_t)st.st_ino == (uint64_t)task_dir.ino && st.st_nlink > 2 &&
+        st.st_nlink < INT32_MAX)
+        return (int)(st.st_nlink - 2);
     if (stat("/proc/self/task", &st) == 0 && st.st_nlink > 2 && st.st_nlink < INT32_MAX)
         return (int)(st.st_nlink - 2);
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
