@@ -29,6 +29,9 @@
  *      same run: with stack identities (what an exporter made of an
  *      unchanged stack is reused) and without (STACKSHOT_STACK_REUSE=
  *      false: everything formatted every round), on the same threads.
+ *      Then the same host under the whole agent (stackshot_start, text
+ *      exporter, 20 ms) for `repeats` seconds each way: the CPU clocks of
+ *      all the agent's threads (sampler, fan-out, exporter) per round.
  *
  * usage: bench_native [repeats [cases]]   (default 5, ABCDE; e: E with reuse only). Prints a
  * table; asserts nothing. Run it alone on the machine for meaningful
@@ -39,6 +42,7 @@
 #include "exporters/otlp_logs/logs.h"
 #include "exporters/profiles/encode.h"
 #include "exporters/ss_exporters.h"
+#include "stackshot.h"
 
 extern const ss_exporter_ops ss_text_exporter;
 
@@ -381,6 +385,54 @@ static void e_measure(int rounds, bool reuse, e_cost *c) {
     ss_stack_reuse_set(true);
 }
 
+/* The CPU clocks of the agent's threads (registered as internal), summed. */
+static uint64_t agent_threads_cpu(void) {
+    pid_t *tids = NULL;
+    size_t cap = 0;
+    int n = ss_proc_list_tids(&tids, &cap);
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++)
+        if (ss_internal_thread_is(tids[i])) {
+            uint64_t c = ss_thread_cpu_ns(tids[i]);
+            if (c != SS_UNKNOWN_U64)
+                sum += c;
+        }
+    free(tids);
+    return sum;
+}
+
+/* The whole agent (stackshot_start: sampler thread, fan-out, the text
+ * exporter's thread writing its file) at 20 ms for `seconds`: the CPU of
+ * all its threads per round (threads that exit meanwhile are not counted:
+ * none do while it runs). */
+static double e_agent_text(bool reuse, int seconds, uint64_t *rounds_out) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/bench_native_agent.%d", (int)getpid());
+    setenv("STACKSHOT_OUTPUT_DIR", dir, 1);
+    setenv("STACKSHOT_EXPORTERS", "text", 1);
+    setenv("SPLUNK_PROFILER_CALL_STACK_INTERVAL", "20", 1);
+    setenv("STACKSHOT_LOG_LEVEL", "warn", 1);
+    ss_stack_reuse_set(reuse);
+    if (stackshot_start() != 0)
+        return -1;
+    nap_us(1000000); /* its first rounds: threads seen, memos filled */
+    ss_native_counts c0, c1;
+    ss_native_sample_counts(&c0);
+    uint64_t cpu0 = agent_threads_cpu();
+    nap_us((long)seconds * 1000000);
+    uint64_t cpu1 = agent_threads_cpu();
+    ss_native_sample_counts(&c1);
+    stackshot_stop();
+    ss_stack_reuse_set(true);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_native: could not remove %s\n", dir);
+    uint64_t rounds = c1.rounds - c0.rounds;
+    *rounds_out = rounds;
+    return rounds ? (double)(cpu1 - cpu0) / 1e3 / (double)rounds : -1;
+}
+
 static void case_e(int repeats, bool reuse_only) {
     ss_native_release(); /* a sampler of a 20 ms agent */
     cfg.interval_ms = 20;
@@ -431,6 +483,26 @@ static void case_e(int repeats, bool reuse_only) {
         printf("E   %s: reused / formatted every round = %.2f\n",
                x == 0 ? "text" : x == 1 ? "otlp_logs" : "otlp_profiles",
                total[1][x] / total[0][x]);
+    if (!reuse_only) {
+        /* the same host under the whole agent, text exporter */
+        ss_native_release();
+        double agent[2];
+        uint64_t n[2];
+        for (int m = 0; m < 2; m++)
+            agent[m] = e_agent_text(m == 1, repeats, &n[m]);
+        char note[160];
+        for (int m = 0; m < 2; m++) {
+            snprintf(note, sizeof note,
+                     "all agent threads over %llu rounds (sampler, fan-out, exporter%s)",
+                     (unsigned long long)n[m], m ? "" : "; STACKSHOT_STACK_REUSE=false");
+            row(m ? "E agent running, text: agent threads' CPU/round"
+                  : "E agent running, text (no reuse): agent threads' CPU/round",
+                "<= 1 ms", agent[m] / 1e3, "ms", 0, note);
+        }
+        if (agent[0] > 0 && agent[1] > 0)
+            printf("E   agent running, text: reused / formatted every round = %.2f\n",
+                   agent[1] / agent[0]);
+    }
     group_stop(&spin);
     group_stop(&blocked);
     one_round(NULL, NULL);
