@@ -300,6 +300,7 @@ typedef struct e_cost {
     double sampler, handlers, text, logs, prof_add, prof_encode;
     uint64_t text_bytes;
     uint32_t rounds, threads;
+    size_t memo_bytes; /* what otlp_logs' memo held at the end */
 } e_cost;
 
 static void e_measure(int rounds, bool reuse, e_cost *c) {
@@ -371,6 +372,9 @@ static void e_measure(int rounds, bool reuse, e_cost *c) {
         ss_buf_free(&out);
     }
     c->text_bytes = atomic_load(&tstats.bytes_sent);
+    ss_memo_stats ms;
+    ss_stack_memo_stats(enc.memo, &ms);
+    c->memo_bytes = ms.bytes;
     ss_agg_destroy(agg);
     ss_buf_free(&req);
     ss_logs_encoder_free(&enc);
@@ -453,7 +457,7 @@ static void case_e(int repeats, bool reuse_only) {
     const char *label[2] = {"everything formatted (STACKSHOT_STACK_REUSE=false)",
                             "unchanged stacks reused"};
     double total[2][3];
-    for (int m = 0; m < 2; m++) {
+    for (int m = reuse_only ? 1 : 0; m < 2; m++) {
         const e_cost *c = cs[m];
         double n = c->rounds ? c->rounds : 1;
         double base = (c->sampler + c->handlers) / n;
@@ -464,9 +468,10 @@ static void case_e(int repeats, bool reuse_only) {
         total[m][2] = base + prof;
         char note[200];
         snprintf(note, sizeof note,
-                 "%s: %u threads; sampler %.0f + handlers %.0f us/round; %.0f KB text/round",
+                 "%s: %u threads; sampler %.0f + handlers %.0f us/round; %.0f KB text/round; "
+                 "otlp_logs memo %.0f KB",
                  label[m], c->threads, c->sampler / n, c->handlers / n,
-                 (double)c->text_bytes / n / 1e3);
+                 (double)c->text_bytes / n / 1e3, (double)c->memo_bytes / 1e3);
         printf("%s\n", note);
         char what[100];
         const char *names[3] = {"text", "otlp_logs", "otlp_profiles"};
@@ -479,7 +484,7 @@ static void case_e(int repeats, bool reuse_only) {
             row(what, x < 2 ? "<= 1 ms" : "", total[m][x] / 1e3, "ms", 0, note);
         }
     }
-    for (int x = 0; x < 3; x++)
+    for (int x = 0; x < 3 && !reuse_only; x++)
         printf("E   %s: reused / formatted every round = %.2f\n",
                x == 0 ? "text" : x == 1 ? "otlp_logs" : "otlp_profiles",
                total[1][x] / total[0][x]);
