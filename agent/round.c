@@ -126,6 +126,21 @@ int ss_round_builder_add_frame(ss_round_builder *b, const ss_frame *f) {
     return 0;
 }
 
+int ss_round_builder_add_frames(ss_round_builder *b, const ss_frame *f, uint32_t n) {
+    if (!b->in_thread)
+        return -1;
+    if (!n)
+        return 0;
+    if (grow((void **)&b->frames, &b->cap_frames, sizeof *b->frames, b->n_frames + n) != 0) {
+        b->failed = true;
+        return -1;
+    }
+    memcpy(b->frames + b->n_frames, f, (size_t)n * sizeof *f);
+    b->n_frames += n;
+    b->threads[b->n_threads - 1].frame_count += n;
+    return 0;
+}
+
 void ss_round_builder_drop_thread(ss_round_builder *b) {
     if (!b->in_thread || b->n_threads == 0)
         return;
@@ -183,3 +198,23 @@ void ss_round_unref(ss_round *r) {
         free(r);
     }
 }
+
+/* ---- stack identities ---------------------------------------------- */
+
+static _Atomic uint64_t last_stack_id;
+
+uint64_t ss_stack_id_next(void) { return atomic_fetch_add(&last_stack_id, 1) + 1; }
+
+/* -1: not read yet; 0 / 1 */
+static _Atomic int stack_reuse = -1;
+
+bool ss_stack_reuse(void) {
+    int v = atomic_load(&stack_reuse);
+    if (v < 0) {
+        v = ss_config_bool("STACKSHOT_STACK_REUSE", true) ? 1 : 0;
+        atomic_store(&stack_reuse, v);
+    }
+    return v == 1;
+}
+
+void ss_stack_reuse_set(bool on) { atomic_store(&stack_reuse, on ? 1 : 0); }

@@ -337,6 +337,13 @@ typedef struct ss_thread_sample {
     uint8_t trace_flags;     /* W3C trace flags of the span, when has_span (0 unknown) */
     uint32_t frame_start;    /* index into round->frames */
     uint32_t frame_count;    /* leaf first */
+    /* The identity of the frames (and `truncated`): two samples with the
+     * same nonzero stack_id have the same frames, in any round of any
+     * thread (ids come from ss_stack_id_next and are never given twice).
+     * 0: unknown, nothing may be reused. Exporters key what they made of
+     * the frames (text, locations) on it instead of making it again. */
+    uint64_t stack_id;
+    bool same_stack;         /* the same stack_id as this thread's previous round */
 } ss_thread_sample;
 
 /* A round: every sampled thread at one moment. Immutable once built and
@@ -365,6 +372,52 @@ static inline const ss_frame *ss_thread_frames(const ss_round *r,
 void ss_round_ref(ss_round *r);
 void ss_round_unref(ss_round *r);
 
+/* A new stack identity (see ss_thread_sample.stack_id): 1, 2, 3... for
+ * the process. Thread-safe. */
+uint64_t ss_stack_id_next(void);
+/* STACKSHOT_STACK_REUSE (default true): samplers give stacks their
+ * identity, so exporters reuse what they made of an unchanged stack.
+ * false: every stack_id is 0 and everything is formatted every round (the
+ * baseline of the benchmarks). ss_stack_reuse_set overrides the key. */
+bool ss_stack_reuse(void);
+void ss_stack_reuse_set(bool on);
+
+/* What an exporter made of a stack, kept by stack_id from round to round:
+ * bytes (the frames' text) and/or a number (a table index). An entry not
+ * used (found or put) during a round is forgotten at the round's sweep,
+ * so a memo holds at most the stacks of the last round; its bytes are
+ * charged to ss_mem and capped (a put over the cap, or while ss_mem is
+ * over its limit, keeps nothing: the caller formats again next time).
+ * One owner thread; not thread-safe. */
+typedef struct ss_stack_memo ss_stack_memo;
+typedef struct ss_memo_entry {
+    uint64_t id;
+    uint64_t value;
+    char *data;
+    size_t len;
+    uint64_t used; /* sweep generation of its last use */
+} ss_memo_entry;
+
+/* max_bytes: the cap of the memo (entries and their bytes). */
+ss_stack_memo *ss_stack_memo_create(size_t max_bytes);
+void ss_stack_memo_destroy(ss_stack_memo *m);
+/* The entry of id, marked used; NULL when none (id 0: always NULL). */
+const ss_memo_entry *ss_stack_memo_get(ss_stack_memo *m, uint64_t id);
+/* Keep a copy of data[0..len) and value for id (replacing an entry of
+ * that id). 0, -EINVAL (id 0), -ENOSPC (over the cap) or -ENOMEM. */
+int ss_stack_memo_put(ss_stack_memo *m, uint64_t id, uint64_t value, const void *data,
+                      size_t len);
+/* Forget the entries not used since the previous sweep. */
+void ss_stack_memo_sweep(ss_stack_memo *m);
+/* Forget everything (a profile period's table indices). */
+void ss_stack_memo_clear(ss_stack_memo *m);
+typedef struct ss_memo_stats {
+    uint64_t hits, misses, refused; /* gets found, gets not found, puts not kept */
+    uint32_t entries;
+    size_t bytes;                   /* charged to ss_mem now */
+} ss_memo_stats;
+void ss_stack_memo_stats(const ss_stack_memo *m, ss_memo_stats *st);
+
 /* Builds rounds on one thread (a sampler); reuses its scratch between rounds. */
 typedef struct ss_round_builder ss_round_builder;
 
@@ -379,6 +432,8 @@ ss_thread_sample *ss_round_builder_add_thread(ss_round_builder *b,
                                               const char *name);
 /* Append a frame to the current thread (leaf first). */
 int ss_round_builder_add_frame(ss_round_builder *b, const ss_frame *f);
+/* The same for n frames at once. */
+int ss_round_builder_add_frames(ss_round_builder *b, const ss_frame *f, uint32_t n);
 /* Drop the current thread (for example: it turned out to be internal). */
 void ss_round_builder_drop_thread(ss_round_builder *b);
 /* The immutable round, refs = 1, memory charged; NULL when out of memory. */

@@ -74,6 +74,15 @@ typedef struct known {
     uint8_t span_id[8];
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
+    uint64_t stack_id;       /* identity of frames (ss_thread_sample.stack_id) */
+    uint64_t emitted_id;     /* the stack_id it had in the previous round, 0 none */
+    /* the state decided for (state_letter, state_nr, state_of): a function of
+     * these alone, kept while they stay (state_of 0: none) */
+    uint64_t state_of;
+    long state_nr;
+    char state_letter;
+    ss_thread_state state;
+    const char *status, *state_detail;
 } known;
 
 /* One thread's work in the current round. */
@@ -118,6 +127,10 @@ typedef struct sampler {
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
     uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
     uint32_t no_altstack_round;
+    /* /proc/self/task listed afresh next round (a known thread is gone) */
+    bool relist;
+    uint64_t listed_round;   /* the round of the last listing */
+    uint64_t lists_saved;    /* rounds that did not need one */
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -194,7 +207,29 @@ static int merge_known(sampler *s, const pid_t *tids, uint32_t n) {
     return 0;
 }
 
-static int keep_stack(known *k, const ss_frame *f, uint32_t n) {
+/* Every field of every frame the same (what the exporters print or
+ * aggregate of a frame is a function of these). */
+static bool exact_frames(const known *k, const ss_frame *f, uint32_t n) {
+    if (k->n_frames != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        const ss_frame *a = &k->frames[i], *b = &f[i];
+        if (a->fn != b->fn || a->map != b->map || a->addr != b->addr || a->line != b->line ||
+            a->inlined != b->inlined)
+            return false;
+    }
+    return true;
+}
+
+/* Keep a thread's new stack. It keeps its identity when it is exactly the
+ * previous one (frames and truncation); otherwise it gets a new one, so
+ * an exporter never reuses what it made of different frames. */
+static int keep_stack(known *k, const ss_frame *f, uint32_t n, bool truncated) {
+    bool same = k->have_stack && k->stack_id && k->truncated == truncated &&
+                exact_frames(k, f, n);
+    k->truncated = truncated;
+    if (!same)
+        k->stack_id = ss_stack_id_next();
     if (n > k->cap_frames) {
         ss_frame *p = realloc(k->frames, (size_t)n * sizeof *p);
         if (!p) {
@@ -217,7 +252,7 @@ static int keep_stack(known *k, const ss_frame *f, uint32_t n) {
  * main thread is never ours, whatever the program is called. */
 static bool is_ours(pid_t tid, const char *name, pid_t me) {
     return tid == me || ss_internal_thread_is(tid) ||
-           (tid != getpid() && strncmp(name, "stackshot-", 10) == 0);
+           (strncmp(name, "stackshot-", 10) == 0 && tid != getpid()); /* getpid: a system call */
 }
 
 /* A thread started by the agent's libraries (gRPC starts its threads
@@ -277,10 +312,13 @@ static void note_cpu_after_handler(const pending *p) {
 }
 
 /* Read stat into k. A different start time means the kernel gave this
- * tid to a new thread since we last looked: forget the old one. */
-static int read_stat(known *k) {
+ * tid to a new thread since we last looked: forget the old one. `keep`:
+ * keep the file open for the next read (a thread seen for the first time
+ * or idle is read once: most never run again soon, and a kept descriptor
+ * costs two system calls to move high and two to close). */
+static int read_stat_kept(known *k, bool keep) {
     uint64_t start = k->st.start_ticks;
-    int rc = ss_task_read_stat(k->tid, &k->files, &k->st);
+    int rc = ss_task_read_stat(k->tid, keep ? &k->files : NULL, &k->st);
     if (rc != 0)
         return rc;
     if (k->seen && k->st.start_ticks != start) {
@@ -295,6 +333,8 @@ static int read_stat(known *k) {
     }
     return 0;
 }
+
+static int read_stat(known *k) { return read_stat_kept(k, true); }
 
 /* Read what changes while a thread runs: where it is (the syscall file:
  * "running", or the system call it sleeps in, with SP and PC) and its
@@ -476,8 +516,7 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     bool truncated;
     uint32_t n = resolve(s, ips, res.n, end == SS_UW_CUT_COPY, 0, &truncated);
     p->same_stack = same_frames(k, s->scratch, n);
-    keep_stack(k, s->scratch, n);
-    k->truncated = truncated;
+    keep_stack(k, s->scratch, n, truncated);
     k->settled = true;
     k->last_cpu = cpu;
     s->cut_copy += end == SS_UW_CUT_COPY;
@@ -540,18 +579,31 @@ static ss_sig_slot *assign_slot(sampler *s, known *k) {
  * threads go into the round; *skipped and *blocked count the others.
  *
  * /proc reads are the bulk of a round's cost, so a thread's stat is read
- * when first seen and every BLOCK_RECHECK rounds; where it is (syscall)
+ * when first seen and every refresh_rounds() rounds; where it is (syscall)
  * and its I/O when it has run; SigBlk only before it would be signalled;
  * an idle thread costs one clock_gettime. */
+/* Rounds between two reads of an idle thread's stat (its name or nice
+ * value may change while it sleeps: another thread can set both): every
+ * BLOCK_RECHECK rounds, at most once a second. */
+static uint64_t refresh_rounds(const sampler *s) {
+    uint64_t per_second = s->cfg.interval_ms ? (1000 + s->cfg.interval_ms - 1) / s->cfg.interval_ms : 1;
+    return per_second > BLOCK_RECHECK ? per_second : BLOCK_RECHECK;
+}
+
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
+    uint64_t refresh = refresh_rounds(s);
     bool copy = s->mode == SS_UNWIND_COPY;
     uint64_t now_boot = ss_boottime_ns();
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
-        if (k->tid == me || ss_internal_thread_is(k->tid))
+        if (k->tid == me || ss_internal_thread_is(k->tid)) {
+            /* still there? (the list is kept while no thread is gone) */
+            if (k->tid != me && ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
+                s->relist = true;
             continue;
+        }
         pending *p = &s->work[n];
         memset(p, 0, sizeof *p);
         p->k = k;
@@ -559,18 +611,21 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         p->cpu = ss_thread_cpu_ns(k->tid);
         if (p->cpu == SS_UNKNOWN_U64) {
             (*skipped)++; /* exited since listed */
+            s->relist = true;
             continue;
         }
         /* name, nice and start time: when first seen, then every
-         * BLOCK_RECHECK rounds */
+         * refresh rounds, each thread in its own round (by tid) so that a
+         * round reads a share of them, not all at once */
         bool first = !k->seen;
-        bool fresh = first || s->rounds - k->refreshed >= BLOCK_RECHECK;
+        bool fresh = first || s->rounds - k->refreshed >= refresh;
         if (fresh) {
-            if (read_stat(k) != 0) {
+            if (read_stat_kept(k, !first && !idle_since_last(k, p->cpu)) != 0) {
                 (*skipped)++;
                 continue;
             }
-            k->refreshed = s->rounds;
+            uint64_t early = first ? (uint64_t)k->tid % refresh : 0;
+            k->refreshed = s->rounds > early ? s->rounds - early : 0;
             k->seen = true;
         }
         if (is_ours(k->tid, k->st.name, me))
@@ -792,9 +847,8 @@ static bool take_answer(sampler *s, pending *p) {
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
-    k->truncated = truncated;
     p->same_stack = same_frames(k, s->scratch, n);
-    keep_stack(k, s->scratch, n);
+    keep_stack(k, s->scratch, n, truncated);
     s->signalled++;
     return true;
 }
@@ -818,12 +872,45 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     fill_facts(p, t, now_boot, now_wall);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
-    ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,
-                    &t->state_detail);
-    for (uint32_t i = 0; i < n; i++)
-        if (ss_round_builder_add_frame(s->builder, &k->frames[i]) != 0)
-            break;
+    /* its identity: exporters reuse what they made of it last time */
+    uint64_t id = k->have_stack && ss_stack_reuse() ? k->stack_id : 0;
+    t->stack_id = id;
+    t->same_stack = id && id == k->emitted_id;
+    k->emitted_id = id;
+    /* the state is a function of the /proc state, the system call and the
+     * frames: decided again only when one of them changed */
+    if (!id || k->state_of != id || k->state_letter != k->st.state ||
+        k->state_nr != k->syscall_nr) {
+        ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &k->state, &k->status,
+                        &k->state_detail);
+        k->state_of = id;
+        k->state_letter = k->st.state;
+        k->state_nr = k->syscall_nr;
+    }
+    t->state = k->state;
+    t->status = k->status;
+    t->state_detail = k->state_detail;
+    ss_round_builder_add_frames(s->builder, k->frames, n); /* a failure fails the round */
     return true;
+}
+
+/* Listing /proc/self/task costs about 0.35 us per thread (the kernel
+ * makes a dentry for each), a third of a round over idle threads. It is
+ * not needed when the process has as many threads as were listed last
+ * time and every one of those is still there: then they are all its
+ * threads. The count is one read of /proc/self/stat; "still there" is
+ * each thread's CPU clock, which the round reads anyway: a clock that
+ * does not answer (the thread is gone; a clock id names only threads of
+ * this process) makes the next round list again. Listed anyway every
+ * RELIST_ROUNDS rounds. */
+#define RELIST_ROUNDS 64u
+
+static bool must_list(sampler *s) {
+    if (s->relist || s->n_threads == 0 || s->rounds == 0 ||
+        s->rounds - s->listed_round >= RELIST_ROUNDS || !ss_stack_reuse())
+        return true;
+    int n = ss_proc_thread_count();
+    return n <= 0 || (uint32_t)n != s->n_threads;
 }
 
 static ss_round *take_round(sampler *s) {
@@ -831,9 +918,15 @@ static ss_round *take_round(sampler *s) {
     uint64_t now_wall = ss_wall_ns();
     uint32_t skipped = 0, blocked = 0;
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
-    int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
-    if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
-        return NULL;
+    if (must_list(s)) {
+        int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
+        if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
+            return NULL;
+        s->relist = false;
+        s->listed_round = s->rounds;
+    } else {
+        s->lists_saved++;
+    }
     if (s->n_threads > s->cap_work) {
         pending *w = realloc(s->work, (size_t)s->n_threads * sizeof *w);
         if (!w)
@@ -1280,6 +1373,7 @@ void ss_native_sample_counts(ss_native_counts *c) {
     c->sent = ss_sig_sent();
     c->no_altstack = active->no_altstack;
     c->off_stack = ss_sig_off_stack_total();
+    c->lists_saved = active->lists_saved;
 }
 
 void ss_native_bench_force_signal(bool on) { force_signal = on; }

@@ -385,6 +385,43 @@ int ss_proc_list_tids(pid_t **tids, size_t *cap) {
     return (int)n;
 }
 
+int ss_proc_thread_count(void) {
+    /* The task directory's link count is 2 + the number of threads
+     * (proc_task_getattr): one stat, 1.5 us, where /proc/self/stat sums
+     * the CPU times of every thread first (9 us with 200 threads). A
+     * kernel that does not count them there falls back to num_threads. */
+    struct stat st;
+    /* through the kept directory when it is still ours (0.3 us) */
+    if (task_dir_gen == generation && task_dir.fd >= 0 && fstat(task_dir.fd, &st) == 0 &&
+        (uint64_t)st.st_dev == (uint64_t)task_dir.dev &&
+        (uint64_t)st.st_ino == (uint64_t)task_dir.ino && st.st_nlink > 2 &&
+        st.st_nlink < INT32_MAX)
+        return (int)(st.st_nlink - 2);
+    if (stat("/proc/self/task", &st) == 0 && st.st_nlink > 2 && st.st_nlink < INT32_MAX)
+        return (int)(st.st_nlink - 2);
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char buf[1024];
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    int err = errno;
+    close(fd);
+    if (n <= 0)
+        return n < 0 ? -err : -EIO;
+    buf[n] = '\0';
+    /* field 20, num_threads: the 18th after the name's last ')' */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    if (!p)
+        return -EINVAL;
+    long v = strtol(p + 1, NULL, 10);
+    return v > 0 && v < INT32_MAX ? (int)v : -EINVAL;
+}
+
 /* ---- parsers ------------------------------------------------------- */
 
 static int parse_stat(char *buf, ss_proc_stat *out) {

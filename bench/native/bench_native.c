@@ -19,12 +19,32 @@
  *   D  100 idle + 2 spinning threads, a round every second (the default
  *      interval): the agent's CPU (the sampling thread and the handlers
  *      in the spinners) per second.
+ *   E  198 blocked + 2 spinning threads x 50 frames, a round every 20 ms:
+ *      the agent's CPU per round with each exporter: the sampling thread,
+ *      the handlers, and the exporter's work on the round (text: the
+ *      consume that formats and writes the file; otlp_logs: the encoding
+ *      of its requests, not the network; otlp_profiles: adding the round
+ *      to the period, plus the period's encoding shared out over its
+ *      rounds), all measured on this thread's CPU clock. Twice in the
+ *      same run: with stack identities (what an exporter made of an
+ *      unchanged stack is reused) and without (STACKSHOT_STACK_REUSE=
+ *      false: everything formatted every round), on the same threads.
+ *      Then the same host under the whole agent (stackshot_start, text
+ *      exporter, 20 ms) for `repeats` seconds each way: the CPU clocks of
+ *      all the agent's threads (sampler, fan-out, exporter) per round.
  *
- * usage: bench_native [repeats [cases]]   (default 5, ABCD). Prints a
+ * usage: bench_native [repeats [cases]]   (default 5, ABCDE; e: E with reuse only). Prints a
  * table; asserts nothing. Run it alone on the machine for meaningful
  * figures. */
 #define _GNU_SOURCE
 #include "samplers/ss_samplers.h"
+#include "exporters/common/aggregate.h"
+#include "exporters/otlp_logs/logs.h"
+#include "exporters/profiles/encode.h"
+#include "exporters/ss_exporters.h"
+#include "stackshot.h"
+
+extern const ss_exporter_ops ss_text_exporter;
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -275,11 +295,231 @@ static void first_round(int n, int depth, int repeats, double *mean_us, double *
     *rss_kb = rss;
 }
 
+/* E: the 200-thread host at 20 ms, the agent's CPU per round per exporter. */
+typedef struct e_cost {
+    double sampler, handlers, text, logs, prof_add, prof_encode;
+    uint64_t text_bytes;
+    uint32_t rounds, threads;
+    size_t memo_bytes; /* what otlp_logs' memo held at the end */
+} e_cost;
+
+static void e_measure(int rounds, bool reuse, e_cost *c) {
+    memset(c, 0, sizeof *c);
+    ss_stack_reuse_set(reuse);
+    ss_config tcfg = cfg;
+    snprintf(tcfg.output_dir, sizeof tcfg.output_dir, "/tmp/bench_native.%d", (int)getpid());
+    ss_exporter_stats tstats;
+    memset(&tstats, 0, sizeof tstats);
+    void *text = NULL;
+    if (ss_text_exporter.open(&text, &tcfg, &tstats) != 0)
+        text = NULL;
+    ss_otlp_resource res;
+    bool have_res = ss_otlp_resource_build(&res) == 0;
+    ss_logs_encoder enc;
+    ss_logs_encoder_init(&enc);
+    ss_buf req;
+    ss_buf_init(&req);
+    ss_agg *agg = ss_agg_create(cfg.max_memory / 4);
+    for (int i = -3; i < rounds; i++) { /* 3 to settle: stacks known, memos filled */
+        ss_round *r;
+        ss_native_counts n0, n1;
+        ss_native_sample_counts(&n0);
+        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (ss_native_sample_once(&cfg, &r) != 0) {
+            fprintf(stderr, "bench_native: round failed\n");
+            break;
+        }
+        uint64_t c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (text)
+            ss_text_exporter.consume(text, r);
+        uint64_t c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        for (uint32_t first = 0; have_res && first < r->n_threads;) {
+            uint32_t recs, dropped;
+            int used = ss_logs_encode(&enc, &res, r, first, SS_LOGS_DEFAULT_BATCH,
+                                      SS_LOGS_MAX_REQUEST, ss_wall_ns(), &req, &recs, &dropped);
+            if (used <= 0)
+                break;
+            first += (uint32_t)used;
+        }
+        uint64_t c3 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        if (agg)
+            ss_agg_add_round(agg, r);
+        uint64_t c4 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        double hs[4096];
+        ss_native_sample_counts(&n1); /* this round's handlers: the newest */
+        uint64_t sent = n1.sent - n0.sent;
+        uint32_t nh = ss_native_handler_ns(hs, sent < 4096 ? (uint32_t)sent : 4096);
+        if (i >= 0) {
+            c->sampler += (double)(c1 - c0) / 1e3;
+            c->text += (double)(c2 - c1) / 1e3;
+            c->logs += (double)(c3 - c2) / 1e3;
+            c->prof_add += (double)(c4 - c3) / 1e3;
+            for (uint32_t k = 0; k < nh; k++)
+                c->handlers += hs[k] / 1e3;
+            c->rounds++;
+            c->threads = r->n_threads;
+        }
+        ss_round_unref(r);
+        nap_us(20000);
+    }
+    if (agg && !ss_agg_empty(agg)) {
+        ss_prof_request_opts o = {.version = SS_OTLP_PROF_V1DEVELOPMENT, .timestamps = true};
+        ss_buf out;
+        ss_buf_init(&out);
+        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        ss_otlp_profiles_encode(agg, &o, &out);
+        c->prof_encode = (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e3;
+        ss_buf_free(&out);
+    }
+    c->text_bytes = atomic_load(&tstats.bytes_sent);
+    ss_memo_stats ms;
+    ss_stack_memo_stats(enc.memo, &ms);
+    c->memo_bytes = ms.bytes;
+    ss_agg_destroy(agg);
+    ss_buf_free(&req);
+    ss_logs_encoder_free(&enc);
+    if (have_res)
+        ss_otlp_resource_free(&res);
+    if (text)
+        ss_text_exporter.close(text, 0);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tcfg.output_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_native: could not remove %s\n", tcfg.output_dir);
+    ss_stack_reuse_set(true);
+}
+
+/* The CPU clocks of the agent's threads (registered as internal), summed. */
+static uint64_t agent_threads_cpu(void) {
+    pid_t *tids = NULL;
+    size_t cap = 0;
+    int n = ss_proc_list_tids(&tids, &cap);
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++)
+        if (ss_internal_thread_is(tids[i])) {
+            uint64_t c = ss_thread_cpu_ns(tids[i]);
+            if (c != SS_UNKNOWN_U64)
+                sum += c;
+        }
+    free(tids);
+    return sum;
+}
+
+/* The whole agent (stackshot_start: sampler thread, fan-out, the text
+ * exporter's thread writing its file) at 20 ms for `seconds`: the CPU of
+ * all its threads per round (threads that exit meanwhile are not counted:
+ * none do while it runs). */
+static double e_agent_text(bool reuse, int seconds, uint64_t *rounds_out) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/bench_native_agent.%d", (int)getpid());
+    setenv("STACKSHOT_OUTPUT_DIR", dir, 1);
+    setenv("STACKSHOT_EXPORTERS", "text", 1);
+    setenv("SPLUNK_PROFILER_CALL_STACK_INTERVAL", "20", 1);
+    setenv("STACKSHOT_LOG_LEVEL", "warn", 1);
+    ss_stack_reuse_set(reuse);
+    if (stackshot_start() != 0)
+        return -1;
+    nap_us(1000000); /* its first rounds: threads seen, memos filled */
+    ss_native_counts c0, c1;
+    ss_native_sample_counts(&c0);
+    uint64_t cpu0 = agent_threads_cpu();
+    nap_us((long)seconds * 1000000);
+    uint64_t cpu1 = agent_threads_cpu();
+    ss_native_sample_counts(&c1);
+    stackshot_stop();
+    ss_stack_reuse_set(true);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_native: could not remove %s\n", dir);
+    uint64_t rounds = c1.rounds - c0.rounds;
+    *rounds_out = rounds;
+    return rounds ? (double)(cpu1 - cpu0) / 1e3 / (double)rounds : -1;
+}
+
+static void case_e(int repeats, bool reuse_only) {
+    ss_native_release(); /* a sampler of a 20 ms agent */
+    cfg.interval_ms = 20;
+    group blocked, spin;
+    group_start(&blocked, 198, 50, IDLE);
+    group_start(&spin, 2, 50, SPIN);
+    int rounds = repeats * 20;
+    e_cost on, off;
+    /* baseline first, each twice (the second counts): caches warm for both */
+    for (int i = 0; i < 2; i++) {
+        if (!reuse_only)
+            e_measure(rounds, false, &off);
+        e_measure(rounds, true, &on);
+    }
+    if (reuse_only)
+        off = on;
+    const e_cost *cs[2] = {&off, &on};
+    const char *label[2] = {"everything formatted (STACKSHOT_STACK_REUSE=false)",
+                            "unchanged stacks reused"};
+    double total[2][3];
+    for (int m = reuse_only ? 1 : 0; m < 2; m++) {
+        const e_cost *c = cs[m];
+        double n = c->rounds ? c->rounds : 1;
+        double base = (c->sampler + c->handlers) / n;
+        /* the period's encoding shared out over its rounds */
+        double prof = c->prof_add / n + c->prof_encode / n;
+        total[m][0] = base + c->text / n;
+        total[m][1] = base + c->logs / n;
+        total[m][2] = base + prof;
+        char note[200];
+        snprintf(note, sizeof note,
+                 "%s: %u threads; sampler %.0f + handlers %.0f us/round; %.0f KB text/round; "
+                 "otlp_logs memo %.0f KB",
+                 label[m], c->threads, c->sampler / n, c->handlers / n,
+                 (double)c->text_bytes / n / 1e3, (double)c->memo_bytes / 1e3);
+        printf("%s\n", note);
+        char what[100];
+        const char *names[3] = {"text", "otlp_logs", "otlp_profiles"};
+        double exp_us[3] = {c->text / n, c->logs / n, prof};
+        for (int x = 0; x < 3; x++) {
+            snprintf(what, sizeof what, "E 200 thr x 50, 20 ms, %s%s: agent CPU/round", names[x],
+                     m ? "" : " (no reuse)");
+            snprintf(note, sizeof note, "exporter %.0f us%s", exp_us[x],
+                     x == 2 ? " (add + period encode / rounds)" : "");
+            row(what, x < 2 ? "<= 1 ms" : "", total[m][x] / 1e3, "ms", 0, note);
+        }
+    }
+    for (int x = 0; x < 3 && !reuse_only; x++)
+        printf("E   %s: reused / formatted every round = %.2f\n",
+               x == 0 ? "text" : x == 1 ? "otlp_logs" : "otlp_profiles",
+               total[1][x] / total[0][x]);
+    if (!reuse_only) {
+        /* the same host under the whole agent, text exporter */
+        ss_native_release();
+        double agent[2];
+        uint64_t n[2];
+        for (int m = 0; m < 2; m++)
+            agent[m] = e_agent_text(m == 1, repeats, &n[m]);
+        char note[160];
+        for (int m = 0; m < 2; m++) {
+            snprintf(note, sizeof note,
+                     "all agent threads over %llu rounds (sampler, fan-out, exporter%s)",
+                     (unsigned long long)n[m], m ? "" : "; STACKSHOT_STACK_REUSE=false");
+            row(m ? "E agent running, text: agent threads' CPU/round"
+                  : "E agent running, text (no reuse): agent threads' CPU/round",
+                "<= 1 ms", agent[m] / 1e3, "ms", 0, note);
+        }
+        if (agent[0] > 0 && agent[1] > 0)
+            printf("E   agent running, text: reused / formatted every round = %.2f\n",
+                   agent[1] / agent[0]);
+    }
+    group_stop(&spin);
+    group_stop(&blocked);
+    one_round(NULL, NULL);
+    ss_native_release();
+    cfg.interval_ms = 1000;
+}
+
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
     if (repeats < 1)
         repeats = 1;
-    const char *cases = argc > 2 ? argv[2] : "ABCD";
+    const char *cases = argc > 2 ? argv[2] : "ABCDE";
     ss_log_set_level(SS_LOG_WARN);
     ss_config_load(&cfg);
     cfg.enabled = true;
@@ -424,6 +664,8 @@ int main(int argc, char **argv) {
         group_stop(&spin);
         group_stop(&idle);
     }
+    if (strchr(cases, 'E') || strchr(cases, 'e'))
+        case_e(repeats, !strchr(cases, 'E')); /* e: with reuse only (perf record) */
     printf("\nA, C: a round over threads the sampler has not seen yet (their stacks read from\n"
            "      /proc without a signal); the mean of the repeats. B: rounds every 20 ms over\n"
            "      threads that ran since the last one. /base: ratio to the serial signal round\n"

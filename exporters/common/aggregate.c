@@ -461,7 +461,21 @@ static bool stack_eq(const ss_agg *a, uint32_t idx, const void *key) {
            memcmp(a->stack_locs + x->start, a->scratch_locs, x->n * sizeof(uint32_t)) == 0;
 }
 
+static uint32_t intern_stack(ss_agg *a, const ss_round *r, const ss_thread_sample *t);
+
+/* The stack of t: kept from an earlier round of the period when its frames
+ * did not change (its stack_id: the index is valid until the reset). */
 static uint32_t stack_of(ss_agg *a, const ss_round *r, const ss_thread_sample *t) {
+    const ss_memo_entry *e = ss_stack_memo_get(a->stack_memo, t->stack_id);
+    if (e)
+        return (uint32_t)e->value;
+    uint32_t idx = intern_stack(a, r, t);
+    if (idx && t->stack_id)
+        ss_stack_memo_put(a->stack_memo, t->stack_id, idx, NULL, 0);
+    return idx;
+}
+
+static uint32_t intern_stack(ss_agg *a, const ss_round *r, const ss_thread_sample *t) {
     const ss_frame *f = ss_thread_frames(r, t);
     if (GROW(a, scratch_locs, t->frame_count + 1) != 0)
         return 0;
@@ -651,6 +665,7 @@ ss_agg *ss_agg_create(size_t limit) {
         return NULL;
     ss_buf_init(&a->chars);
     a->limit = limit;
+    a->stack_memo = ss_stack_memo_create(limit / 16 + 4096);
     ss_agg_reset(a);
     if (a->failed) {
         ss_agg_destroy(a);
@@ -693,6 +708,7 @@ void ss_agg_destroy(ss_agg *a) {
     if (!a)
         return;
     free_all(a);
+    ss_stack_memo_destroy(a->stack_memo);
     free(a);
 }
 
@@ -711,6 +727,7 @@ void ss_agg_reset(ss_agg *a) {
     a->start_ns = a->end_ns = a->interval_ns = 0;
     a->rounds = 0;
     a->failed = false;
+    ss_stack_memo_clear(a->stack_memo); /* its indices were this period's */
     if (seed(a) != 0)
         a->failed = true;
     /* The zero elements are not in the indexes: index 0 is never a hit, so
@@ -743,6 +760,7 @@ int ss_agg_add_round(ss_agg *a, const ss_round *r) {
             a->failed = true;
             return -ENOMEM;
         }
+    ss_stack_memo_sweep(a->stack_memo);
     return 0;
 }
 

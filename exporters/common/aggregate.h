@@ -160,6 +160,10 @@ typedef struct ss_agg {
     uint64_t rounds_refused;   /* over the memory limit, since creation */
     ss_runtime runtime;
 
+    /* stack_id -> index in stacks, this period: an unchanged stack is not
+     * looked up frame by frame again (NULL: no memo). */
+    ss_stack_memo *stack_memo;
+
     size_t bytes; /* allocated, charged to ss_mem */
     size_t limit;
     bool failed;  /* an allocation failed this period */

@@ -23,6 +23,13 @@
  * after). Returns 0 or -ENOMEM. */
 int ss_text_format_thread(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
 
+/* The two parts of ss_text_format_thread: the metadata and state lines
+ * (CPU time, state: they change while a thread sleeps in one place), and
+ * the frame lines, a function of the frames alone (ss_thread_sample.
+ * stack_id): exporters keep the latter for a stack that did not change. */
+int ss_text_format_thread_head(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
+int ss_text_format_thread_frames(const ss_round *r, const ss_thread_sample *t, ss_buf *out);
+
 /* The same, with the metadata line as jstack prints it on JDK 21 and
  * later: the os thread id after the number ("#<id> [<nid>] "), and nid
  * in decimal. */

@@ -23,6 +23,10 @@ typedef struct ss_logs_encoder {
     ss_buf text;
     ss_buf name;
     ss_buf shared;
+    /* stack_id -> the frame lines of a body (UTF-8 fixed), kept from the
+     * last round: a stack that did not change is not formatted again.
+     * Swept once the last thread of a round is encoded. NULL: none. */
+    ss_stack_memo *memo;
 } ss_logs_encoder;
 
 void ss_logs_encoder_init(ss_logs_encoder *e);

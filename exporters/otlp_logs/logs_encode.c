@@ -31,12 +31,15 @@ void ss_logs_encoder_init(ss_logs_encoder *e) {
     ss_buf_init(&e->text);
     ss_buf_init(&e->name);
     ss_buf_init(&e->shared);
+    e->memo = ss_stack_memo_create(ss_mem_limit() / 8);
 }
 
 void ss_logs_encoder_free(ss_logs_encoder *e) {
     ss_buf_free(&e->text);
     ss_buf_free(&e->name);
     ss_buf_free(&e->shared);
+    ss_stack_memo_destroy(e->memo);
+    e->memo = NULL;
 }
 
 static size_t varint_size(size_t v) {
@@ -81,6 +84,29 @@ static const char *utf8_name(ss_logs_encoder *e, const char *name) {
         return "";
     ss_utf8_fix(e->name.data, n);
     return e->name.data;
+}
+
+/* The body of t's record into e->text: its metadata and state lines,
+ * formatted, then its frame lines, kept from an earlier round when its
+ * stack did not change (each part is whole lines: fixing invalid UTF-8
+ * part by part gives what fixing the whole body gives). */
+static void format_body(ss_logs_encoder *e, const ss_round *r, const ss_thread_sample *t) {
+    ss_buf_reset(&e->text);
+    ss_text_format_thread_head(r, t, &e->text);
+    if (!e->text.failed)
+        ss_utf8_fix(e->text.data, e->text.len);
+    const ss_memo_entry *m = ss_stack_memo_get(e->memo, t->stack_id);
+    if (m) {
+        ss_buf_append(&e->text, m->data, m->len);
+        return;
+    }
+    size_t mark = e->text.len;
+    ss_text_format_thread_frames(r, t, &e->text);
+    if (e->text.failed)
+        return;
+    ss_utf8_fix(e->text.data + mark, e->text.len - mark);
+    if (t->stack_id)
+        ss_stack_memo_put(e->memo, t->stack_id, 0, e->text.data + mark, e->text.len - mark);
 }
 
 /* One LogRecord; its body is in e->text. */
@@ -130,10 +156,7 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
     uint32_t used = 0, kept = 0;
     for (; used < n; used++) {
         const ss_thread_sample *t = &r->threads[first + used];
-        ss_buf_reset(&e->text);
-        ss_text_format_thread(r, t, &e->text);
-        if (!e->text.failed)
-            ss_utf8_fix(e->text.data, e->text.len);
+        format_body(e, r, t);
         size_t mark = out->len;
         put_record(out, e, r, t, observed_ns);
         if (e->text.failed || e->shared.failed || out->failed)
@@ -148,6 +171,8 @@ int ss_logs_encode(ss_logs_encoder *e, const ss_otlp_resource *res, const ss_rou
         kept++;
     }
     *n_records = kept;
+    if (first + used >= r->n_threads)
+        ss_stack_memo_sweep(e->memo); /* the round is encoded: keep its stacks only */
     if (kept == 0) {
         ss_buf_reset(out);
         return (int)used;

@@ -2,7 +2,13 @@
  * <STACKSHOT_OUTPUT_DIR>/<program name>.<pid>.txt, appended round by round.
  * It is the output that needs no backend at all. The file is created at
  * the first write (a process that never writes a round leaves no file),
- * with the user the process runs as then. */
+ * with the user the process runs as then.
+ *
+ * The frame lines of a stack that did not change since the last round
+ * (the same ss_thread_sample.stack_id) are copied from what was written
+ * then (a memo of the last round's stacks), not formatted again; the
+ * metadata and state lines, whose CPU time and state move while a thread
+ * sleeps in one place, are formatted every round. */
 #include "../common/common.h"
 
 #include <errno.h>
@@ -15,6 +21,7 @@ typedef struct text_state {
     ss_output_file file; /* opened at the first write, again when the host took it */
     bool told_path;
     ss_buf buf;
+    ss_stack_memo *memo; /* stack_id -> its frame lines; NULL: format every time */
     ss_exporter_stats *stats;
     char path[1500];
     int told_errno; /* the write error last told: a full disk is told once */
@@ -29,9 +36,25 @@ static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     snprintf(name, sizeof name, "%s.txt", stem);
     ss_output_file_init(&s->file, cfg->output_dir, name, true);
     ss_buf_init(&s->buf);
+    /* at most an eighth of the agent's memory account: beyond, stacks are
+     * formatted every round as before */
+    s->memo = ss_stack_memo_create(ss_mem_limit() / 8);
     s->stats = stats;
     *state = s;
     return 0;
+}
+
+/* The frame lines of t: kept from an earlier round, or formatted (and kept). */
+static void put_frames(text_state *s, const ss_round *r, const ss_thread_sample *t) {
+    const ss_memo_entry *e = ss_stack_memo_get(s->memo, t->stack_id);
+    if (e) {
+        ss_buf_append(&s->buf, e->data, e->len);
+        return;
+    }
+    size_t mark = s->buf.len;
+    ss_text_format_thread_frames(r, t, &s->buf);
+    if (t->stack_id && !s->buf.failed)
+        ss_stack_memo_put(s->memo, t->stack_id, 0, s->buf.data + mark, s->buf.len - mark);
 }
 
 static void text_consume(void *state, ss_round *r) {
@@ -39,9 +62,11 @@ static void text_consume(void *state, ss_round *r) {
     ss_buf_reset(&s->buf);
     ss_text_format_round_header(r, &s->buf);
     for (uint32_t i = 0; i < r->n_threads; i++) {
-        ss_text_format_thread(r, &r->threads[i], &s->buf);
+        ss_text_format_thread_head(r, &r->threads[i], &s->buf);
+        put_frames(s, r, &r->threads[i]);
         ss_buf_putc(&s->buf, '\n');
     }
+    ss_stack_memo_sweep(s->memo); /* keeps this round's stacks only */
     if (s->buf.failed) {
         /* consumed but never written: lost, not delivered */
         atomic_fetch_add(&s->stats->records_dropped, r->n_threads);
@@ -86,6 +111,7 @@ static void text_close(void *state, uint64_t deadline_ns) {
     (void)deadline_ns;
     text_state *s = state;
     ss_output_file_close(&s->file);
+    ss_stack_memo_destroy(s->memo);
     ss_buf_free(&s->buf);
     free(s);
 }
