@@ -19,6 +19,8 @@
 #ifndef SS_AGENT_H
 #define SS_AGENT_H
 
+#include "otel_ctx.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -471,11 +473,33 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* Read the calling thread's span context. Async-signal-safe: a handler
  * interrupting a half-done update still reads a consistent pair. */
 bool ss_span_current(uint8_t trace_id[16], uint8_t span_id[8]);
-/* Where another thread's context lies: *offset bytes from its thread
- * pointer, *size bytes; false while no thread ever set one. Decode what
- * was read there with ss_span_decode. */
+/* Where the core's own writer's otel_thread_ctx_v1 lies (agent/span.c):
+ * *offset bytes from a thread's thread pointer, *size bytes; false while
+ * no thread ever set a span through it. */
 bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
-bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8]);
+
+/* OpenTelemetry thread context (OTEP 4947, agent/otel_thread.c): the
+ * record of the thread, from every module exporting otel_thread_ctx_v1
+ * (libstackshot.so's own writer among them). ss_otel_refresh on the
+ * sampler thread before a round (finds the modules; cheap when none was
+ * loaded since). ss_otel_read_self in a signal handler, on its own
+ * thread (async-signal-safe: loads only; ids and flags only);
+ * ss_otel_read_thread for a thread that is not running, through a reader
+ * that cannot fault (it returns the bytes read, or < 0). true: a valid
+ * record (out->valid is 1, attrs_size what was copied, at most
+ * SS_OTEL_ATTRS_MAX). */
+void ss_otel_refresh(void);
+/* OpenTelemetry process context (OTEP 4719, agent/otel_proc.c): publish
+ * (or update) the OTEL_CTX mapping with ss_otel_proc_payload's bytes.
+ * Called at every start (a forked child's too); 0 or -errno. */
+int ss_otel_proc_publish(void);
+/* The ProcessContext message: defined by exporters/otlp/process_ctx.c
+ * (the resource every OTLP export carries). */
+int ss_otel_proc_payload(ss_buf *b);
+bool ss_otel_have_sources(void);
+bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags);
+bool ss_otel_read_thread(uint64_t pthread, long (*read)(void *, uint64_t, size_t),
+                         ss_otel_rec *out);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */

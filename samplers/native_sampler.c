@@ -72,6 +72,7 @@ typedef struct known {
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
 } known;
@@ -460,6 +461,10 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     ss_uw_result res;
     ss_uw_end end = ss_walker_asleep(s->walker, sc->sp, sc->pc, sc->nr >= 0, hi, &ips, &res);
     bool whole = end == SS_UW_COMPLETE || end == SS_UW_CUT_COPY || end == SS_UW_CUT_DEPTH;
+    /* its span context, read before the check below, which then covers it */
+    find_pthread(s, k);
+    uint8_t trace[16], span[8], flags = 0;
+    bool has_span = whole && ss_walker_span(s->walker, k->pthread, trace, span, &flags);
     /* it did not run meanwhile: same CPU clock, same syscall line */
     ss_proc_syscall after;
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
@@ -482,8 +487,10 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     k->last_cpu = cpu;
     s->cut_copy += end == SS_UW_CUT_COPY;
     s->fp_guessed += res.fp_guessed;
-    find_pthread(s, k);
-    k->has_span = ss_walker_span(s->walker, k->pthread, k->trace_id, k->span_id);
+    k->has_span = has_span;
+    memcpy(k->trace_id, trace, 16);
+    memcpy(k->span_id, span, 8);
+    k->trace_flags = flags;
     p->asleep = true;
     k->read_asleep = true;
     return ASLEEP_READ;
@@ -760,6 +767,7 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     t->has_span = k->has_span;
     memcpy(t->trace_id, k->trace_id, 16);
     memcpy(t->span_id, k->span_id, 8);
+    t->trace_flags = k->trace_flags;
 }
 
 /* A signalled thread's answer into k. false: it did not answer. */
@@ -792,6 +800,7 @@ static bool take_answer(sampler *s, pending *p) {
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
+    k->trace_flags = a.trace_flags;
     k->truncated = truncated;
     p->same_stack = same_frames(k, s->scratch, n);
     keep_stack(k, s->scratch, n);
@@ -843,6 +852,7 @@ static ss_round *take_round(sampler *s) {
     }
     if (ss_sig_begin(s->n_threads) != 0)
         return NULL;
+    ss_otel_refresh(); /* modules publishing thread context (OTEP 4947) */
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
     s->no_altstack_round = 0;

@@ -71,6 +71,7 @@ struct ss_sig_slot {
     bool cut_copy;     /* copy mode: the stack went on past the copy */
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;
     uint64_t *ips;
     /* copy mode: set by the sampler before signalling */
     uint64_t stack_lo, stack_hi; /* the thread's stack as known; 0: unknown */
@@ -438,7 +439,7 @@ static void handler_copy(siginfo_t *si, void *uc) {
     s->no_room = room != ROOM_OK;
     if (room == ROOM_OK) {
         copy_context(s, uc);
-        s->has_span = ss_span_current(s->trace_id, s->span_id);
+        s->has_span = ss_otel_read_self(s->trace_id, s->span_id, &s->trace_flags);
         s->pthread = (uint64_t)pthread_self();
     } else {
         count_refused(room);
@@ -486,7 +487,7 @@ static void handler(int sig, siginfo_t *si, void *uc) {
         } else {
             s->no_room = false;
             s->depth = unwind_into(s, uc);
-            s->has_span = ss_span_current(s->trace_id, s->span_id);
+            s->has_span = ss_otel_read_self(s->trace_id, s->span_id, &s->trace_flags);
             s->pthread = (uint64_t)pthread_self();
             struct timespec cpu; /* clock_gettime is async-signal-safe */
             s->cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0
@@ -984,6 +985,7 @@ bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
     out->has_span = s->has_span;
     memcpy(out->trace_id, s->trace_id, 16);
     memcpy(out->span_id, s->span_id, 8);
+    out->trace_flags = s->trace_flags;
     return true;
 }
 

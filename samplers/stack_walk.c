@@ -337,16 +337,16 @@ uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi) {
     return 0;
 }
 
-bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8]) {
+bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8],
+                    uint8_t *flags) {
     (void)w;
-    ptrdiff_t off;
-    size_t size;
-    uint8_t buf[128];
-    if (!pthread || !ss_span_tls_where(&off, &size) || size > sizeof buf)
+    ss_otel_rec r;
+    if (!pthread || !ss_otel_read_thread(pthread, ss_uw_read_memory, &r))
         return false;
-    if (ss_uw_read_memory(buf, pthread + (uint64_t)off, size) != (long)size)
-        return false;
-    return ss_span_decode(buf, trace_id, span_id);
+    memcpy(trace_id, r.trace_id, 16);
+    memcpy(span_id, r.span_id, 8);
+    *flags = r.trace_flags;
+    return true;
 }
 
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached) {

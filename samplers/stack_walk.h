@@ -57,7 +57,8 @@ void ss_walker_note_main(uint64_t pthread);
 uint64_t ss_walker_main_pthread(void);
 
 /* The span context of a thread from its memory (thread pointer `pthread`). */
-bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8]);
+bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8],
+                    uint8_t *flags);
 
 /* Counters of the unwinder's rule cache. */
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached);

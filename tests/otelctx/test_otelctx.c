@@ -1,0 +1,283 @@
+/* test_otelctx.c: spans read from OpenTelemetry thread context (OTEP 4947)
+ * by the native sampler, in-process (cmocka, the static core).
+ *
+ * A writer (writer.c, built as a TLSDESC library, a traditional
+ * global-dynamic library, into the executable with initial-exec, or opened
+ * with dlopen after start: one test binary each) publishes spans from
+ * busy and sleeping threads. Each thread switches to a new span for every
+ * turn of its loop and spends the turn in otel_in_odd or otel_in_even by
+ * the span's parity: a sample whose stack is in one of them must carry
+ * that thread's span of that parity (a span read late, or from another
+ * thread, does not). Threads with no span, with a record marked invalid,
+ * and with the pointer set back to NULL carry none. A thread using the
+ * core's own stackshot_set_span_context is read the same way. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "samplers/ss_samplers.h"
+#include "stackshot.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef void (*set_fn)(const uint8_t *, const uint8_t *, uint8_t, const char *);
+typedef void (*clear_fn)(void);
+typedef void (*invalid_fn)(const uint8_t *, const uint8_t *);
+static set_fn w_set;
+static clear_fn w_clear;
+static invalid_fn w_invalid;
+
+#ifndef WRITER_DLOPEN
+void otel_test_set(const uint8_t *, const uint8_t *, uint8_t, const char *);
+void otel_test_clear(void);
+void otel_test_invalid(const uint8_t *, const uint8_t *);
+#endif
+
+static void load_writer(void) {
+#ifdef WRITER_DLOPEN
+    void *h = dlopen(WRITER_DLOPEN, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+    assert_non_null(h);
+    w_set = (set_fn)dlsym(h, "otel_test_set");
+    w_clear = (clear_fn)dlsym(h, "otel_test_clear");
+    w_invalid = (invalid_fn)dlsym(h, "otel_test_invalid");
+#else
+    w_set = otel_test_set;
+    w_clear = otel_test_clear;
+    w_invalid = otel_test_invalid;
+#endif
+    assert_non_null(w_set);
+    assert_non_null(w_clear);
+    assert_non_null(w_invalid);
+}
+
+#define NB 3 /* busy threads */
+#define NS 3 /* sleeping threads */
+
+static atomic_int stop;
+static atomic_int started;
+
+static void nap_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void work(bool busy) {
+    if (!busy) {
+        nap_ms(30);
+        return;
+    }
+    uint64_t end = mono_ms() + 20;
+    volatile uint64_t x = 0;
+    while (mono_ms() < end && !atomic_load(&stop))
+        for (int i = 0; i < 1000; i++)
+            x += (uint64_t)i;
+}
+
+__attribute__((noinline)) void otel_in_odd(bool busy) {
+    work(busy);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void otel_in_even(bool busy) {
+    work(busy);
+    __asm__ volatile("" ::: "memory");
+}
+
+typedef struct worker_arg {
+    int idx;
+    bool busy;
+    char name[16];
+} worker_arg;
+
+static void ids(int idx, uint32_t e, uint8_t trace[16], uint8_t span[8]) {
+    memset(trace, 0, 16);
+    memset(span, 0, 8);
+    trace[0] = 0x5a;
+    trace[1] = (uint8_t)idx;
+    trace[14] = (uint8_t)(e >> 8);
+    trace[15] = (uint8_t)e;
+    span[0] = (uint8_t)(idx + 1);
+    span[6] = (uint8_t)(e >> 8);
+    span[7] = (uint8_t)e;
+}
+
+static void *traced(void *p) {
+    worker_arg *a = p;
+    pthread_setname_np(pthread_self(), a->name);
+    atomic_fetch_add(&started, 1);
+    for (uint32_t e = 1; !atomic_load(&stop); e++) {
+        uint8_t trace[16], span[8];
+        ids(a->idx, e, trace, span);
+        w_set(trace, span, (uint8_t)(e & 1), "/route");
+        if (e & 1)
+            otel_in_odd(a->busy);
+        else
+            otel_in_even(a->busy);
+        w_clear();
+    }
+    return NULL;
+}
+
+/* no span: never set (ou), marked invalid (oi), set then cleared (oc) */
+static void *untraced(void *p) {
+    worker_arg *a = p;
+    pthread_setname_np(pthread_self(), a->name);
+    uint8_t trace[16], span[8];
+    ids(a->idx, 7, trace, span);
+    if (a->idx == 1)
+        w_invalid(trace, span);
+    if (a->idx == 2) {
+        w_set(trace, span, 1, "/gone");
+        w_clear();
+    }
+    atomic_fetch_add(&started, 1);
+    while (!atomic_load(&stop)) {
+        otel_in_odd(true);
+        otel_in_even(false);
+    }
+    return NULL;
+}
+
+/* the core's own writer (stackshot_set_span_context of the static core) */
+static void *own_api(void *p) {
+    worker_arg *a = p;
+    pthread_setname_np(pthread_self(), a->name);
+    atomic_fetch_add(&started, 1);
+    for (uint32_t e = 1; !atomic_load(&stop); e++) {
+        uint8_t trace[16], span[8];
+        ids(a->idx, e, trace, span);
+        stackshot_set_span_context_flags(trace, span, (uint8_t)(e & 1));
+        if (e & 1)
+            otel_in_odd(a->busy);
+        else
+            otel_in_even(a->busy);
+        stackshot_clear_span_context();
+    }
+    return NULL;
+}
+
+static bool has_fn(const ss_round *r, const ss_thread_sample *t, const char *fn) {
+    const ss_frame *f = ss_thread_frames(r, t);
+    for (uint32_t i = 0; i < t->frame_count; i++)
+        if (f[i].fn && strcmp(f[i].fn->name, fn) == 0)
+            return true;
+    return false;
+}
+
+static int parity_of(const ss_round *r, const ss_thread_sample *t) {
+    if (has_fn(r, t, "otel_in_odd"))
+        return 1;
+    if (has_fn(r, t, "otel_in_even"))
+        return 0;
+    return -1;
+}
+
+static void test_spans_follow_threads(void **state) {
+    (void)state;
+    load_writer();
+    enum { NT = NB + NS + 3 + 2 };
+    worker_arg args[NT];
+    pthread_t th[NT];
+    int n = 0;
+    for (int i = 0; i < NB + NS; i++, n++) {
+        args[n] = (worker_arg){.idx = i, .busy = i < NB};
+        snprintf(args[n].name, sizeof args[n].name, "%s%d", i < NB ? "ob" : "os", i);
+        pthread_create(&th[n], NULL, traced, &args[n]);
+    }
+    static const char *const none[3] = {"ou", "oi", "oc"};
+    for (int i = 0; i < 3; i++, n++) {
+        args[n] = (worker_arg){.idx = i};
+        snprintf(args[n].name, sizeof args[n].name, "%s", none[i]);
+        pthread_create(&th[n], NULL, untraced, &args[n]);
+    }
+    for (int i = 0; i < 2; i++, n++) {
+        args[n] = (worker_arg){.idx = 40 + i, .busy = i == 0};
+        snprintf(args[n].name, sizeof args[n].name, "oa%d", i);
+        pthread_create(&th[n], NULL, own_api, &args[n]);
+    }
+    while (atomic_load(&started) < NT)
+        nap_ms(5);
+
+    ss_config cfg;
+    ss_config_load(&cfg);
+    int checked_busy = 0, checked_sleep = 0, checked_own = 0, checked_none = 0;
+    int wrong = 0, attrs_seen = 0;
+    for (int round = 0; round < 40 && (checked_busy < 6 || checked_sleep < 6 ||
+                                      checked_own < 2 || round < 10);
+         round++) {
+        ss_round *r = NULL;
+        assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+        for (uint32_t i = 0; i < r->n_threads; i++) {
+            const ss_thread_sample *t = &r->threads[i];
+            int par = parity_of(r, t);
+            bool is_traced = t->name[0] == 'o' && (t->name[1] == 'b' || t->name[1] == 's');
+            bool is_own = t->name[0] == 'o' && t->name[1] == 'a';
+            bool is_none = t->name[0] == 'o' && strchr("uic", t->name[1]) && !t->name[2];
+            if (is_none && par >= 0) {
+                checked_none++;
+                if (t->has_span) {
+                    fprintf(stderr, "%s: a span where there is none\n", t->name);
+                    wrong++;
+                }
+            }
+            if ((!is_traced && !is_own) || par < 0)
+                continue;
+            int idx = atoi(t->name + 2) + (is_own ? 40 : 0);
+            bool ok = t->has_span && t->trace_id[0] == 0x5a && t->trace_id[1] == idx &&
+                      t->span_id[0] == idx + 1 && (t->span_id[7] & 1) == par &&
+                      t->trace_id[15] == t->span_id[7] && t->trace_flags == par;
+            if (!ok) {
+                fprintf(stderr, "%s in %s: has_span %d trace %02x%02x..%02x span %02x..%02x "
+                                "flags %u\n",
+                        t->name, par ? "odd" : "even", t->has_span, t->trace_id[0],
+                        t->trace_id[1], t->trace_id[15], t->span_id[0], t->span_id[7],
+                        t->trace_flags);
+                wrong++;
+            } else if (is_own) {
+                checked_own++;
+            } else if (t->name[1] == 'b') {
+                checked_busy++;
+            } else {
+                checked_sleep++;
+            }
+        }
+        (void)attrs_seen;
+        ss_round_unref(r);
+        nap_ms(15);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    ss_native_release();
+    fprintf(stderr, "checked: busy %d, sleeping %d, own writer %d, no span %d; wrong %d\n",
+            checked_busy, checked_sleep, checked_own, checked_none, wrong);
+    assert_int_equal(wrong, 0);
+    assert_true(checked_busy >= 1);
+    assert_true(checked_sleep >= 1);
+    assert_true(checked_own >= 1);
+    assert_true(checked_none >= 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spans_follow_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
