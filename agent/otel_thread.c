@@ -24,7 +24,7 @@
  * sampler thread's). No call into the dynamic linker
  * (__tls_get_addr may allocate, and is not async-signal-safe): only loads.
  *
- * Two readers share one path (read_source): the signal handler reads its
+ * Two readers share one path (slot_of, read_slot): the signal handler reads its
  * own thread with plain loads (the thread is stopped under it, so the
  * record is whatever the writer left: whole or marked invalid, as the
  * OTEP's protocol makes it); the sampler reads a thread asleep in a system
@@ -67,16 +67,18 @@ static bool scanned, own_in;
 
 typedef long (*reader)(void *dst, uint64_t addr, size_t n);
 
-/* The handler's reader: its own thread's memory, plain loads. */
+/* The handler's reader: its own thread's memory, plain loads (its own
+ * TLS, DTV and the record its writer pointed at). */
 static long read_own(void *dst, uint64_t addr, size_t n) {
-    const volatile uint8_t *p = (const volatile uint8_t *)(uintptr_t)addr;
-    uint8_t *d = dst;
-    for (size_t i = 0; i < n; i++)
-        d[i] = p[i];
+    memcpy(dst, (const void *)(uintptr_t)addr, n);
     return (long)n;
 }
 
 static bool read_u64(reader rd, uint64_t addr, uint64_t *v) {
+    if (rd == read_own) { /* no call through a pointer in the handler */
+        memcpy(v, (const void *)(uintptr_t)addr, 8);
+        return true;
+    }
     return rd(v, addr, 8) == 8;
 }
 
@@ -108,14 +110,19 @@ typedef struct head {
 
 _Static_assert(sizeof(head) == SS_OTEL_REC_HEAD, "OTEP 4947 layout");
 
-/* The record of one source: its head into *h, and up to cap bytes of
- * attrs-data into attrs (*n of them). */
-static bool read_source(const source *src, uint64_t tp, reader rd, head *h, uint8_t *attrs,
-                        size_t cap, size_t *n) {
+/* The address of the thread's variable for one source (0: none yet). */
+static uint64_t slot_of(const source *src, uint64_t tp, reader rd) {
     uint64_t block = block_of(src, tp, rd);
+    return block ? block + src->off : 0;
+}
+
+/* The record at a variable: its head into *h, and up to cap bytes of
+ * attrs-data into attrs (*n of them). */
+static bool read_slot(uint64_t slot, reader rd, head *h, uint8_t *attrs, size_t cap,
+                      size_t *n) {
     uint64_t rec;
     *n = 0;
-    if (!block || !read_u64(rd, block + src->off, &rec) || rec == 0 || (rec & 1))
+    if (!slot || !read_u64(rd, slot, &rec) || rec == 0 || (rec & 1))
         return false;
     if (rd(h, rec, sizeof *h) != (long)sizeof *h || h->valid != 1)
         return false;
@@ -125,43 +132,56 @@ static bool read_source(const source *src, uint64_t tp, reader rd, head *h, uint
     return true;
 }
 
-static bool read_all(uint64_t tp, reader rd, head *h, uint8_t *attrs, size_t cap, size_t *n) {
+bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags) {
     const table *t = atomic_load_explicit(&current, memory_order_acquire);
-    if (!t || !tp)
-        return false;
-    for (uint32_t i = 0; i < t->n; i++)
-        if (read_source(&t->s[i], tp, rd, h, attrs, cap, n))
+    uint64_t tp = (uint64_t)(uintptr_t)pthread_self();
+    head h;
+    size_t n;
+    for (uint32_t i = 0; t && i < t->n; i++) {
+        if (read_slot(slot_of(&t->s[i], tp, read_own), read_own, &h, NULL, 0, &n)) {
+            memcpy(trace_id, h.trace_id, 16);
+            memcpy(span_id, h.span_id, 8);
+            *flags = h.trace_flags;
             return true;
+        }
+    }
     return false;
 }
 
-bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags) {
+/* A thread's variable of a source stays where it is found (its DTV
+ * entry, once allocated, changes only with dlclose, which makes a new
+ * table): kept per thread by the caller, the read of a thread asleep is
+ * then two reads (the pointer, the record's head). */
+bool ss_otel_read_thread(uint64_t pthread, long (*rd)(void *, uint64_t, size_t),
+                         ss_otel_cache *cache, ss_otel_rec *out) {
+    const table *t = atomic_load_explicit(&current, memory_order_acquire);
+    out->valid = 0;
+    if (!t || !pthread)
+        return false;
+    if (cache->table != t || cache->pthread != pthread) {
+        memset(cache, 0, sizeof *cache);
+        cache->table = t;
+        cache->pthread = pthread;
+    }
     head h;
     size_t n;
-    if (!read_all((uint64_t)(uintptr_t)pthread_self(), read_own, &h, NULL, 0, &n))
-        return false;
-    memcpy(trace_id, h.trace_id, 16);
-    memcpy(span_id, h.span_id, 8);
-    *flags = h.trace_flags;
-    return true;
-}
-
-bool ss_otel_read_thread(uint64_t pthread, long (*rd)(void *, uint64_t, size_t),
-                         ss_otel_rec *out) {
-    head h, again;
-    size_t n, n2;
-    out->valid = 0;
-    if (!read_all(pthread, rd, &h, out->attrs, SS_OTEL_ATTRS_MAX, &n))
-        return false;
-    /* the thread may have woken: a second look at the head must agree */
-    if (!read_all(pthread, rd, &again, NULL, 0, &n2) || memcmp(&again, &h, sizeof h) != 0)
-        return false;
-    memcpy(out->trace_id, h.trace_id, 16);
-    memcpy(out->span_id, h.span_id, 8);
-    out->valid = 1;
-    out->trace_flags = h.trace_flags;
-    out->attrs_size = (uint16_t)n;
-    return true;
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint64_t slot = i < SS_OTEL_CACHE ? cache->slot[i] : 0;
+        if (!slot) {
+            slot = slot_of(&t->s[i], pthread, rd);
+            if (i < SS_OTEL_CACHE)
+                cache->slot[i] = slot;
+        }
+        if (read_slot(slot, rd, &h, out->attrs, SS_OTEL_ATTRS_MAX, &n)) {
+            memcpy(out->trace_id, h.trace_id, 16);
+            memcpy(out->span_id, h.span_id, 8);
+            out->valid = 1;
+            out->trace_flags = h.trace_flags;
+            out->attrs_size = (uint16_t)n;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool ss_otel_have_sources(void) {

@@ -484,8 +484,9 @@ bool ss_span_tls_where(ptrdiff_t *offset, size_t *size);
  * sampler thread before a round (finds the modules; cheap when none was
  * loaded since). ss_otel_read_self in a signal handler, on its own
  * thread (async-signal-safe: loads only; ids and flags only);
- * ss_otel_read_thread for a thread that is not running, through a reader
- * that cannot fault (it returns the bytes read, or < 0). true: a valid
+ * ss_otel_read_thread for a thread that is not running (the caller checks
+ * it did not run meanwhile), through a reader that cannot fault (it
+ * returns the bytes read, or < 0). true: a valid
  * record (out->valid is 1, attrs_size what was copied, at most
  * SS_OTEL_ATTRS_MAX). */
 void ss_otel_refresh(void);
@@ -498,8 +499,15 @@ int ss_otel_proc_publish(void);
 int ss_otel_proc_payload(ss_buf *b);
 bool ss_otel_have_sources(void);
 bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags);
+/* What ss_otel_read_thread keeps per thread (zero it to start). */
+#define SS_OTEL_CACHE 4
+typedef struct ss_otel_cache {
+    const void *table;
+    uint64_t pthread;
+    uint64_t slot[SS_OTEL_CACHE];
+} ss_otel_cache;
 bool ss_otel_read_thread(uint64_t pthread, long (*read)(void *, uint64_t, size_t),
-                         ss_otel_rec *out);
+                         ss_otel_cache *cache, ss_otel_rec *out);
 
 /* ------------------------------------------------------------------ */
 /* Exporters                                                            */

@@ -73,6 +73,7 @@ typedef struct known {
     uint8_t trace_id[16];
     uint8_t span_id[8];
     uint8_t trace_flags;
+    ss_otel_cache otel;      /* where its otel_thread_ctx_v1 variables are */
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
 } known;
@@ -464,7 +465,7 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     /* its span context, read before the check below, which then covers it */
     find_pthread(s, k);
     uint8_t trace[16], span[8], flags = 0;
-    bool has_span = whole && ss_walker_span(s->walker, k->pthread, trace, span, &flags);
+    bool has_span = whole && ss_walker_span(s->walker, k->pthread, &k->otel, trace, span, &flags);
     /* it did not run meanwhile: same CPU clock, same syscall line */
     ss_proc_syscall after;
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
