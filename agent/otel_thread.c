@@ -48,6 +48,7 @@
 #define TLS_UNALLOCATED ((uint64_t)-1)
 
 typedef struct source {
+    const atomic_int *used; /* libstackshot.so's: read only once it is set */
     uint64_t modid;      /* 0: static only (the core's own writer) */
     uint64_t off;        /* of the variable in the module's block */
     int64_t static_off;  /* block - tp when the block is in static TLS */
@@ -112,6 +113,8 @@ _Static_assert(sizeof(head) == SS_OTEL_REC_HEAD, "OTEP 4947 layout");
 
 /* The address of the thread's variable for one source (0: none yet). */
 static uint64_t slot_of(const source *src, uint64_t tp, reader rd) {
+    if (src->used && !atomic_load_explicit(src->used, memory_order_relaxed))
+        return 0;
     uint64_t block = block_of(src, tp, rd);
     return block ? block + src->off : 0;
 }
@@ -166,6 +169,8 @@ bool ss_otel_read_thread(uint64_t pthread, long (*rd)(void *, uint64_t, size_t),
     head h;
     size_t n;
     for (uint32_t i = 0; i < t->n; i++) {
+        if (t->s[i].used && !atomic_load_explicit(t->s[i].used, memory_order_relaxed))
+            continue;
         uint64_t slot = i < SS_OTEL_CACHE ? cache->slot[i] : 0;
         if (!slot) {
             slot = slot_of(&t->s[i], pthread, rd);
@@ -195,8 +200,10 @@ typedef struct scan {
     unsigned long long adds, subs;
     table *t;
     uint64_t tp, static_size;
-    /* pass 2: the module whose block holds addr */
-    uint64_t addr;
+    /* pass 2: the module whose block holds addr (and whether used_addr
+     * is in that module too) */
+    uint64_t addr, used_addr;
+    bool used_in;
     bool found;
     source hit;
 } scan;
@@ -230,6 +237,12 @@ static int owner_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     sc->hit.static_off = (int64_t)(data - sc->tp);
     /* the static TLS area ends at tp (x86-64: it lies just below) */
     sc->hit.is_static = data < sc->tp && sc->tp - data <= sc->static_size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && sc->used_addr >= lo && sc->used_addr < lo + ph->p_memsz)
+            sc->used_in = true;
+    }
     sc->found = true;
     return 1;
 }
@@ -253,6 +266,8 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     if (!h)
         return 0;
     void *addr = dlsym(h, "otel_thread_ctx_v1");
+    /* libstackshot.so's own writer says when a thread first used it */
+    const atomic_int *used = dlsym(h, "stackshot_span_context_used");
     dlclose(h);
     if (!addr)
         return 0;
@@ -260,8 +275,10 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg) {
      * the module, dlsym searches those too) is found by its block */
     scan owner = *sc;
     owner.addr = (uint64_t)(uintptr_t)addr;
-    owner.found = false;
+    owner.used_addr = (uint64_t)(uintptr_t)used;
+    owner.found = owner.used_in = false;
     dl_iterate_phdr(owner_cb, &owner);
+    owner.hit.used = owner.used_in ? used : NULL; /* the same module's only */
     if (owner.found)
         add_source(sc->t, &owner.hit);
     return 0;

@@ -58,6 +58,14 @@ static bool load_failed; /* under load_lock: say it once, try once */
  * whether the agent runs or not, and costs the host a few stores. */
 SS_EXPORT __thread ss_otel_rec *_Atomic otel_thread_ctx_v1;
 static __thread ss_otel_rec span_rec;
+/* Set at the first span: until then the agent's reader skips this
+ * module's variable (it would read a NULL pointer per thread). */
+SS_EXPORT atomic_int stackshot_span_context_used;
+
+static void span_used(void) {
+    if (!atomic_load_explicit(&stackshot_span_context_used, memory_order_relaxed))
+        atomic_store_explicit(&stackshot_span_context_used, 1, memory_order_relaxed);
+}
 
 const ss_core_api *ss_loader_core(void) {
     return atomic_load_explicit(&core, memory_order_acquire);
@@ -303,10 +311,12 @@ SS_EXPORT void stackshot_stop(void) {
  * the thread's own record, no call into the core. */
 SS_EXPORT void stackshot_set_span_context_flags(const uint8_t trace_id[16],
                                                 const uint8_t span_id[8], uint8_t trace_flags) {
+    span_used();
     ss_otel_write(&otel_thread_ctx_v1, &span_rec, trace_id, span_id, trace_flags);
 }
 
 SS_EXPORT void stackshot_set_span_context(const uint8_t trace_id[16], const uint8_t span_id[8]) {
+    span_used();
     ss_otel_write(&otel_thread_ctx_v1, &span_rec, trace_id, span_id, SS_OTEL_FLAGS_UNKNOWN);
 }
 
