@@ -20,14 +20,14 @@
  * shared, closed (it shows as /memfd:OTEL_CTX in /proc/<pid>/maps); without
  * memfd a shared anonymous mapping; MADV_DONTFORK (a child does not
  * inherit it: it publishes its own when its agent starts); the payload,
- * the header fields, a full barrier, the signature last; then the mapping
+ * the header fields, the signature last by a release store; then the mapping
  * is named OTEL_CTX with prctl(PR_SET_VMA_ANON_NAME) in any case (it
  * fails on a memfd mapping and on kernels without the feature: ignored;
  * an eBPF reader hooking prctl still sees the call).
  *
- * Update (a new start whose resource differs): published_at_ns = 0,
- * barrier, the payload and its size and address, barrier, the new
- * timestamp, the name again. A reader checks the timestamp before and
+ * Update (a new start whose resource differs): published_at_ns = 0 by an
+ * atomic exchange (a full barrier), the payload and its size and address,
+ * the new timestamp by a release store, the name again. A reader checks the timestamp before and
  * after it reads, so it never takes a torn payload. A payload larger
  * than the mapping's room goes to a new buffer of its own (the old one is
  * kept: a reader may be reading it). Only the agent's start and stop
@@ -112,28 +112,30 @@ static int first(const char *payload, size_t len) {
     mapped->payload_size = (uint32_t)len;
     mapped->payload = (uint64_t)(uintptr_t)dst;
     mapped->published_at_ns = ss_wall_ns() | 1; /* never 0: 0 means "updating" */
-    atomic_thread_fence(memory_order_seq_cst);
-    memcpy(mapped->signature, "OTEL_CTX", 8);
-    atomic_thread_fence(memory_order_seq_cst);
+    /* the signature last: a release store orders every write above before it */
+    uint64_t sig;
+    memcpy(&sig, "OTEL_CTX", 8);
+    __atomic_store_n((uint64_t *)(void *)mapped->signature, sig, __ATOMIC_RELEASE);
     name_it();
     return 0;
 }
 
 static int update(const char *payload, size_t len) {
-    volatile uint64_t *at = &mapped->published_at_ns;
-    *at = 0;
-    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t *at = &mapped->published_at_ns;
+    /* an exchange: a full barrier, no write below moves above it */
+    uint64_t was = __atomic_exchange_n(at, 0, __ATOMIC_SEQ_CST);
     char *dst = payload_place(len);
     if (!dst) {
-        *at = ss_wall_ns() | 1; /* the old payload stays */
+        __atomic_store_n(at, was, __ATOMIC_RELEASE); /* the old payload stays */
         return -ENOMEM;
     }
     memcpy(dst, payload, len);
     mapped->payload = (uint64_t)(uintptr_t)dst;
     mapped->payload_size = (uint32_t)len;
-    atomic_thread_fence(memory_order_seq_cst);
-    *at = ss_wall_ns() | 1;
-    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t now = ss_wall_ns() | 1;
+    if (now == was) /* readers compare timestamps: make it another */
+        now += 2;
+    __atomic_store_n(at, now, __ATOMIC_RELEASE);
     name_it();
     return 0;
 }

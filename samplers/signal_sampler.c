@@ -582,7 +582,10 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_ma
     }
     if (unwind == SS_UNWIND_STEP || unwind == SS_UNWIND_FAST)
         unwind = libunwind_ready(unwind);
-    unwind_mode = unwind;
+    /* written only when it changes: a late handler of the previous round
+     * may be reading it (ss_native_sample_once starts once per round) */
+    if (unwind_mode != unwind)
+        unwind_mode = unwind;
     installed = true;
     the_signal = sig;
     atomic_store(&own_pid, getpid());
