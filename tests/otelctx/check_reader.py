@@ -9,7 +9,10 @@ context (OTEP 4719): the resource (service.name as configured, process.pid
 the host's) and the thread-context keys; and, through the address of the
 host's otel_thread_ctx_v1, the span the host set (OTEP 4947), then the
 record marked invalid once cleared. A forked child publishes its own
-context (its pid), never the parent's (MADV_DONTFORK)."""
+context (its pid), never the parent's (MADV_DONTFORK). With a JDK on the
+PATH, a JVM with the agent (-agentpath) publishes its context too (the
+resource with process.runtime.name)."""
+import shutil
 import os
 import subprocess
 import sys
@@ -112,8 +115,36 @@ def forked():
     check(p.wait(timeout=30) == 0, "host exit 0")
 
 
+def jvm():
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        print("no JDK on the PATH: the JVM case is not run")
+        return
+    src = os.path.join(work, "OtelCtxSleep.java")
+    with open(src, "w") as f:
+        f.write("public class OtelCtxSleep { public static void main(String[] a) throws "
+                "Exception { System.out.println(\"ready\"); System.out.flush(); "
+                "System.in.read(); } }\n")
+    subprocess.run([javac, "-d", work, src], check=True)
+    jenv = dict(env)
+    del jenv["LD_PRELOAD"]
+    jenv["OTEL_SERVICE_NAME"] = "otelctx-jvm"
+    p = subprocess.Popen([java, "-agentpath:" + lib, "-cp", work, "OtelCtxSleep"], env=jenv,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "ready", "jvm ready")
+    d = read(p.pid, None, lambda d: d["rc"] == 0, timeout=30)
+    print(d)
+    check(d.get("resource service.name") == "otelctx-jvm", "jvm: service.name")
+    check(d.get("resource process.pid") == str(p.pid), "jvm: process.pid")
+    check(bool(d.get("resource process.runtime.name")), "jvm: process.runtime.name")
+    p.stdin.write("x\n")
+    p.stdin.flush()
+    check(p.wait(timeout=60) == 0, "jvm exit 0")
+
+
 plain()
 forked()
+jvm()
 if failures:
     print("FAILED:", failures)
     sys.exit(1)
