@@ -275,9 +275,80 @@ static void test_spans_follow_threads(void **state) {
     assert_true(checked_none >= 1);
 }
 
+/* Writers that switch spans without pause, each span's bytes all one
+ * value: a sample taken in the middle of a switch must carry either a
+ * whole span (every byte the same) or none, never a mix. One thread uses
+ * the library writer (pointer swapped), one the core's own (flag in
+ * place). */
+static void *switcher(void *p) {
+    worker_arg *a = p;
+    pthread_setname_np(pthread_self(), a->name);
+    atomic_fetch_add(&started, 1);
+    for (uint32_t e = 1; !atomic_load(&stop); e++) {
+        uint8_t v = (uint8_t)(e % 255 + 1), trace[16], span[8];
+        memset(trace, v, 16);
+        memset(span, v, 8);
+        if (a->idx)
+            stackshot_set_span_context_flags(trace, span, v);
+        else
+            w_set(trace, span, v, "/sw");
+    }
+    return NULL;
+}
+
+static void test_no_torn_record(void **state) {
+    (void)state;
+    load_writer();
+    atomic_store(&stop, 0);
+    atomic_store(&started, 0);
+    worker_arg args[2] = {{.idx = 0, .name = "sw-lib"}, {.idx = 1, .name = "sw-own"}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, switcher, &args[i]);
+    while (atomic_load(&started) < 2)
+        nap_ms(5);
+    ss_config cfg;
+    ss_config_load(&cfg);
+    int seen[2] = {0, 0}, torn = 0;
+    for (int round = 0; round < 60 && (seen[0] < 10 || seen[1] < 10); round++) {
+        ss_round *r = NULL;
+        assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+        for (uint32_t i = 0; i < r->n_threads; i++) {
+            const ss_thread_sample *t = &r->threads[i];
+            if (strncmp(t->name, "sw-", 3) != 0 || !t->has_span)
+                continue;
+            int which = strcmp(t->name, "sw-own") == 0;
+            seen[which]++;
+            uint8_t v = t->trace_id[0];
+            bool whole = t->trace_flags == v;
+            for (int k = 0; k < 16; k++)
+                whole &= t->trace_id[k] == v;
+            for (int k = 0; k < 8; k++)
+                whole &= t->span_id[k] == v;
+            if (!whole) {
+                fprintf(stderr, "%s: torn span %02x..%02x/%02x..%02x flags %02x\n", t->name,
+                        t->trace_id[0], t->trace_id[15], t->span_id[0], t->span_id[7],
+                        t->trace_flags);
+                torn++;
+            }
+        }
+        ss_round_unref(r);
+        nap_ms(5);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    ss_native_release();
+    fprintf(stderr, "spans seen while switching: library writer %d, own writer %d; torn %d\n",
+            seen[0], seen[1], torn);
+    assert_int_equal(torn, 0);
+    assert_true(seen[0] >= 1 && seen[1] >= 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spans_follow_threads),
+        cmocka_unit_test(test_no_torn_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
