@@ -135,16 +135,18 @@ static bool read_slot(uint64_t slot, reader rd, head *h, uint8_t *attrs, size_t 
     return true;
 }
 
-bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags) {
+bool ss_otel_read_self(uint8_t trace_id[16], uint8_t span_id[8], uint8_t *flags,
+                       uint8_t *attrs, size_t cap, uint16_t *n_attrs) {
     const table *t = atomic_load_explicit(&current, memory_order_acquire);
     uint64_t tp = (uint64_t)(uintptr_t)pthread_self();
     head h;
     size_t n;
     for (uint32_t i = 0; t && i < t->n; i++) {
-        if (read_slot(slot_of(&t->s[i], tp, read_own), read_own, &h, NULL, 0, &n)) {
+        if (read_slot(slot_of(&t->s[i], tp, read_own), read_own, &h, attrs, cap, &n)) {
             memcpy(trace_id, h.trace_id, 16);
             memcpy(span_id, h.span_id, 8);
             *flags = h.trace_flags;
+            *n_attrs = (uint16_t)n;
             return true;
         }
     }

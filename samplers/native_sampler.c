@@ -73,6 +73,8 @@ typedef struct known {
     uint8_t trace_id[16];
     uint8_t span_id[8];
     uint8_t trace_flags;
+    uint16_t n_attrs;        /* its span's attrs-data (OTEP 4947), as read */
+    uint8_t attrs[SS_OTEL_ATTRS_MAX];
     ss_otel_cache otel;      /* where its otel_thread_ctx_v1 variables are */
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
@@ -112,6 +114,7 @@ typedef struct sampler {
     uint32_t cap_scratch;
     int64_t next_number;
     uint64_t rounds;
+    uint64_t keymap_round;   /* 1 + the round the OTEP 4947 key map was last read again */
     uint64_t reused, signalled, asleep, skipped_total;
     uint64_t fallbacks;      /* asleep but read with a signal: the walk failed */
     uint32_t fallbacks_round;
@@ -464,8 +467,8 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     bool whole = end == SS_UW_COMPLETE || end == SS_UW_CUT_COPY || end == SS_UW_CUT_DEPTH;
     /* its span context, read before the check below, which then covers it */
     find_pthread(s, k);
-    uint8_t trace[16], span[8], flags = 0;
-    bool has_span = whole && ss_walker_span(s->walker, k->pthread, &k->otel, trace, span, &flags);
+    ss_otel_rec rec;
+    bool has_span = whole && ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
     /* it did not run meanwhile: same CPU clock, same syscall line */
     ss_proc_syscall after;
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
@@ -489,9 +492,13 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     s->cut_copy += end == SS_UW_CUT_COPY;
     s->fp_guessed += res.fp_guessed;
     k->has_span = has_span;
-    memcpy(k->trace_id, trace, 16);
-    memcpy(k->span_id, span, 8);
-    k->trace_flags = flags;
+    if (has_span) {
+        memcpy(k->trace_id, rec.trace_id, 16);
+        memcpy(k->span_id, rec.span_id, 8);
+        k->trace_flags = rec.trace_flags;
+        k->n_attrs = rec.attrs_size;
+        memcpy(k->attrs, rec.attrs, rec.attrs_size);
+    }
     p->asleep = true;
     k->read_asleep = true;
     return ASLEEP_READ;
@@ -802,6 +809,9 @@ static bool take_answer(sampler *s, pending *p) {
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
     k->trace_flags = a.trace_flags;
+    k->n_attrs = a.has_span ? a.n_attrs : 0;
+    if (k->n_attrs)
+        memcpy(k->attrs, a.attrs, k->n_attrs);
     k->truncated = truncated;
     p->same_stack = same_frames(k, s->scratch, n);
     keep_stack(k, s->scratch, n);
@@ -810,6 +820,21 @@ static bool take_answer(sampler *s, pending *p) {
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
+/* The thread's span attributes as text on the sample being built. An
+ * index the key map lacks makes the map be read again (once per round,
+ * as OTEP 4947 asks of readers). */
+static void span_attrs(sampler *s, const known *k) {
+    char text[SS_OTEL_ATTRS_MAX * 2 + 256];
+    bool unknown;
+    size_t n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
+    if (unknown && s->keymap_round != s->rounds + 1) {
+        s->keymap_round = s->rounds + 1;
+        ss_otel_keymap_refresh(ss_uw_read_memory);
+        n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
+    }
+    ss_round_builder_set_span_attrs(s->builder, text, n);
+}
+
 static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     known *k = p->k;
     if (p->slot) {
@@ -826,6 +851,8 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     if (!t)
         return false;
     fill_facts(p, t, now_boot, now_wall);
+    if (k->has_span && k->n_attrs)
+        span_attrs(s, k);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
     ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,

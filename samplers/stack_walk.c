@@ -337,16 +337,9 @@ uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi) {
     return 0;
 }
 
-bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, uint8_t trace_id[16],
-                    uint8_t span_id[8], uint8_t *flags) {
+bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, ss_otel_rec *out) {
     (void)w;
-    ss_otel_rec r;
-    if (!pthread || !ss_otel_read_thread(pthread, ss_uw_read_memory, cache, &r))
-        return false;
-    memcpy(trace_id, r.trace_id, 16);
-    memcpy(span_id, r.span_id, 8);
-    *flags = r.trace_flags;
-    return true;
+    return pthread && ss_otel_read_thread(pthread, ss_uw_read_memory, cache, out);
 }
 
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached) {

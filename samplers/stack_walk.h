@@ -58,8 +58,7 @@ uint64_t ss_walker_main_pthread(void);
 
 /* The span context of a thread from its memory (thread pointer `pthread`;
  * the cache is the thread's, see ss_otel_read_thread). */
-bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, uint8_t trace_id[16],
-                    uint8_t span_id[8], uint8_t *flags);
+bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, ss_otel_rec *out);
 
 /* Counters of the unwinder's rule cache. */
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached);

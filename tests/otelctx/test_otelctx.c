@@ -23,6 +23,8 @@
 #include "stackshot.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -173,6 +175,46 @@ static void *own_api(void *p) {
     return NULL;
 }
 
+/* What an SDK publishing thread context does at start (OTEP 4719 +
+ * 4947): a process context whose threadlocal.attribute_key_map names key
+ * index 0 "http.route" (the protobuf written out by hand). */
+static void publish_sdk_context(void) {
+    static const char key[] = "threadlocal.attribute_key_map", name[] = "http.route";
+    uint8_t pl[128];
+    size_t n = 0;
+    pl[n++] = 0x12; /* ProcessContext.extra_attributes */
+    pl[n++] = (uint8_t)(2 + (sizeof key - 1) + 2 + 2 + 2 + 2 + (sizeof name - 1));
+    pl[n++] = 0x0a; /* KeyValue.key */
+    pl[n++] = sizeof key - 1;
+    memcpy(pl + n, key, sizeof key - 1);
+    n += sizeof key - 1;
+    pl[n++] = 0x12; /* KeyValue.value: AnyValue */
+    pl[n++] = (uint8_t)(2 + 2 + 2 + (sizeof name - 1));
+    pl[n++] = 0x2a; /* AnyValue.array_value */
+    pl[n++] = (uint8_t)(2 + 2 + (sizeof name - 1));
+    pl[n++] = 0x0a; /* ArrayValue.values: AnyValue */
+    pl[n++] = (uint8_t)(2 + (sizeof name - 1));
+    pl[n++] = 0x0a; /* AnyValue.string_value */
+    pl[n++] = sizeof name - 1;
+    memcpy(pl + n, name, sizeof name - 1);
+    n += sizeof name - 1;
+    int fd = memfd_create("OTEL_CTX", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4096), 0);
+    uint8_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    assert_true(m != MAP_FAILED);
+    memcpy(m + 32, pl, n);
+    uint32_t version = 2, size = (uint32_t)n;
+    uint64_t at = 1234567, payload = (uint64_t)(uintptr_t)(m + 32);
+    memcpy(m + 8, &version, 4);
+    memcpy(m + 12, &size, 4);
+    memcpy(m + 16, &at, 8);
+    memcpy(m + 24, &payload, 8);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy(m, "OTEL_CTX", 8);
+}
+
 static bool has_fn(const ss_round *r, const ss_thread_sample *t, const char *fn) {
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
@@ -192,6 +234,7 @@ static int parity_of(const ss_round *r, const ss_thread_sample *t) {
 static void test_spans_follow_threads(void **state) {
     (void)state;
     load_writer();
+    publish_sdk_context();
     enum { NT = NB + NS + 3 + 2 };
     worker_arg args[NT];
     pthread_t th[NT];
@@ -252,13 +295,24 @@ static void test_spans_follow_threads(void **state) {
                 wrong++;
             } else if (is_own) {
                 checked_own++;
-            } else if (t->name[1] == 'b') {
-                checked_busy++;
+                if (t->span_attrs) {
+                    fprintf(stderr, "%s: attributes %s\n", t->name, t->span_attrs);
+                    wrong++;
+                }
             } else {
-                checked_sleep++;
+                if (t->name[1] == 'b')
+                    checked_busy++;
+                else
+                    checked_sleep++;
+                if (t->span_attrs && strcmp(t->span_attrs, "http.route=/route") == 0) {
+                    attrs_seen++;
+                } else {
+                    fprintf(stderr, "%s: attributes %s\n", t->name,
+                            t->span_attrs ? t->span_attrs : "(none)");
+                    wrong++;
+                }
             }
         }
-        (void)attrs_seen;
         ss_round_unref(r);
         nap_ms(15);
     }
@@ -266,13 +320,15 @@ static void test_spans_follow_threads(void **state) {
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
     ss_native_release();
-    fprintf(stderr, "checked: busy %d, sleeping %d, own writer %d, no span %d; wrong %d\n",
-            checked_busy, checked_sleep, checked_own, checked_none, wrong);
+    fprintf(stderr, "checked: busy %d, sleeping %d, own writer %d, no span %d; with "
+                    "attributes %d; wrong %d\n",
+            checked_busy, checked_sleep, checked_own, checked_none, attrs_seen, wrong);
     assert_int_equal(wrong, 0);
     assert_true(checked_busy >= 1);
     assert_true(checked_sleep >= 1);
     assert_true(checked_own >= 1);
     assert_true(checked_none >= 1);
+    assert_true(attrs_seen >= 2);
 }
 
 /* Writers that switch spans without pause, each span's bytes all one
