@@ -170,7 +170,18 @@ static int update(const char *payload, size_t len) {
     return 0;
 }
 
+static bool another_publisher(void);
+
 int ss_otel_proc_publish(void) {
+    if (!mapped || mapped_pid != getpid()) {
+        /* one process context per process (OTEP 4719): an SDK of the host
+         * that published its own keeps it */
+        if (another_publisher()) {
+            ss_log(SS_LOG_DEBUG, "process context (OTEL_CTX) already published by the "
+                                 "process: the agent publishes none");
+            return 0;
+        }
+    }
     ss_buf b;
     ss_buf_init(&b);
     int rc = ss_otel_proc_payload(&b);
@@ -345,6 +356,23 @@ static bool read_context_at(uint64_t at, long (*rd)(void *, uint64_t, size_t)) {
             return found;
     }
     return false;
+}
+
+/* An OTEL_CTX mapping in this process that is not the agent's. */
+static bool another_publisher(void) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "OTEL_CTX"))
+            continue;
+        uint64_t at = strtoull(line, NULL, 16);
+        found = !(mapped && at == (uint64_t)(uintptr_t)mapped && mapped_pid == getpid());
+    }
+    fclose(f);
+    return found;
 }
 
 uint32_t ss_otel_keymap_refresh(long (*rd)(void *, uint64_t, size_t)) {

@@ -1,7 +1,8 @@
 /* test_otel_proc.c: the process context's update protocol (OTEP 4719), in
  * process: a second publication with another resource keeps the mapping,
  * changes published_at_ns and the payload; the same resource again changes
- * nothing; the mapping is MADV_DONTFORK (a child's maps lack it). */
+ * nothing; the mapping is MADV_DONTFORK (a child's maps lack it); a
+ * process with a context of another publisher gets no second one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,9 +88,37 @@ static void test_publish_update(void **state) {
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* A process whose SDK already published a context: the agent publishes
+ * none (one per process). In a child, which has no context of the
+ * agent's (MADV_DONTFORK). */
+static void test_other_publisher(void **state) {
+    (void)state;
+    pid_t c = fork();
+    if (c == 0) {
+        int fd = memfd_create("OTEL_CTX", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, 4096) != 0)
+            _exit(2);
+        char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            _exit(2);
+        memcpy(m, "OTEL_CTX", 8);
+        int n;
+        if (ss_otel_proc_publish() != 0)
+            _exit(3);
+        find_mapping(&n);
+        _exit(n == 1 ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(c, &st, 0), c);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_publish_update),
+        cmocka_unit_test(test_other_publisher),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
