@@ -127,6 +127,28 @@ static bool read_slot(uint64_t slot, reader rd, head *h, uint8_t *attrs, size_t 
     *n = 0;
     if (!slot || !read_u64(rd, slot, &rec) || rec == 0 || (rec & 1))
         return false;
+    if (rd != read_own && cap) {
+        /* through the kernel each read is a system call: the head and the
+         * room for attrs-data at once (a short read past the record's
+         * mapping still gives the head) */
+        uint8_t buf[SS_OTEL_REC_HEAD + SS_OTEL_ATTRS_MAX];
+        size_t want_all = SS_OTEL_REC_HEAD + (cap < SS_OTEL_ATTRS_MAX ? cap : SS_OTEL_ATTRS_MAX);
+        long got = rd(buf, rec, want_all);
+        if (got < (long)SS_OTEL_REC_HEAD)
+            return false;
+        memcpy(h, buf, sizeof *h);
+        if (h->valid != 1)
+            return false;
+        size_t want = h->attrs_size < want_all - SS_OTEL_REC_HEAD ? h->attrs_size
+                                                                   : want_all - SS_OTEL_REC_HEAD;
+        if ((size_t)got >= SS_OTEL_REC_HEAD + want) {
+            memcpy(attrs, buf + SS_OTEL_REC_HEAD, want);
+            *n = want;
+        } else if (rd(attrs, rec + SS_OTEL_REC_HEAD, want) == (long)want) {
+            *n = want;
+        }
+        return true;
+    }
     if (rd(h, rec, sizeof *h) != (long)sizeof *h || h->valid != 1)
         return false;
     size_t want = h->attrs_size < cap ? h->attrs_size : cap;

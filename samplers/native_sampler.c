@@ -820,14 +820,18 @@ static bool take_answer(sampler *s, pending *p) {
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
+#define KEYMAP_ROUNDS 16u
+
 /* The thread's span attributes as text on the sample being built. An
- * index the key map lacks makes the map be read again (once per round,
- * as OTEP 4947 asks of readers). */
+ * index the key map lacks makes the map be read again, as OTEP 4947 asks
+ * of readers (at most every 16 rounds). */
 static void span_attrs(sampler *s, const known *k) {
     char text[SS_OTEL_ATTRS_MAX * 2 + 256];
     bool unknown;
     size_t n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
-    if (unknown && s->keymap_round != s->rounds + 1) {
+    /* at most every KEYMAP_ROUNDS rounds: a writer whose process context
+     * has no map at all must not cost a /proc/self/maps scan per round */
+    if (unknown && (!s->keymap_round || s->rounds + 1 >= s->keymap_round + KEYMAP_ROUNDS)) {
         s->keymap_round = s->rounds + 1;
         ss_otel_keymap_refresh(ss_uw_read_memory);
         n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
