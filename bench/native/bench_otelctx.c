@@ -86,8 +86,9 @@ static void publish_sdk_context(void) {
     memcpy(m + 12, &size, 4);
     memcpy(m + 16, &at, 8);
     memcpy(m + 24, &payload, 8);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    memcpy(m, "OTEL_CTX", 8);
+    uint64_t sig; /* the signature last, by a release store */
+    memcpy(&sig, "OTEL_CTX", 8);
+    __atomic_store_n((uint64_t *)(void *)m, sig, __ATOMIC_RELEASE);
 }
 
 int main(void) {
