@@ -68,6 +68,18 @@ static void load_writer(void) {
 
 static atomic_int stop;
 static atomic_int started;
+static atomic_int loaded; /* the writer's functions are there */
+
+/* With WRITER_DLOPEN the library is opened after the threads started: a
+ * thread's DTV then has no entry for it until the thread goes through
+ * __tls_get_addr, which TLS descriptors into glibc's static surplus never
+ * do; the reader must find the block at its static offset. */
+static void wait_loaded(void) {
+    while (!atomic_load(&loaded)) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static void nap_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -123,6 +135,7 @@ static void ids(int idx, uint32_t e, uint8_t trace[16], uint8_t span[8]) {
 static void *traced(void *p) {
     worker_arg *a = p;
     pthread_setname_np(pthread_self(), a->name);
+    wait_loaded();
     atomic_fetch_add(&started, 1);
     for (uint32_t e = 1; !atomic_load(&stop); e++) {
         uint8_t trace[16], span[8];
@@ -141,6 +154,7 @@ static void *traced(void *p) {
 static void *untraced(void *p) {
     worker_arg *a = p;
     pthread_setname_np(pthread_self(), a->name);
+    wait_loaded();
     uint8_t trace[16], span[8];
     ids(a->idx, 7, trace, span);
     if (a->idx == 1)
@@ -234,7 +248,10 @@ static int parity_of(const ss_round *r, const ss_thread_sample *t) {
 
 static void test_spans_follow_threads(void **state) {
     (void)state;
+#ifndef WRITER_DLOPEN
     load_writer();
+    atomic_store(&loaded, 1);
+#endif
     publish_sdk_context();
     enum { NT = NB + NS + 3 + 2 };
     worker_arg args[NT];
@@ -256,6 +273,11 @@ static void test_spans_follow_threads(void **state) {
         snprintf(args[n].name, sizeof args[n].name, "oa%d", i);
         pthread_create(&th[n], NULL, own_api, &args[n]);
     }
+#ifdef WRITER_DLOPEN
+    nap_ms(20); /* the threads run before the library is there */
+    load_writer();
+    atomic_store(&loaded, 1);
+#endif
     while (atomic_load(&started) < NT)
         nap_ms(5);
 
@@ -340,6 +362,7 @@ static void test_spans_follow_threads(void **state) {
 static void *switcher(void *p) {
     worker_arg *a = p;
     pthread_setname_np(pthread_self(), a->name);
+    wait_loaded();
     atomic_fetch_add(&started, 1);
     for (uint32_t e = 1; !atomic_load(&stop); e++) {
         uint8_t v = (uint8_t)(e % 255 + 1), trace[16], span[8];
@@ -356,6 +379,7 @@ static void *switcher(void *p) {
 static void test_no_torn_record(void **state) {
     (void)state;
     load_writer();
+    atomic_store(&loaded, 1);
     atomic_store(&stop, 0);
     atomic_store(&started, 0);
     worker_arg args[2] = {{.idx = 0, .name = "sw-lib"}, {.idx = 1, .name = "sw-own"}};
