@@ -32,8 +32,8 @@
  * which cannot fault. The record is copied when its valid byte is 1; a
  * NULL pointer, another valid value, or an unreadable byte means no span.
  *
- * The sources table is replaced, never changed in place, and an old one
- * is kept (a handler may still read it). */
+ * The sources table is replaced, never changed in place, and the old
+ * ones are kept (a late handler may still read one) in a ring of 64. */
 #include "otel_ctx.h"
 #include "ss_agent.h"
 
@@ -44,7 +44,7 @@
 #include <string.h>
 
 #define MAX_SOURCES 8u
-#define MAX_TABLES 64u /* rescans kept; past it no more rescans (said in docs) */
+#define MAX_TABLES 64u /* tables kept for late handlers, reused in turn */
 #define TLS_UNALLOCATED ((uint64_t)-1)
 
 typedef struct source {
@@ -328,9 +328,9 @@ void ss_otel_refresh(void) {
     bool own = ss_span_tls_where(&own_off, &own_size);
     if (scanned && sc.adds == seen_adds && sc.subs == seen_subs && own == own_in)
         return;
-    if (n_tables >= MAX_TABLES)
-        return;
-    table *t = &tables[n_tables++];
+    /* a ring: the table rewritten is MAX_TABLES rescans old (at most one
+     * rescan per round), long past any handler that could read it */
+    table *t = &tables[n_tables++ % MAX_TABLES];
     memset(t, 0, sizeof *t);
     sc.t = t;
     sc.tp = (uint64_t)(uintptr_t)pthread_self();
