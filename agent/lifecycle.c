@@ -175,6 +175,7 @@ static bool parent_runs_agent_too(void) {
 static int start_locked(start_kind kind) {
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
+    (void)ss_otel_proc_publish(); /* for readers outside: docs/otel-context.md */
     ss_exporters_start(&config);
     int rc = source->start(&config);
     if (rc != 0) {

@@ -17,6 +17,7 @@ struct ss_round_builder {
     uint32_t n_frames, cap_frames;
     ss_buf names;      /* thread names, NUL-separated */
     size_t *name_off;  /* per thread: offset in names */
+    size_t *attr_off;  /* per thread: its span attributes in names, SIZE_MAX none */
     uint64_t time_ns, started_mono;
     uint32_t interval_ms;
     ss_runtime runtime;
@@ -51,6 +52,7 @@ void ss_round_builder_destroy(ss_round_builder *b) {
     free(b->threads);
     free(b->frames);
     free(b->name_off);
+    free(b->attr_off);
     ss_buf_free(&b->names);
     free(b);
 }
@@ -96,8 +98,15 @@ ss_thread_sample *ss_round_builder_add_thread(ss_round_builder *b,
             return NULL;
         }
         b->name_off = no;
+        size_t *ao = realloc(b->attr_off, b->cap_threads * sizeof *ao);
+        if (!ao) {
+            b->failed = true;
+            return NULL;
+        }
+        b->attr_off = ao;
     }
     b->name_off[b->n_threads] = b->names.len;
+    b->attr_off[b->n_threads] = SIZE_MAX;
     ss_buf_append(&b->names, name ? name : "", strlen(name ? name : "") + 1);
     if (b->names.failed) {
         b->failed = true;
@@ -141,6 +150,19 @@ int ss_round_builder_add_frames(ss_round_builder *b, const ss_frame *f, uint32_t
     return 0;
 }
 
+int ss_round_builder_set_span_attrs(ss_round_builder *b, const char *text, size_t len) {
+    if (!b->in_thread || !len)
+        return 0;
+    b->attr_off[b->n_threads - 1] = b->names.len;
+    ss_buf_append(&b->names, text, len);
+    ss_buf_putc(&b->names, '\0');
+    if (b->names.failed) {
+        b->failed = true;
+        return -1;
+    }
+    return 0;
+}
+
 void ss_round_builder_drop_thread(ss_round_builder *b) {
     if (!b->in_thread || b->n_threads == 0)
         return;
@@ -179,8 +201,11 @@ ss_round *ss_round_builder_finish(ss_round_builder *b, uint32_t skipped,
         memcpy(r->frames, b->frames, frames_sz);
     if (b->names.len)
         memcpy(names, b->names.data, b->names.len);
-    for (uint32_t i = 0; i < r->n_threads; i++)
+    for (uint32_t i = 0; i < r->n_threads; i++) {
         r->threads[i].name = names + b->name_off[i];
+        r->threads[i].span_attrs =
+            b->attr_off[i] == SIZE_MAX ? NULL : names + b->attr_off[i];
+    }
     r->threads_skipped = skipped;
     r->threads_blocked = blocked;
     r->bytes = total;

@@ -40,9 +40,18 @@ STACKSHOT_API void stackshot_stop(void);
 /* Attach the calling thread's samples to a span: trace_id is 16 bytes,
  * span_id 8 bytes, both in network (big-endian) order as W3C traceparent
  * spells them. An all-zero id clears the context. Lock-free and
- * async-signal-safe; costs a few stores. */
+ * async-signal-safe; costs a few stores. The span is published as an
+ * OpenTelemetry thread context (OTEP 4947: the library exports the TLS
+ * variable otel_thread_ctx_v1), so other profilers on the host (the
+ * OpenTelemetry eBPF profiler) see it too; docs/otel-context.md. */
 STACKSHOT_API void stackshot_set_span_context(const uint8_t trace_id[16],
                                               const uint8_t span_id[8]);
+
+/* The same with the span's W3C trace flags (bit 0: sampled), which
+ * exporters carry with the ids (stackshot_set_span_context: 0). */
+STACKSHOT_API void stackshot_set_span_context_flags(const uint8_t trace_id[16],
+                                                    const uint8_t span_id[8],
+                                                    uint8_t trace_flags);
 
 /* Detach the calling thread from any span. */
 STACKSHOT_API void stackshot_clear_span_context(void);

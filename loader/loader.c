@@ -23,6 +23,7 @@
  *
  * STACKSHOT_CORE=<path> names another core file (tests). */
 #include "loader/ss_loader.h"
+#include "agent/otel_ctx.h"
 #include "agent/ss_agent.h" /* SS_VERSION, ss_enabled_decide (agent/enabled.c, compiled in here too) */
 #include "stackshot.h"
 
@@ -46,9 +47,26 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(const ss_core_api *) core;
 static bool load_failed; /* under load_lock: say it once, try once */
 
-/* The hot path of stackshot_set_span_context: one atomic load. */
-typedef void (*span_fn)(const uint8_t *, const uint8_t *);
-static _Atomic(span_fn) set_span;
+/* The span context of include/stackshot.h, published the way OpenTelemetry
+ * SDKs publish theirs (OTEP 4947, agent/otel_ctx.h): the exported TLS
+ * variable otel_thread_ctx_v1 points at the thread's record, so an eBPF
+ * profiler on the host and the agent's own sampler (which reads every
+ * module's otel_thread_ctx_v1 the same way, agent/otel_thread.c) see the
+ * same spans. The record is the thread's own, in TLS, set in place; the
+ * pointer is set at the thread's first call and never changes after.
+ * This file is compiled with -mtls-dialect=gnu2 (TLSDESC, the dialect the
+ * OTEP recommends to writers). No call into the core: the writer works
+ * whether the agent runs or not, and costs the host a few stores. */
+SS_EXPORT __thread ss_otel_rec *_Atomic otel_thread_ctx_v1;
+static __thread ss_otel_rec span_rec;
+/* Set at the first span: until then the agent's reader skips this
+ * module's variable (it would read a NULL pointer per thread). */
+SS_EXPORT atomic_int stackshot_span_context_used;
+
+static void span_used(void) {
+    if (!atomic_load_explicit(&stackshot_span_context_used, memory_order_relaxed))
+        atomic_store_explicit(&stackshot_span_context_used, 1, memory_order_relaxed);
+}
 
 const ss_core_api *ss_loader_core(void) {
     return atomic_load_explicit(&core, memory_order_acquire);
@@ -208,7 +226,6 @@ const ss_core_api *ss_loader_load_core(void) {
         atomic_store(&loading, false);
         if (api) {
             ss_start_fork_handler();
-            atomic_store_explicit(&set_span, api->set_span_context, memory_order_release);
             atomic_store_explicit(&core, api, memory_order_release);
         } else {
             load_failed = true;
@@ -298,26 +315,21 @@ SS_EXPORT void stackshot_stop(void) {
         api->stop();
 }
 
-/* Called by the host's threads on every span switch: one atomic load and
- * an indirect call; nothing when the agent is off (no sampling can happen
- * then, so there is nobody to tell). While the preloaded start is armed,
- * the first call opens the core so that the span is kept. */
+/* Called by the host's threads on every span switch: a few stores into
+ * the thread's own record, no call into the core. */
+SS_EXPORT void stackshot_set_span_context_flags(const uint8_t trace_id[16],
+                                                const uint8_t span_id[8], uint8_t trace_flags) {
+    span_used();
+    ss_otel_write(&otel_thread_ctx_v1, &span_rec, trace_id, span_id, trace_flags);
+}
+
 SS_EXPORT void stackshot_set_span_context(const uint8_t trace_id[16], const uint8_t span_id[8]) {
-    span_fn fn = atomic_load_explicit(&set_span, memory_order_acquire);
-    if (!fn && ss_start_armed()) {
-        /* the agent will sample this process: keep the span from now on
-         * (the core is opened, once, not started) */
-        ss_loader_load_core();
-        fn = atomic_load_explicit(&set_span, memory_order_acquire);
-    }
-    if (fn)
-        fn(trace_id, span_id);
+    span_used();
+    ss_otel_write(&otel_thread_ctx_v1, &span_rec, trace_id, span_id, SS_OTEL_FLAGS_UNKNOWN);
 }
 
 SS_EXPORT void stackshot_clear_span_context(void) {
-    const ss_core_api *api = ss_loader_core();
-    if (api)
-        api->clear_span_context();
+    ss_otel_write(&otel_thread_ctx_v1, &span_rec, NULL, NULL, 0);
 }
 
 SS_EXPORT const char *stackshot_version(void) { return SS_VERSION; }

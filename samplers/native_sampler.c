@@ -72,6 +72,10 @@ typedef struct known {
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;
+    uint16_t n_attrs;        /* its span's attrs-data (OTEP 4947), as read */
+    uint8_t attrs[SS_OTEL_ATTRS_MAX];
+    ss_otel_cache otel;      /* where its otel_thread_ctx_v1 variables are */
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
     uint64_t stack_id;       /* identity of frames (ss_thread_sample.stack_id) */
@@ -119,6 +123,7 @@ typedef struct sampler {
     uint32_t cap_scratch;
     int64_t next_number;
     uint64_t rounds;
+    uint64_t keymap_round;   /* 1 + the round the OTEP 4947 key map was last read again */
     uint64_t reused, signalled, asleep, skipped_total;
     uint64_t fallbacks;      /* asleep but read with a signal: the walk failed */
     uint32_t fallbacks_round;
@@ -500,6 +505,10 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     ss_uw_result res;
     ss_uw_end end = ss_walker_asleep(s->walker, sc->sp, sc->pc, sc->nr >= 0, hi, &ips, &res);
     bool whole = end == SS_UW_COMPLETE || end == SS_UW_CUT_COPY || end == SS_UW_CUT_DEPTH;
+    /* its span context, read before the check below, which then covers it */
+    find_pthread(s, k);
+    ss_otel_rec rec;
+    bool has_span = whole && ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
     /* it did not run meanwhile: same CPU clock, same syscall line */
     ss_proc_syscall after;
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
@@ -521,8 +530,14 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     k->last_cpu = cpu;
     s->cut_copy += end == SS_UW_CUT_COPY;
     s->fp_guessed += res.fp_guessed;
-    find_pthread(s, k);
-    k->has_span = ss_walker_span(s->walker, k->pthread, k->trace_id, k->span_id);
+    k->has_span = has_span;
+    if (has_span) {
+        memcpy(k->trace_id, rec.trace_id, 16);
+        memcpy(k->span_id, rec.span_id, 8);
+        k->trace_flags = rec.trace_flags;
+        k->n_attrs = rec.attrs_size;
+        memcpy(k->attrs, rec.attrs, rec.attrs_size);
+    }
     p->asleep = true;
     k->read_asleep = true;
     return ASLEEP_READ;
@@ -815,6 +830,7 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     t->has_span = k->has_span;
     memcpy(t->trace_id, k->trace_id, 16);
     memcpy(t->span_id, k->span_id, 8);
+    t->trace_flags = k->trace_flags;
 }
 
 /* A signalled thread's answer into k. false: it did not answer. */
@@ -847,10 +863,33 @@ static bool take_answer(sampler *s, pending *p) {
     k->has_span = a.has_span;
     memcpy(k->trace_id, a.trace_id, 16);
     memcpy(k->span_id, a.span_id, 8);
+    k->trace_flags = a.trace_flags;
+    k->n_attrs = a.has_span ? a.n_attrs : 0;
+    if (k->n_attrs)
+        memcpy(k->attrs, a.attrs, k->n_attrs);
     p->same_stack = same_frames(k, s->scratch, n);
     keep_stack(k, s->scratch, n, truncated);
     s->signalled++;
     return true;
+}
+
+#define KEYMAP_ROUNDS 16u
+
+/* The thread's span attributes as text on the sample being built. An
+ * index the key map lacks makes the map be read again, as OTEP 4947 asks
+ * of readers (at most every 16 rounds). */
+static void span_attrs(sampler *s, const known *k) {
+    char text[SS_OTEL_ATTRS_MAX * 2 + 256];
+    bool unknown;
+    size_t n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
+    /* at most every KEYMAP_ROUNDS rounds: a writer whose process context
+     * has no map at all must not cost a /proc/self/maps scan per round */
+    if (unknown && (!s->keymap_round || s->rounds + 1 >= s->keymap_round + KEYMAP_ROUNDS)) {
+        s->keymap_round = s->rounds + 1;
+        ss_otel_keymap_refresh(ss_uw_read_memory);
+        n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
+    }
+    ss_round_builder_set_span_attrs(s->builder, text, n);
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
@@ -870,6 +909,8 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     if (!t)
         return false;
     fill_facts(p, t, now_boot, now_wall);
+    if (k->has_span && k->n_attrs)
+        span_attrs(s, k);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
     /* its identity: exporters reuse what they made of it last time */
@@ -936,6 +977,7 @@ static ss_round *take_round(sampler *s) {
     }
     if (ss_sig_begin(s->n_threads) != 0)
         return NULL;
+    ss_otel_refresh(); /* modules publishing thread context (OTEP 4947) */
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
     s->no_altstack_round = 0;

@@ -71,6 +71,9 @@ struct ss_sig_slot {
     bool cut_copy;     /* copy mode: the stack went on past the copy */
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;
+    uint16_t n_attrs;
+    uint8_t attrs[SS_OTEL_ATTRS_MAX]; /* the span's attrs-data, copied by the handler */
     uint64_t *ips;
     /* copy mode: set by the sampler before signalling */
     uint64_t stack_lo, stack_hi; /* the thread's stack as known; 0: unknown */
@@ -438,7 +441,8 @@ static void handler_copy(siginfo_t *si, void *uc) {
     s->no_room = room != ROOM_OK;
     if (room == ROOM_OK) {
         copy_context(s, uc);
-        s->has_span = ss_span_current(s->trace_id, s->span_id);
+        s->has_span = ss_otel_read_self(s->trace_id, s->span_id, &s->trace_flags, s->attrs,
+                                           sizeof s->attrs, &s->n_attrs);
         s->pthread = (uint64_t)pthread_self();
     } else {
         count_refused(room);
@@ -486,7 +490,8 @@ static void handler(int sig, siginfo_t *si, void *uc) {
         } else {
             s->no_room = false;
             s->depth = unwind_into(s, uc);
-            s->has_span = ss_span_current(s->trace_id, s->span_id);
+            s->has_span = ss_otel_read_self(s->trace_id, s->span_id, &s->trace_flags, s->attrs,
+                                           sizeof s->attrs, &s->n_attrs);
             s->pthread = (uint64_t)pthread_self();
             struct timespec cpu; /* clock_gettime is async-signal-safe */
             s->cpu_ns = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0
@@ -581,7 +586,10 @@ int ss_sig_start(int sig, uint32_t max_depth, int unwind, uint32_t copy_bytes_ma
     }
     if (unwind == SS_UNWIND_STEP || unwind == SS_UNWIND_FAST)
         unwind = libunwind_ready(unwind);
-    unwind_mode = unwind;
+    /* written only when it changes: a late handler of the previous round
+     * may be reading it (ss_native_sample_once starts once per round) */
+    if (unwind_mode != unwind)
+        unwind_mode = unwind;
     installed = true;
     the_signal = sig;
     atomic_store(&own_pid, getpid());
@@ -984,6 +992,9 @@ bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
     out->has_span = s->has_span;
     memcpy(out->trace_id, s->trace_id, 16);
     memcpy(out->span_id, s->span_id, 8);
+    out->trace_flags = s->trace_flags;
+    out->attrs = s->attrs;
+    out->n_attrs = s->has_span ? s->n_attrs : 0;
     return true;
 }
 

@@ -42,6 +42,9 @@ typedef struct ss_sig_answer {
     bool has_span;
     uint8_t trace_id[16];
     uint8_t span_id[8];
+    uint8_t trace_flags;
+    uint16_t n_attrs;         /* the span's attrs-data (OTEP 4947) */
+    const uint8_t *attrs;     /* valid until the next round */
 } ss_sig_answer;
 
 /* Copy mode: what the handler saved, for the sampler to unwind (valid in

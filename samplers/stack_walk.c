@@ -337,16 +337,9 @@ uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi) {
     return 0;
 }
 
-bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8]) {
+bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, ss_otel_rec *out) {
     (void)w;
-    ptrdiff_t off;
-    size_t size;
-    uint8_t buf[128];
-    if (!pthread || !ss_span_tls_where(&off, &size) || size > sizeof buf)
-        return false;
-    if (ss_uw_read_memory(buf, pthread + (uint64_t)off, size) != (long)size)
-        return false;
-    return ss_span_decode(buf, trace_id, span_id);
+    return pthread && ss_otel_read_thread(pthread, ss_uw_read_memory, cache, out);
 }
 
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached) {

@@ -56,8 +56,9 @@ uint64_t ss_walker_pthread(ss_walker *w, pid_t tid, uint64_t stack_hi);
 void ss_walker_note_main(uint64_t pthread);
 uint64_t ss_walker_main_pthread(void);
 
-/* The span context of a thread from its memory (thread pointer `pthread`). */
-bool ss_walker_span(ss_walker *w, uint64_t pthread, uint8_t trace_id[16], uint8_t span_id[8]);
+/* The span context of a thread from its memory (thread pointer `pthread`;
+ * the cache is the thread's, see ss_otel_read_thread). */
+bool ss_walker_span(ss_walker *w, uint64_t pthread, ss_otel_cache *cache, ss_otel_rec *out);
 
 /* Counters of the unwinder's rule cache. */
 void ss_walker_stats(const ss_walker *w, uint64_t *compiled, uint64_t *cached);

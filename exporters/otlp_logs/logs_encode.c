@@ -109,6 +109,25 @@ static void format_body(ss_logs_encoder *e, const ss_round *r, const ss_thread_s
         ss_stack_memo_put(e->memo, t->stack_id, 0, e->text.data + mark, e->text.len - mark);
 }
 
+/* The span's attributes (OTEP 4947 thread context: "key=value" lines) as
+ * attributes of the record; a line without '=' is left out. */
+static void put_span_attrs(ss_buf *out, const char *s) {
+    while (s && *s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        const char *eq = memchr(s, '=', len);
+        if (eq && eq > s) {
+            char key[80];
+            size_t kl = (size_t)(eq - s) < sizeof key - 1 ? (size_t)(eq - s) : sizeof key - 1;
+            memcpy(key, s, kl);
+            key[kl] = '\0';
+            ss_utf8_fix(key, kl);
+            ss_otlp_put_kv_str(out, LR_ATTRIBUTES, key, eq + 1, len - (size_t)(eq + 1 - s));
+        }
+        s += len + (nl ? 1 : 0);
+    }
+}
+
 /* One LogRecord; its body is in e->text. */
 static void put_record(ss_buf *out, ss_logs_encoder *e, const ss_round *r,
                        const ss_thread_sample *t, uint64_t observed_ns) {
@@ -126,6 +145,7 @@ static void put_record(ss_buf *out, ss_logs_encoder *e, const ss_round *r,
         pb_fixed32_nz(out, LR_FLAGS, t->trace_flags);
         pb_bytes(out, LR_TRACE_ID, t->trace_id, 16);
         pb_bytes(out, LR_SPAN_ID, t->span_id, 8);
+        put_span_attrs(out, t->span_attrs);
     }
     pb_fixed64_nz(out, LR_OBSERVED_TIME, observed_ns);
     pb_string(out, LR_EVENT_NAME, SS_LOGS_SCOPE_NAME);

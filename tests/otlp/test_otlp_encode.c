@@ -41,6 +41,8 @@ static ss_round *make_round(uint32_t n_threads, uint32_t depth) {
                 t->trace_id[k] = (uint8_t)(k + 1);
             for (int k = 0; k < 8; k++)
                 t->span_id[k] = (uint8_t)(0xa1 + k);
+            static const char attrs[] = "http.route=/api/x\nhttp.method=GET";
+            ss_round_builder_set_span_attrs(b, attrs, sizeof attrs - 1);
         }
         for (uint32_t d = 0; d < depth; d++) {
             ss_frame f = {.fn = d + 1 == depth ? root : leaf, .line = (int32_t)(10 + d)};
@@ -123,7 +125,12 @@ static void test_round_as_request(void **state) {
         snprintf(name, sizeof name, "worker-%u", i);
         assert_string_equal(attr_str(rec, "thread.name"), name);
         assert_string_equal(attr_str(rec, "thread.state"), i % 2 ? "WAITING" : "RUNNABLE");
-        assert_int_equal(rec->n_attributes, 6);
+        /* the span's attributes (OTEP 4947 record) on the thread in a span */
+        assert_int_equal(rec->n_attributes, i == 1 ? 8 : 6);
+        if (i == 1) {
+            assert_string_equal(attr_str(rec, "http.route"), "/api/x");
+            assert_string_equal(attr_str(rec, "http.method"), "GET");
+        }
         /* body: exactly the text exporter's block for the thread */
         ss_buf_reset(&text);
         ss_text_format_thread(r, &r->threads[i], &text);
