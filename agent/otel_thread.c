@@ -6,10 +6,15 @@
  * SDK, or libstackshot.so itself (stackshot_set_span_context). Sources
  * are found on the sampler thread (ss_otel_refresh, before each round;
  * again only when a module was loaded or unloaded: dl_iterate_phdr's
- * adds/subs counters): for each module with a PT_TLS segment, dlsym on
- * the module (which reads its .dynsym) gives the variable's address for
- * the sampler thread, and the module whose TLS block holds that address
- * gives the TLS module id and the offset in the block. Every TLS model
+ * adds/subs counters): for each module with a PT_TLS segment, its dynamic
+ * symbol table (read in place through its hash table, inside
+ * dl_iterate_phdr, which keeps the module loaded) gives the variable's
+ * offset in the module's TLS block; __tls_get_addr on the sampler thread
+ * then gives its block, which says whether the block is in the static TLS
+ * area. No dlopen: dlopen(RTLD_NOLOAD) of a module that is only another
+ * module's dependency gives it a search list of its own that dlclose
+ * never frees, and dlopen from dl_iterate_phdr's callback takes the
+ * loader's locks in the opposite order of a host's dlopen. Every TLS model
  * ends up there: TLSDESC and traditional global dynamic (a block per
  * thread, reached through the thread's DTV), initial-exec and local-exec
  * (the block at a fixed offset from the thread pointer).
@@ -224,12 +229,6 @@ typedef struct scan {
     unsigned long long adds, subs;
     table *t;
     uint64_t tp, static_size;
-    /* pass 2: the module whose block holds addr (and whether used_addr
-     * is in that module too) */
-    uint64_t addr, used_addr;
-    bool used_in;
-    bool found;
-    source hit;
 } scan;
 
 static int count_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -248,29 +247,6 @@ static uint64_t tls_memsz(const struct dl_phdr_info *info) {
     return 0;
 }
 
-/* Pass 2: which module's block (the sampler thread's) holds sc->addr. */
-static int owner_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    scan *sc = arg;
-    uint64_t data = (uint64_t)(uintptr_t)info->dlpi_tls_data;
-    uint64_t sz = tls_memsz(info);
-    if (!info->dlpi_tls_modid || !data || sc->addr < data || sc->addr >= data + sz)
-        return 0;
-    sc->hit.modid = info->dlpi_tls_modid;
-    sc->hit.off = sc->addr - data;
-    sc->hit.static_off = (int64_t)(data - sc->tp);
-    /* the static TLS area ends at tp (x86-64: it lies just below) */
-    sc->hit.is_static = data < sc->tp && sc->tp - data <= sc->static_size;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uint64_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && sc->used_addr >= lo && sc->used_addr < lo + ph->p_memsz)
-            sc->used_in = true;
-    }
-    sc->found = true;
-    return 1;
-}
-
 static void add_source(table *t, const source *s) {
     for (uint32_t i = 0; i < t->n; i++)
         if (t->s[i].modid == s->modid)
@@ -279,33 +255,124 @@ static void add_source(table *t, const source *s) {
         t->s[t->n++] = *s;
 }
 
-/* Pass 1: every module with TLS that exports otel_thread_ctx_v1. */
+/* The dynamic section's address d_ptr of module base: relocated in place
+ * by the dynamic linker for most modules, left relative for some (the
+ * vDSO). */
+static uint64_t dyn_ptr(ElfW(Addr) base, ElfW(Addr) ptr) {
+    return ptr < base ? base + ptr : ptr;
+}
+
+/* The defined dynamic symbol called name in the module, or NULL: through
+ * DT_GNU_HASH, else DT_HASH. */
+static const ElfW(Sym) *find_dynsym(const struct dl_phdr_info *info, const char *name) {
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn)
+        return NULL;
+    const ElfW(Sym) *sym = NULL;
+    const char *str = NULL;
+    const uint32_t *gnu = NULL, *sysv = NULL;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        uint64_t v = dyn_ptr(info->dlpi_addr, dyn->d_un.d_ptr);
+        if (dyn->d_tag == DT_SYMTAB)
+            sym = (const ElfW(Sym) *)(uintptr_t)v;
+        else if (dyn->d_tag == DT_STRTAB)
+            str = (const char *)(uintptr_t)v;
+        else if (dyn->d_tag == DT_GNU_HASH)
+            gnu = (const uint32_t *)(uintptr_t)v;
+        else if (dyn->d_tag == DT_HASH)
+            sysv = (const uint32_t *)(uintptr_t)v;
+    }
+    if (!sym || !str)
+        return NULL;
+    if (gnu) {
+        uint32_t h = 5381;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+            h = h * 33 + *c;
+        uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gnu + 4) + bloom_size);
+        const uint32_t *chain = buckets + nbuckets;
+        if (!nbuckets)
+            return NULL;
+        uint32_t i = buckets[h % nbuckets];
+        if (i < symoffset)
+            return NULL;
+        for (;; i++) {
+            uint32_t h2 = chain[i - symoffset];
+            if ((h | 1) == (h2 | 1) && !strcmp(str + sym[i].st_name, name))
+                return sym[i].st_shndx != SHN_UNDEF ? &sym[i] : NULL;
+            if (h2 & 1)
+                return NULL;
+        }
+    }
+    if (sysv) {
+        uint32_t h = 0;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+            h = (h << 4) + *c;
+            uint32_t g = h & 0xf0000000u;
+            if (g)
+                h ^= g >> 24;
+            h &= ~g;
+        }
+        uint32_t nbucket = sysv[0];
+        const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
+        if (!nbucket)
+            return NULL;
+        for (uint32_t i = bucket[h % nbucket]; i; i = chain[i])
+            if (!strcmp(str + sym[i].st_name, name))
+                return sym[i].st_shndx != SHN_UNDEF ? &sym[i] : NULL;
+    }
+    return NULL;
+}
+
+/* Pass 1: every module with TLS that exports otel_thread_ctx_v1 (its own
+ * TLS symbol: the module id and offset are the module's). */
+#define MAX_FOUND 32u
+
+typedef struct found {
+    source s[MAX_FOUND];
+    uint32_t n;
+} found;
+
 static int module_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    scan *sc = arg;
-    if (!info->dlpi_tls_modid || !tls_memsz(info))
+    found *f = arg;
+    if (!info->dlpi_tls_modid || !tls_memsz(info) || f->n == MAX_FOUND)
         return 0;
-    const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : NULL;
-    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
+    const ElfW(Sym) *var = find_dynsym(info, "otel_thread_ctx_v1");
+    if (!var || ELF64_ST_TYPE(var->st_info) != STT_TLS)
         return 0;
-    void *addr = dlsym(h, "otel_thread_ctx_v1");
     /* libstackshot.so's own writer says when a thread first used it */
-    const atomic_int *used = dlsym(h, "stackshot_span_context_used");
-    dlclose(h);
-    if (!addr)
-        return 0;
-    /* dlsym gives this thread's address; the owner (maybe a dependency of
-     * the module, dlsym searches those too) is found by its block */
-    scan owner = *sc;
-    owner.addr = (uint64_t)(uintptr_t)addr;
-    owner.used_addr = (uint64_t)(uintptr_t)used;
-    owner.found = owner.used_in = false;
-    dl_iterate_phdr(owner_cb, &owner);
-    owner.hit.used = owner.used_in ? used : NULL; /* the same module's only */
-    if (owner.found)
-        add_source(sc->t, &owner.hit);
+    const ElfW(Sym) *used = find_dynsym(info, "stackshot_span_context_used");
+    source *s = &f->s[f->n++];
+    memset(s, 0, sizeof *s);
+    s->modid = info->dlpi_tls_modid;
+    s->off = var->st_value;
+    s->used = used ? (const atomic_int *)(uintptr_t)(info->dlpi_addr + used->st_value) : NULL;
     return 0;
+}
+
+typedef struct tls_index {
+    unsigned long modid, offset;
+} tls_index;
+
+/* Where the source's block lies for the sampler thread: in the static TLS
+ * area (a fixed offset from every thread's pointer) or not. */
+static void place_source(source *s, uint64_t tp, uint64_t static_size) {
+    static void *(*tls_get_addr)(tls_index *);
+    if (!tls_get_addr)
+        tls_get_addr = (void *(*)(tls_index *))dlsym(RTLD_DEFAULT, "__tls_get_addr");
+    if (!tls_get_addr)
+        return;
+    tls_index ti = {.modid = (unsigned long)s->modid, .offset = 0};
+    uint64_t data = (uint64_t)(uintptr_t)tls_get_addr(&ti);
+    if (!data)
+        return;
+    s->static_off = (int64_t)(data - tp);
+    /* the static TLS area ends at tp (x86-64: it lies just below) */
+    s->is_static = data < tp && tp - data <= static_size;
 }
 
 /* glibc's static TLS size, when it says (GLIBC_PRIVATE, looked up by name:
@@ -335,7 +402,12 @@ void ss_otel_refresh(void) {
     sc.t = t;
     sc.tp = (uint64_t)(uintptr_t)pthread_self();
     sc.static_size = static_tls_size();
-    dl_iterate_phdr(module_cb, &sc);
+    found f = {.n = 0};
+    dl_iterate_phdr(module_cb, &f);
+    for (uint32_t i = 0; i < f.n; i++) {
+        place_source(&f.s[i], sc.tp, sc.static_size);
+        add_source(t, &f.s[i]);
+    }
     if (own) {
         /* the core's own writer (agent/span.c): static TLS, no module id
          * needed; registered once a thread used it */
