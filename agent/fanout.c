@@ -46,6 +46,7 @@ typedef struct exporter_slot {
 static exporter_slot *slots[MAX_EXPORTERS];
 static int n_slots;
 static _Atomic size_t largest_round; /* bytes, for the exit report */
+static _Atomic uint64_t exit_deadline, exit_began; /* ss_exporters_exit_deadline */
 
 /* ---- the queue ----------------------------------------------------- */
 
@@ -280,7 +281,16 @@ static void report_accounting(void) {
            atomic_load(&largest_round));
 }
 
+uint64_t ss_exporters_exit_deadline(uint64_t *began_ns) {
+    uint64_t d = atomic_load(&exit_deadline);
+    if (began_ns)
+        *began_ns = atomic_load(&exit_began);
+    return d;
+}
+
 void ss_exporters_stop(uint64_t deadline_ns) {
+    atomic_store(&exit_began, ss_mono_ns());
+    atomic_store(&exit_deadline, deadline_ns ? deadline_ns : 1);
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
         pthread_mutex_lock(&s->mu);
@@ -310,6 +320,7 @@ void ss_exporters_stop(uint64_t deadline_ns) {
         free(s);
     }
     n_slots = 0;
+    atomic_store(&exit_deadline, 0); /* a restart runs again */
 }
 
 /* In a forked child the exporter threads do not exist and their locks may
@@ -326,5 +337,6 @@ void ss_exporters_forget(void) {
     }
     n_slots = 0;
     atomic_store(&largest_round, 0);
+    atomic_store(&exit_deadline, 0);
     memset(slots, 0, sizeof slots);
 }

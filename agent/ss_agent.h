@@ -572,6 +572,10 @@ void ss_exporters_publish(ss_round *round);
 /* Flush and stop every exporter before deadline (monotonic ns); prints
  * the counters line of each. */
 void ss_exporters_stop(uint64_t deadline_ns);
+/* 0 while the exporters run; once their stop has begun, its deadline
+ * (monotonic; *began_ns when not NULL: when it began): for waits on a
+ * backend that must hear of the exit. */
+uint64_t ss_exporters_exit_deadline(uint64_t *began_ns);
 /* Print each exporter's counters (level: SS_LOG_INFO at exit). */
 void ss_exporters_report(ss_log_level level);
 
