@@ -481,8 +481,9 @@ bool ss_span_decode(const void *bytes, uint8_t trace_id[16], uint8_t span_id[8])
 /* Exporters                                                            */
 /* ------------------------------------------------------------------ */
 
-/* Counters every exporter keeps; printed at exit in one line each and on
- * every round at debug level. */
+/* Counters every exporter keeps; summed up at exit in the one accounting
+ * line (info when something was lost, else debug) and printed on every
+ * round at debug level. */
 typedef struct ss_exporter_stats {
     _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
     _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
@@ -494,6 +495,11 @@ typedef struct ss_exporter_stats {
     _Atomic uint64_t retries;         /* export attempts retried */
     _Atomic uint64_t failures;        /* failed attempts */
     _Atomic uint64_t bytes_sent;
+    /* What the exporter says it consumed and took (set at its close, for
+     * the exit's accounting line; 0 and 0: consumed = delivered, records
+     * taken = exported + dropped + rejected). */
+    _Atomic uint64_t rounds_consumed;
+    _Atomic uint64_t records_taken;
 } ss_exporter_stats;
 
 /* Rounds lost after they were consumed, for exporters whose data leaves

@@ -352,16 +352,9 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
-    /* said when records or rounds were lost; else debug */
-    bool lost = atomic_load(&s->stats->records_dropped) || atomic_load(&s->stats->rounds_lost) ||
-                atomic_load(&s->stats->records_rejected);
-    ss_log(lost ? SS_LOG_INFO : SS_LOG_DEBUG,
-           "qubership: accounting: %llu rounds consumed, %llu records taken: %llu exported, "
-           "%llu dropped, %llu rejected",
-           (unsigned long long)s->rounds_consumed, (unsigned long long)s->records_taken,
-           (unsigned long long)atomic_load(&s->stats->records_exported),
-           (unsigned long long)atomic_load(&s->stats->records_dropped),
-           (unsigned long long)atomic_load(&s->stats->records_rejected));
+    /* for the exit's one accounting line (agent/fanout.c) */
+    atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
+    atomic_store(&s->stats->records_taken, s->records_taken);
     ss_buf_free(&s->c.out);
     qb_tls_ctx_free(s->c.tls_ctx);
     qb_map_destroy(s->map);

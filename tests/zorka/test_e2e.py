@@ -96,20 +96,30 @@ def load(out, name):
         return [json.loads(line) for line in f if line.strip()]
 
 
+# The exit's one accounting line, zorka's part: "zorka: rounds T taken = D
+# delivered + X dropped + F refused + H held (I in, Q dropped queued, C
+# consumed); records K taken = E exported + R dropped + J rejected; r
+# retries, f failures" (a record is a trace).
+EXIT_RE = (r"zorka: rounds \d+ taken = \d+ delivered \+ \d+ dropped \+ \d+ refused \+ \d+ held "
+           r"\((\d+) in, (\d+) dropped queued, (\d+) consumed\); records (\d+) taken = (\d+) "
+           r"exported \+ (\d+) dropped \+ (\d+) rejected; (\d+) retries, (\d+) failures")
+
+
+def exit_line(stderr):
+    m = re.search(r"pid \d+ accounting: .*" + EXIT_RE, stderr)
+    return [int(x) for x in m.groups()] if m else None
+
+
 def counters(stderr):
-    # at debug each round repeats the counters: the exit's line is the last
-    m = re.findall(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                   r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
+    v = exit_line(stderr)
     keys = ("in", "rdropped", "exported", "dropped", "rejected", "retries", "failures")
-    return dict(zip(keys, map(int, m[-1]))) if m else None
+    return dict(zip(keys, v[0:2] + v[4:])) if v else None
 
 
 def accounting(stderr):
-    m = re.search(r"stackshot: zorka: accounting: (\d+) rounds consumed, (\d+) records taken: "
-                  r"(\d+) exported, (\d+) dropped, (\d+) rejected \(a record is one trace; "
-                  r"(\d+) samples", stderr)
-    keys = ("consumed", "taken", "exported", "dropped", "rejected", "samples")
-    return dict(zip(keys, map(int, m.groups()))) if m else None
+    v = exit_line(stderr)
+    keys = ("consumed", "taken", "exported", "dropped", "rejected")
+    return dict(zip(keys, v[2:7])) if v else None
 
 
 def walk(rec, depth=0):
