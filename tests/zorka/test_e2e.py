@@ -345,7 +345,10 @@ def scenario_expiry(a, out):
 def scenario_errors(a, out):
     srv, port = start_collector(out)
     control(port, "/control/fail?n=3&status=500&path=trc")
-    code, so, se = run([a.drive, "2"], agent_env("http://127.0.0.1:%d" % port))
+    # 3 s: the retries (125 + 250 + 500 ms after the first period's end)
+    # end well before the exit, which gives a collector whose last call
+    # failed nothing
+    code, so, se = run([a.drive, "3"], agent_env("http://127.0.0.1:%d" % port))
     acc, _ = common("errors", code, se, out, a.dump, expect_failures=True)
     srv.shutdown()
     if not acc:
@@ -365,7 +368,7 @@ def scenario_errors(a, out):
 def scenario_drop(a, out):
     srv, port = start_collector(out)
     control(port, "/control/fail?n=3&status=500&path=trc")
-    code, so, se = run([a.drive, "2"], agent_env("http://127.0.0.1:%d" % port,
+    code, so, se = run([a.drive, "3"], agent_env("http://127.0.0.1:%d" % port,
                                                 {"STACKSHOT_ZORKA_RETRIES": "2"}))
     acc, _ = common("drop", code, se, out, a.dump, expect_failures=True)
     srv.shutdown()
