@@ -29,6 +29,7 @@ cases:
   rotation   the text file at 10 ms with a tiny STACKSHOT_OUTPUT_MAX_BYTES:
              rotated many times, no file past the cap, every round taken in
              one file; STACKSHOT_OUTPUT_KEEP bounds the files kept
+  periods    pprof keeps its newest STACKSHOT_OUTPUT_KEEP_PERIODS periods
   retention  files of gone processes, older than STACKSHOT_OUTPUT_MAX_AGE or
              past STACKSHOT_OUTPUT_MAX_TOTAL, removed at start; others kept
   writefail  a read-only and a full output directory (tmpfs in unshare -rm):
@@ -1064,6 +1065,19 @@ def case_rotation():
                   f"({taken} taken, {dropped} dropped and counted)")
 
 
+def case_periods():
+    """pprof at 1 s periods for 5 s with STACKSHOT_OUTPUT_KEEP_PERIODS=2:
+    only the two newest periods' files stay."""
+    out = fresh("periods")
+    env = agent_env(out, STACKSHOT_EXPORTERS="pprof", STACKSHOT_PROFILES_PERIOD="1",
+                    SPLUNK_PROFILER_CALL_STACK_INTERVAL="50", STACKSHOT_OUTPUT_KEEP_PERIODS="2")
+    r = subprocess.run(["sleep", "5"], env=env, capture_output=True, text=True, timeout=60)
+    seqs = sorted(int(m.group(1)) for n in files(out)
+                  for m in [re.fullmatch(r"sleep\.\d+\.(\d+)\.pb\.gz", n)] if m)
+    check(r.returncode == 0 and len(seqs) == 2 and seqs[1] == seqs[0] + 1 and seqs[1] >= 3,
+          f"the two newest periods stay: {files(out)}")
+
+
 def case_retention():
     """At start, in the output directory: files of the agent's naming whose
     process is gone go when older than STACKSHOT_OUTPUT_MAX_AGE, and, oldest
@@ -1162,7 +1176,7 @@ def case_writefail():
 
 cases = {"timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
-         "rotation": case_rotation, "retention": case_retention, "writefail": case_writefail}
+         "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
