@@ -7,6 +7,8 @@
  * whatever exporters charged) exceeds STACKSHOT_MAX_MEMORY, the oldest
  * rounds are dropped from the queues, and each drop is counted. */
 #include "agent_internal.h"
+#include "kept_fd.h"
+#include "exporters/common/common.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@ typedef struct exporter_slot {
 static exporter_slot *slots[MAX_EXPORTERS];
 static int n_slots;
 static _Atomic size_t largest_round; /* bytes, for the exit report */
+static _Atomic uint64_t exit_deadline, exit_began; /* ss_exporters_exit_deadline */
 
 /* ---- the queue ----------------------------------------------------- */
 
@@ -246,33 +249,93 @@ static bool slot_lost_something(exporter_slot *s) {
            atomic_load(&s->refused) || offered > accounted;
 }
 
-/* Per exporter its counters and the equation the tests check (info when
- * it lost something, else debug), and one debug line for memory. The pid
- * tells a forked child's lines from its parent's. */
+/* One exporter's part of the exit's line: the rounds equation the tests
+ * check (taken = delivered + dropped + refused + held; dropped counts the
+ * rounds consumed whose data never reached the backend), the queue's and
+ * the exporter's share of it, and its records. */
+static void append_slot(ss_buf *b, exporter_slot *s) {
+    ss_exporter_stats *st = &s->stats;
+    uint64_t offered = atomic_load(&s->offered);
+    uint64_t delivered = atomic_load(&s->delivered);
+    uint64_t queue_dropped = atomic_load(&st->rounds_dropped);
+    uint64_t lost = atomic_load(&st->rounds_lost);
+    lost = lost < delivered ? lost : delivered;
+    uint64_t consumed = atomic_load(&st->rounds_consumed);
+    if (!consumed)
+        consumed = delivered;
+    delivered -= lost;
+    uint64_t dropped = queue_dropped + lost;
+    uint64_t refused = atomic_load(&s->refused);
+    uint64_t accounted = delivered + dropped + refused;
+    uint64_t exported = atomic_load(&st->records_exported);
+    uint64_t rdropped = atomic_load(&st->records_dropped);
+    uint64_t rejected = atomic_load(&st->records_rejected);
+    uint64_t taken = atomic_load(&st->records_taken);
+    if (!taken)
+        taken = exported + rdropped + rejected;
+    ss_buf_printf(b,
+                  "%s: rounds %llu taken = %llu delivered + %llu dropped + %llu refused + %llu "
+                  "held (%llu in, %llu dropped queued, %llu consumed); records %llu taken = %llu "
+                  "exported + %llu dropped + %llu rejected; %llu retries, %llu failures",
+                  s->name, (unsigned long long)offered,
+                  (unsigned long long)delivered, (unsigned long long)dropped,
+                  (unsigned long long)refused,
+                  (unsigned long long)(offered > accounted ? offered - accounted : 0),
+                  (unsigned long long)atomic_load(&st->rounds_in),
+                  (unsigned long long)queue_dropped, (unsigned long long)consumed,
+                  (unsigned long long)taken, (unsigned long long)exported,
+                  (unsigned long long)rdropped, (unsigned long long)rejected,
+                  (unsigned long long)atomic_load(&st->retries),
+                  (unsigned long long)atomic_load(&st->failures));
+}
+
+/* A log line holds about 1000 bytes: parts that would not fit in the
+ * current line go to the next one (many exporters), each whole. */
+#define ACCOUNTING_LINE_MAX 900
+
+static void flush_line(ss_buf *line, ss_log_level level, int pid) {
+    if (line->len && !line->failed)
+        ss_log(level, "pid %d accounting: %.*s", pid, (int)line->len, line->data);
+    ss_buf_reset(line);
+}
+
+static void add_part(ss_buf *line, const ss_buf *part, ss_log_level level, int pid) {
+    if (line->len && line->len + 3 + part->len > ACCOUNTING_LINE_MAX)
+        flush_line(line, level, pid);
+    if (line->len)
+        ss_buf_append(line, " | ", 3);
+    ss_buf_append(line, part->data, part->len);
+}
+
+/* One line at exit for every exporter: info when something was lost or
+ * failed (or the host took a kept descriptor or an output file over),
+ * else debug; and one debug line for memory. The pid tells a forked
+ * child's line from its parent's. */
 static void report_accounting(void) {
     int pid = (int)ss_process()->pid;
+    uint64_t fds = ss_kept_fd_lost(), reopened = ss_output_reopened();
+    bool lost = fds || reopened;
+    for (int i = 0; i < n_slots; i++)
+        lost |= slot_lost_something(slots[i]);
+    ss_log_level level = lost ? SS_LOG_INFO : SS_LOG_DEBUG;
+    ss_buf line, part;
+    ss_buf_init(&line);
+    ss_buf_init(&part);
     for (int i = 0; i < n_slots; i++) {
-        exporter_slot *s = slots[i];
-        ss_log_level level = slot_lost_something(s) ? SS_LOG_INFO : SS_LOG_DEBUG;
-        report_slot(s, level);
-        uint64_t offered = atomic_load(&s->offered);
-        uint64_t delivered = atomic_load(&s->delivered);
-        uint64_t dropped = atomic_load(&s->stats.rounds_dropped);
-        /* consumed, but lost on the way to the backend: not delivered */
-        uint64_t lost = atomic_load(&s->stats.rounds_lost);
-        lost = lost < delivered ? lost : delivered;
-        delivered -= lost;
-        dropped += lost;
-        uint64_t refused = atomic_load(&s->refused);
-        uint64_t accounted = delivered + dropped + refused;
-        ss_log(level,
-               "pid %d %s: %llu rounds taken = %llu delivered + %llu dropped + %llu "
-               "refused + %llu held",
-               pid, s->name, (unsigned long long)offered,
-               (unsigned long long)delivered, (unsigned long long)dropped,
-               (unsigned long long)refused,
-               (unsigned long long)(offered > accounted ? offered - accounted : 0));
+        ss_buf_reset(&part);
+        append_slot(&part, slots[i]);
+        add_part(&line, &part, level, pid);
     }
+    if (fds || reopened) {
+        ss_buf_reset(&part);
+        ss_buf_printf(&part, "%llu kept descriptors taken over by the host, %llu output files "
+                             "reopened",
+                      (unsigned long long)fds, (unsigned long long)reopened);
+        add_part(&line, &part, level, pid);
+    }
+    flush_line(&line, level, pid);
+    ss_buf_free(&line);
+    ss_buf_free(&part);
     ss_log(SS_LOG_DEBUG,
            "pid %d memory: peak %zu bytes queued, limit %zu (%zu transiently; largest "
            "round %zu bytes)",
@@ -280,7 +343,16 @@ static void report_accounting(void) {
            atomic_load(&largest_round));
 }
 
+uint64_t ss_exporters_exit_deadline(uint64_t *began_ns) {
+    uint64_t d = atomic_load(&exit_deadline);
+    if (began_ns)
+        *began_ns = atomic_load(&exit_began);
+    return d;
+}
+
 void ss_exporters_stop(uint64_t deadline_ns) {
+    atomic_store(&exit_began, ss_mono_ns());
+    atomic_store(&exit_deadline, deadline_ns ? deadline_ns : 1);
     for (int i = 0; i < n_slots; i++) {
         exporter_slot *s = slots[i];
         pthread_mutex_lock(&s->mu);
@@ -310,6 +382,7 @@ void ss_exporters_stop(uint64_t deadline_ns) {
         free(s);
     }
     n_slots = 0;
+    atomic_store(&exit_deadline, 0); /* a restart runs again */
 }
 
 /* In a forked child the exporter threads do not exist and their locks may
@@ -326,5 +399,6 @@ void ss_exporters_forget(void) {
     }
     n_slots = 0;
     atomic_store(&largest_round, 0);
+    atomic_store(&exit_deadline, 0);
     memset(slots, 0, sizeof slots);
 }

@@ -585,8 +585,9 @@ bool ss_otel_read_thread(uint64_t pthread, long (*read)(void *, uint64_t, size_t
 /* Exporters                                                            */
 /* ------------------------------------------------------------------ */
 
-/* Counters every exporter keeps; printed at exit in one line each and on
- * every round at debug level. */
+/* Counters every exporter keeps; summed up at exit in the one accounting
+ * line (info when something was lost, else debug) and printed on every
+ * round at debug level. */
 typedef struct ss_exporter_stats {
     _Atomic uint64_t rounds_in;       /* rounds handed to the exporter */
     _Atomic uint64_t rounds_dropped;  /* dropped from its queue (memory cap) */
@@ -598,6 +599,11 @@ typedef struct ss_exporter_stats {
     _Atomic uint64_t retries;         /* export attempts retried */
     _Atomic uint64_t failures;        /* failed attempts */
     _Atomic uint64_t bytes_sent;
+    /* What the exporter says it consumed and took (set at its close, for
+     * the exit's accounting line; 0 and 0: consumed = delivered, records
+     * taken = exported + dropped + rejected). */
+    _Atomic uint64_t rounds_consumed;
+    _Atomic uint64_t records_taken;
 } ss_exporter_stats;
 
 /* Rounds lost after they were consumed, for exporters whose data leaves
@@ -676,6 +682,10 @@ void ss_exporters_publish(ss_round *round);
 /* Flush and stop every exporter before deadline (monotonic ns); prints
  * the counters line of each. */
 void ss_exporters_stop(uint64_t deadline_ns);
+/* 0 while the exporters run; once their stop has begun, its deadline
+ * (monotonic; *began_ns when not NULL: when it began): for waits on a
+ * backend that must hear of the exit. */
+uint64_t ss_exporters_exit_deadline(uint64_t *began_ns);
 /* Print each exporter's counters (level: SS_LOG_INFO at exit). */
 void ss_exporters_report(ss_log_level level);
 

@@ -74,9 +74,23 @@ typedef struct ss_output_file {
     bool append;     /* the first open: append (else truncate) */
     bool opened;     /* opened once: a reopen appends */
     uint64_t reopens; /* times the host took the descriptor over */
+    /* Rotation (ss_output_file_limit): before a write that would take the
+     * file past max_bytes, name becomes name.1 (name.1 name.2, ... up to
+     * name.<keep>, the oldest removed) and a new file is started; a write
+     * is never split between two files. 0: no limit. */
+    uint64_t max_bytes;
+    uint32_t keep;
+    uint64_t size;      /* bytes in the current file */
+    uint64_t rotations;
+    bool rotate_told;
 } ss_output_file;
 
 void ss_output_file_init(ss_output_file *f, const char *dir, const char *name, bool append);
+/* Rotate at max_bytes, keeping `keep` older files (see above). */
+void ss_output_file_limit(ss_output_file *f, uint64_t max_bytes, uint32_t keep);
+/* STACKSHOT_OUTPUT_MAX_BYTES and STACKSHOT_OUTPUT_KEEP (read once). */
+uint64_t ss_output_max_bytes(void);
+uint32_t ss_output_keep(void);
 /* Write all of buf (opening the file at the first call, again when the
  * host took the descriptor over). 0 or -errno: then the write failed and
  * an unknown part of buf reached the file. */
@@ -86,6 +100,15 @@ void ss_output_file_close(ss_output_file *f);
 /* Descriptors of local output files found taken over by the host and
  * opened again, since start. */
 uint64_t ss_output_reopened(void);
+
+/* Retention, once per process and output directory, at its first file:
+ * files of this agent's naming (<program>.<pid>.txt[.N],
+ * <program>.<pid>.<seq>.pb.gz|.collapsed|.html) whose pid is not alive
+ * go when older than STACKSHOT_OUTPUT_MAX_AGE seconds, and, oldest first,
+ * while the directory's files of that naming pass STACKSHOT_OUTPUT_MAX_TOTAL
+ * bytes. Only regular files of this user with one link. Returns the
+ * number removed (tests). */
+int ss_output_retention(int dfd, const char *dir);
 
 /* Append the gzip (RFC 1952) compression of in[0..n) to out. 0 or -ENOMEM
  * / -EIO. */

@@ -18,12 +18,16 @@
  * same refusal again (a periodic writer) is told at debug level only. */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static atomic_uint_fast64_t refused;
@@ -172,6 +176,144 @@ static int check_file(int fd, const char *dir, const char *name, struct stat *ou
     return 0;
 }
 
+/* ---- retention -------------------------------------------------------- */
+
+#define RETENTION_MAX 4096 /* candidate files looked at, at most */
+
+typedef struct old_file {
+    char name[256];
+    time_t mtime;
+    off_t size;
+    bool dead; /* its process is gone */
+} old_file;
+
+/* Strip ".<digits>" from the end of name[0..*len): the number, or -1. */
+static long strip_number(const char *name, size_t *len) {
+    size_t i = *len;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i == *len || i < 2 || name[i - 1] != '.' || *len - i > 9)
+        return -1;
+    long v = strtol(name + i, NULL, 10);
+    *len = i - 1;
+    return v;
+}
+
+static bool strip_suffix(const char *name, size_t *len, const char *suffix) {
+    size_t k = strlen(suffix);
+    if (*len <= k || memcmp(name + *len - k, suffix, k) != 0)
+        return false;
+    *len -= k;
+    return true;
+}
+
+/* The pid in a name of this agent's naming, or 0: "<program>.<pid>.txt",
+ * "<program>.<pid>.txt.<N>" (rotated), "<program>.<pid>.<seq>.pb.gz",
+ * ".collapsed", ".html". */
+static long pid_of_name(const char *name) {
+    size_t len = strlen(name), l = len;
+    if (strip_number(name, &l) >= 0 && strip_suffix(name, &l, ".txt")) {
+        long pid = strip_number(name, &l);
+        return pid > 0 && l > 0 ? pid : 0;
+    }
+    l = len;
+    if (strip_suffix(name, &l, ".txt")) {
+        long pid = strip_number(name, &l);
+        return pid > 0 && l > 0 ? pid : 0;
+    }
+    l = len;
+    if (!strip_suffix(name, &l, ".pb.gz") && !strip_suffix(name, &l, ".collapsed") &&
+        !strip_suffix(name, &l, ".html"))
+        return 0;
+    if (strip_number(name, &l) < 0) /* the period's number */
+        return 0;
+    long pid = strip_number(name, &l);
+    return pid > 0 && l > 0 ? pid : 0;
+}
+
+static bool pid_alive(long pid) {
+    return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
+}
+
+static int by_mtime(const void *a, const void *b) {
+    const old_file *x = a, *y = b;
+    return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+int ss_output_retention(int dfd, const char *dir) {
+    int64_t max_age = ss_config_int("STACKSHOT_OUTPUT_MAX_AGE", 7 * 86400, 0, INT64_MAX / 2);
+    int64_t max_total = ss_config_int("STACKSHOT_OUTPUT_MAX_TOTAL", 1073741824ll, 0,
+                                      INT64_MAX / 2);
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    old_file *files = calloc(RETENTION_MAX, sizeof *files);
+    size_t n = 0;
+    int64_t total = 0;
+    uid_t me = geteuid();
+    pid_t self = getpid();
+    for (struct dirent *e; files && n < RETENTION_MAX && (e = readdir(d));) {
+        long pid = pid_of_name(e->d_name);
+        struct stat st;
+        if (!pid || strlen(e->d_name) >= sizeof files[0].name ||
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != me || st.st_nlink != 1)
+            continue;
+        snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+        files[n].mtime = st.st_mtime;
+        files[n].size = st.st_size;
+        files[n].dead = pid != (long)self && !pid_alive(pid);
+        total += st.st_size;
+        n++;
+    }
+    closedir(d);
+    if (!files)
+        return 0;
+    qsort(files, n, sizeof *files, by_mtime);
+    time_t now = time(NULL);
+    int removed = 0;
+    int64_t freed = 0;
+    for (size_t i = 0; i < n; i++) { /* oldest first */
+        old_file *f = &files[i];
+        bool old = now - f->mtime > max_age;
+        if (!f->dead || !(old || total > max_total))
+            continue;
+        if (unlinkat(dfd, f->name, 0) == 0) {
+            removed++;
+            total -= f->size;
+            freed += f->size;
+        }
+    }
+    free(files);
+    if (removed)
+        ss_info("output directory %s: removed %d files (%lld bytes) of processes gone, older "
+                "than STACKSHOT_OUTPUT_MAX_AGE (%lld s) or past STACKSHOT_OUTPUT_MAX_TOTAL "
+                "(%lld bytes)",
+                dir, removed, (long long)freed, (long long)max_age, (long long)max_total);
+    return removed;
+}
+
+/* Once per process and directory (a forked child, or a worker that writes
+ * elsewhere under another uid, runs its own): the first file opened
+ * there runs the retention. */
+static void retention_once(int dfd, const char *dir, const struct stat *dst) {
+    static _Atomic pid_t done_pid;
+    static _Atomic uint64_t done_dev, done_ino;
+    pid_t self = getpid();
+    if (atomic_load(&done_pid) == self && atomic_load(&done_dev) == (uint64_t)dst->st_dev &&
+        atomic_load(&done_ino) == (uint64_t)dst->st_ino)
+        return;
+    atomic_store(&done_pid, self);
+    atomic_store(&done_dev, (uint64_t)dst->st_dev);
+    atomic_store(&done_ino, (uint64_t)dst->st_ino);
+    ss_output_retention(dfd, dir);
+}
+
 /* ss_output_open, with the identity of what was opened in *kept (taken
  * by the same fstat that checked the file). */
 static int output_open(const char *tmpl, const char *name, bool append, ss_kept_fd *kept) {
@@ -192,6 +334,7 @@ static int output_open(const char *tmpl, const char *name, bool append, ss_kept_
     int dfd = open_dir(dir, &dst);
     if (dfd < 0)
         return dfd;
+    retention_once(dfd, dir, &dst);
     /* No O_TRUNC yet: a file that fails check_file must stay untouched. */
     int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
                 (append ? O_APPEND : 0);
@@ -247,6 +390,28 @@ static atomic_bool reopen_told;
 
 uint64_t ss_output_reopened(void) { return atomic_load(&reopened); }
 
+/* 64 MiB a file and 7 kept: at most 512 MiB for a process's text dump.
+ * A 200-thread program writes about 1.8 KB a thread a round in the text
+ * format (11 KB a round for 6 threads): 370 KB a round, 31 GB a day at
+ * 1 s, unbounded before; now a week of it uses 512 MiB, the last 23
+ * minutes of rounds. */
+#define DEFAULT_MAX_BYTES (64ull << 20)
+#define DEFAULT_KEEP 7
+
+uint64_t ss_output_max_bytes(void) {
+    return (uint64_t)ss_config_int("STACKSHOT_OUTPUT_MAX_BYTES", (int64_t)DEFAULT_MAX_BYTES, 0,
+                                   INT64_MAX / 2);
+}
+
+uint32_t ss_output_keep(void) {
+    return (uint32_t)ss_config_int("STACKSHOT_OUTPUT_KEEP", DEFAULT_KEEP, 0, 1000);
+}
+
+void ss_output_file_limit(ss_output_file *f, uint64_t max_bytes, uint32_t keep) {
+    f->max_bytes = max_bytes;
+    f->keep = keep;
+}
+
 void ss_output_file_init(ss_output_file *f, const char *dir, const char *name, bool append) {
     memset(f, 0, sizeof *f);
     f->kept.fd = -1;
@@ -276,12 +441,61 @@ static int output_fd(ss_output_file *f) {
     if (fd < 0)
         return fd;
     f->opened = true;
+    struct stat st;
+    f->size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
     return fd;
+}
+
+/* name.<i> for i > 0, name for 0. */
+static void numbered(const ss_output_file *f, uint32_t i, char *out, size_t n) {
+    if (i)
+        snprintf(out, n, "%s.%u", f->name, (unsigned)i);
+    else
+        snprintf(out, n, "%s", f->name);
+}
+
+/* The current file becomes name.1 (name.1 name.2, ..., the oldest past
+ * `keep` removed; with keep 0 the file is removed) and the next write
+ * starts a new one. Names are moved inside the directory opened as
+ * ss_output_open opens it (never through a symlink, owned by us); a
+ * failure is said once per file, and the current file is then removed so
+ * that the limit holds all the same. */
+static void rotate(ss_output_file *f) {
+    ss_kept_fd_close(&f->kept);
+    f->opened = false; /* the next open is a new file, not a reopen */
+    f->size = 0;
+    f->rotations++;
+    char dir[1100], from[480], to[480];
+    struct stat dst;
+    int dfd = ss_output_dir_expand(f->dir, dir, sizeof dir) == 0 ? open_dir(dir, &dst) : -1;
+    if (dfd < 0)
+        return;
+    int rc = 0;
+    numbered(f, f->keep, to, sizeof to);
+    if (unlinkat(dfd, to, 0) != 0 && errno != ENOENT)
+        rc = -errno;
+    for (uint32_t i = f->keep; rc == 0 && i > 0; i--) {
+        numbered(f, i - 1, from, sizeof from);
+        numbered(f, i, to, sizeof to);
+        if (renameat(dfd, from, dfd, to) != 0 && errno != ENOENT)
+            rc = -errno;
+    }
+    if (rc != 0) {
+        if (!f->rotate_told)
+            ss_warn("output file %s/%s: rotation failed (%s); starting it again instead",
+                    dir, f->name, strerror(-rc));
+        f->rotate_told = true;
+        unlinkat(dfd, f->name, 0);
+    }
+    close_opened(dfd, &dst);
 }
 
 int ss_output_file_write(ss_output_file *f, const void *buf, size_t len) {
     const char *p = buf;
     int lost_mid_write = 0;
+    /* a whole write in one file: rotate before one that would pass the cap */
+    if (f->max_bytes && f->opened && f->size && f->size + len > f->max_bytes)
+        rotate(f);
     do {
         /* a chunk at a time, each after the check: a host that closes our
          * descriptor mid-write gets none of what follows */
@@ -305,6 +519,7 @@ int ss_output_file_write(ss_output_file *f, const void *buf, size_t len) {
         }
         p += w;
         len -= (size_t)w;
+        f->size += (uint64_t)w;
     } while (len);
     return 0;
 }

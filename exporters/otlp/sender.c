@@ -8,6 +8,7 @@
  * The request a call is sending (the head) is never touched until the
  * call ends. */
 #include "transport.h"
+#include "exporters/common/backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -39,9 +40,7 @@ struct ss_otlp_sender {
     uint64_t rnd;
     int last_code;           /* to tell a change of state once, not every call */
     bool failing;            /* the last call failed */
-    bool answered_ok;        /* some call succeeded: the backend is known to work */
-    uint64_t inflight_since_ns; /* when the call in flight started */
-    uint64_t unproven_ns;    /* what an exit gives a backend not heard from yet */
+    ss_backend backend;      /* what its last calls said: what an exit gives it */
     bool unimplemented_told, partial_told, unreadable_told, cap_told;
     uint64_t rounds_consumed, records_taken; /* the accounting line */
     ss_round_loss lost;                      /* rounds whose data did not all arrive */
@@ -236,6 +235,17 @@ static void tell_failure(ss_otlp_sender *s, const ss_otlp_outcome *o, const char
     s->failing = true;
 }
 
+/* What a failed call says of the backend: a deadline is a stall, the rest
+ * a failure (gRPC and libcurl say "refused" in words only; the exit treats
+ * both alike). */
+static ss_backend_state outcome_state(const ss_otlp_outcome *o) {
+    if (strstr(o->what, "DEADLINE") || strstr(o->what, "imed out") || strstr(o->what, "imeout"))
+        return SS_BACKEND_STALLED;
+    if (strstr(o->what, "refused") || strstr(o->what, "onnect"))
+        return SS_BACKEND_REFUSED;
+    return SS_BACKEND_FAILING;
+}
+
 /* The head's call ended with *o: count it, pop or drop the head, or set a
  * retry. True when the FIFO may go on at once. */
 static bool head_done(ss_otlp_sender *s, const ss_otlp_outcome *o) {
@@ -243,13 +253,14 @@ static bool head_done(ss_otlp_sender *s, const ss_otlp_outcome *o) {
         if (s->failing)
             ss_info("%s: delivering to %s again", s->sig.who, s->ep.url);
         s->failing = false;
-        s->answered_ok = true;
+        ss_backend_call_end(&s->backend, SS_BACKEND_HEALTHY);
         s->cap_told = false;
         count_delivered(s, o, s->head);
         pop_head(s);
         return true;
     }
     atomic_fetch_add(&s->stats->failures, 1);
+    ss_backend_call_end(&s->backend, outcome_state(o));
     uint64_t delay;
     char what[96];
     if (o->retryable &&
@@ -280,7 +291,7 @@ static void start_head(ss_otlp_sender *s, uint64_t cap_ns) {
         deadline = cap_ns;
     ss_otlp_outcome o;
     ss_otlp_outcome_init(&o);
-    s->inflight_since_ns = now;
+    ss_backend_call_start(&s->backend);
     s->inflight = s->tr->start(s->t, p->bytes, p->len, deadline, &o);
     if (!s->inflight)
         head_done(s, &o);
@@ -344,8 +355,7 @@ int ss_otlp_sender_open(ss_otlp_sender **out, const ss_otlp_signal *sig,
     ss_round_loss_init(&s->lost);
     s->rnd = ss_mono_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
     s->policy = ss_retry_policy_load();
-    s->unproven_ns =
-        (uint64_t)ss_config_int("STACKSHOT_SHUTDOWN_UNPROVEN", 500, 0, 60000) * 1000000ull;
+    ss_backend_init(&s->backend);
     int rc = ss_otlp_endpoint_load_path(&s->ep, sig->signal, sig->http_path);
     if (rc == 0 && s->ep.protocol == SS_OTLP_GRPC)
         use_http_in_forked_child(s);
@@ -396,38 +406,16 @@ void ss_otlp_sender_tick(ss_otlp_sender *s) {
     pump(s);
 }
 
-/* What an exit may spend on a backend depends on what its last calls
- * said of it: one that refused or failed gets nothing (its data are
- * dropped and counted at once: a host's exit is never held by a backend
- * that is down), one whose call has been in flight for the unproven
- * budget (STACKSHOT_SHUTDOWN_UNPROVEN, 500 ms: a first TLS connection to
- * a remote collector takes a few hundred)
- * without an answer is stalled and gets nothing either, one never heard
- * from yet (a short-lived process's first and only request) gets what is
- * left of that budget since its call started (or since the exit
- * began, when none is in flight), and a healthy one (its last call succeeded) up to the
- * shutdown deadline (STACKSHOT_SHUTDOWN_TIMEOUT, the ceiling). A call
- * that fails during the exit is not retried. */
-
-static const char *exit_state(const ss_otlp_sender *s, uint64_t now) {
-    if (s->failing)
-        return "was failing";
-    if (s->inflight && now - s->inflight_since_ns >= s->unproven_ns)
-        return "did not answer";
-    return s->answered_ok ? NULL : "unknown";
-}
-
+/* What an exit may spend on the backend is what its last calls earned it
+ * (exporters/common/backend.h): a healthy one up to the shutdown deadline,
+ * one never heard from the unproven budget from its call's start, a
+ * refused, failing or stalled one nothing (its data are dropped and
+ * counted at once). A call that fails during the exit is not retried. */
 void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
     deadline_ns = ss_shutdown_send_until(deadline_ns);
     uint64_t start = ss_mono_ns();
-    const char *state = exit_state(s, start);
-    if (state && strcmp(state, "unknown") != 0)
-        deadline_ns = start; /* down or silent: nothing more is tried */
-    else if (state) {
-        uint64_t from = s->inflight ? s->inflight_since_ns : start;
-        if (deadline_ns > from + s->unproven_ns)
-            deadline_ns = from + s->unproven_ns;
-    }
+    ss_backend_state state = ss_backend_state_at(&s->backend, start);
+    deadline_ns = ss_backend_exit_until(&s->backend, start, deadline_ns);
     while (s->head) {
         uint64_t now = ss_mono_ns();
         if (now + 1000000 >= deadline_ns || s->failing)
@@ -455,25 +443,17 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
         uint64_t lost = 0;
         for (pending *p = s->head; p; p = p->next)
             lost += p->records;
-        /* why: as the exit found the backend, or as its last call said */
-        const char *why = s->failing                      ? " (the backend was failing)"
-                          : !state                        ? ""
-                          : strcmp(state, "unknown") == 0 ? " (the backend did not answer in time)"
-                                                          : " (the backend did not answer)";
+        /* why: as its last call said, else as the exit found it */
+        if (s->failing)
+            state = SS_BACKEND_FAILING;
         ss_warn("%s: %" PRIu64 " records not delivered before the shutdown deadline%s",
-                s->sig.who, lost, why);
+                s->sig.who, lost, ss_backend_exit_why(state));
     }
     while (s->head)
         drop_head(s);
-    /* a host's log hears of it only when something was lost or failed */
-    bool lost = atomic_load(&s->stats->records_dropped) ||
-                atomic_load(&s->stats->records_rejected) || atomic_load(&s->stats->failures);
-    ss_log(lost ? SS_LOG_INFO : SS_LOG_DEBUG,
-           "%s: accounting: %" PRIu64 " rounds consumed, %" PRIu64 " records taken: %" PRIu64
-           " exported, %" PRIu64 " dropped, %" PRIu64 " rejected",
-           s->sig.who, s->rounds_consumed, s->records_taken,
-           atomic_load(&s->stats->records_exported), atomic_load(&s->stats->records_dropped),
-           atomic_load(&s->stats->records_rejected));
+    /* for the exit's one accounting line (agent/fanout.c) */
+    atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
+    atomic_store(&s->stats->records_taken, s->records_taken);
     s->tr->close(s->t);
     ss_otlp_endpoint_free(&s->ep);
     ss_round_loss_destroy(&s->lost);

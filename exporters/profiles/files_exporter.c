@@ -10,7 +10,12 @@
  * the time goes) or every thread of every round (STACKSHOT_FLAMEGRAPH_VIEW=
  * wall); the page holds both and opens on that one (on wall when no thread
  * was on CPU: then there is no collapsed file).
- * seq counts the periods of one exporter, from 1.
+ * seq counts the periods of one exporter, from 1. Only the newest
+ * STACKSHOT_OUTPUT_KEEP_PERIODS periods' files are kept (240: four hours of
+ * 60 s periods): the files of period seq - keep go when period seq is
+ * written, so a long run's files stay bounded. A write that fails is said
+ * once per kind of failure (then at debug), and the period's rounds are
+ * counted lost.
  */
 #include "encode.h"
 #include "period.h"
@@ -30,6 +35,8 @@ typedef struct files_state {
     ss_exporter_stats *stats;
     char dir[1024];
     uint64_t seq;
+    uint64_t keep_periods;
+    int told_errno; /* the write failure last said */
     bool cpu_view;
     ss_buf raw, out;
 } files_state;
@@ -44,12 +51,33 @@ static int write_file(files_state *s, const char *suffix, const ss_buf *b) {
     ss_output_file_init(&f, s->dir, name, false);
     int rc = ss_output_file_write(&f, b->data, b->len);
     ss_output_file_close(&f);
-    if (rc != 0)
-        ss_warn("%s: writing %s/%s failed: %s", s->kind == FILES_PPROF ? "pprof" : "flamegraph",
-                s->dir, name, strerror(-rc));
-    else
+    if (rc != 0) {
+        ss_log(rc == s->told_errno ? SS_LOG_DEBUG : SS_LOG_WARN,
+               "%s: writing %s/%s failed: %s; the period's rounds are counted lost (further "
+               "failures alike at debug)",
+               s->kind == FILES_PPROF ? "pprof" : "flamegraph", s->dir, name, strerror(-rc));
+        s->told_errno = rc;
+    } else {
         atomic_fetch_add(&s->stats->bytes_sent, b->len);
+    }
     return rc;
+}
+
+/* The files of period seq - keep go: at most `keep` periods stay. */
+static void remove_old_period(files_state *s) {
+    if (!s->keep_periods || s->seq <= s->keep_periods)
+        return;
+    static const char *const pprof_sfx[] = {"pb.gz", NULL};
+    static const char *const flame_sfx[] = {"collapsed", "html", NULL};
+    char dir[1100], stem[300], name[1500];
+    if (ss_output_dir_expand(s->dir, dir, sizeof dir) != 0)
+        return;
+    ss_output_file_stem(stem, sizeof stem);
+    for (const char *const *x = s->kind == FILES_PPROF ? pprof_sfx : flame_sfx; *x; x++) {
+        snprintf(name, sizeof name, "%s/%s.%llu.%s", dir, stem,
+                 (unsigned long long)(s->seq - s->keep_periods), *x);
+        unlink(name); /* unlink never follows a symlink: at worst a link of ours goes */
+    }
 }
 
 static int flush_pprof(files_state *s, ss_agg *a) {
@@ -93,6 +121,7 @@ static void files_flush(void *owner, ss_agg *a) {
             n += a->samples[i].cpu;
     if (rc == 0 || rc == -ENODATA) {
         atomic_fetch_add(&s->stats->records_exported, n);
+        remove_old_period(s);
     } else {
         /* the period's rounds were consumed, never written: lost, not
          * delivered (each round is in one period only) */
@@ -110,6 +139,8 @@ static int files_open(void **state, const ss_config *cfg, ss_exporter_stats *sta
     s->kind = kind;
     s->stats = stats;
     snprintf(s->dir, sizeof s->dir, "%s", cfg->output_dir);
+    s->keep_periods =
+        (uint64_t)ss_config_int("STACKSHOT_OUTPUT_KEEP_PERIODS", 240, 0, 1000000000);
     ss_buf_init(&s->raw);
     ss_buf_init(&s->out);
     if (kind == FILES_FLAME) {

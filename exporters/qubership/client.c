@@ -4,7 +4,10 @@
  * It runs on the exporter thread only. The socket is non-blocking and
  * every wait is a poll() bounded by min(now + timeout, the caller's
  * deadline), so a stalled or hostile collector costs at most that long and
- * never reaches the sampler. One difference from the Java agent: an EOF
+ * never reaches the sampler; once the exit has begun, no longer than the
+ * exit gives the collector (c->backend: nothing when it was refusing,
+ * failing or stalled, the unproven budget when never heard from), looked
+ * at every WAIT_SLICE_MS. One difference from the Java agent: an EOF
  * from the collector is a failure at once (the agent polls for 30 s).
  *
  * The host may close every descriptor >= 3 and get our socket's number
@@ -36,6 +39,7 @@ void qb_client_init(qb_client *c, uint32_t timeout_ms, ss_exporter_stats *stats)
     c->timeout_ms = timeout_ms;
     c->stats = stats;
     ss_buf_init(&c->out);
+    ss_backend_init(&c->backend);
 }
 
 static int fail(qb_client *c, int rc, const char *what) {
@@ -52,18 +56,22 @@ static uint64_t op_deadline(const qb_client *c, uint64_t deadline_ns) {
     return d < deadline_ns ? d : deadline_ns;
 }
 
-/* Wait for `events` until the deadline; 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short events, uint64_t deadline_ns) {
+#define WAIT_SLICE_MS 50
+
+/* Wait for `events` until the deadline (or what the exit allows); 0,
+ * -ETIMEDOUT or -errno. */
+static int wait_fd(const qb_client *c, int fd, short events, uint64_t deadline_ns) {
     for (;;) {
         uint64_t now = ss_mono_ns();
-        int ms = now >= deadline_ns ? 0 : (int)((deadline_ns - now + 999999) / 1000000);
+        uint64_t d = ss_backend_bound(&c->backend, deadline_ns);
+        if (now >= d)
+            return -ETIMEDOUT;
+        uint64_t ms = (d - now + 999999) / 1000000;
         struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
+        int n = poll(&p, 1, ms > WAIT_SLICE_MS ? WAIT_SLICE_MS : (int)ms);
         if (n > 0)
             return 0; /* errors show up in the following send/recv */
-        if (n == 0)
-            return -ETIMEDOUT;
-        if (errno != EINTR)
+        if (n < 0 && errno != EINTR)
             return -errno;
     }
 }
@@ -131,7 +139,7 @@ static int write_out(qb_client *c, uint64_t deadline_ns) {
         if (n == -EINTR)
             continue;
         if (n == -EAGAIN) {
-            rc = wait_fd(c->fd, want, deadline_ns);
+            rc = wait_fd(c, c->fd, want, deadline_ns);
             if (rc)
                 break;
             continue;
@@ -165,7 +173,7 @@ static int read_some(qb_client *c, bool block, uint64_t deadline_ns) {
             return (int)n;
         if (!block)
             return -EAGAIN;
-        int rc = wait_fd(c->fd, want, deadline_ns);
+        int rc = wait_fd(c, c->fd, want, deadline_ns);
         if (rc)
             return rc;
     }
@@ -246,7 +254,7 @@ static int try_connect(qb_client *c, const struct addrinfo *ai, uint64_t deadlin
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     int rc = 0;
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline_ns) : -errno;
+        rc = errno == EINPROGRESS ? wait_fd(c, fd, POLLOUT, deadline_ns) : -errno;
         if (rc == 0) {
             int err = 0;
             socklen_t len = sizeof err;
@@ -280,7 +288,7 @@ static int start_tls(qb_client *c, const char *host, uint64_t deadline_ns) {
         int rc = qb_tls_handshake(c->tls, c->err, sizeof c->err);
         if (rc != -EAGAIN)
             return rc;
-        rc = wait_fd(c->fd, qb_tls_want(c->tls), deadline_ns);
+        rc = wait_fd(c, c->fd, qb_tls_want(c->tls), deadline_ns);
         if (rc) {
             snprintf(c->err, sizeof c->err, "TLS handshake: %s",
                      rc == -ETIMEDOUT ? "timed out" : strerror(-rc));

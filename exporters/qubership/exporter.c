@@ -121,16 +121,21 @@ static int qb_open(void **state, const ss_config *cfg, ss_exporter_stats *stats)
     return 0;
 }
 
-static void disconnect(qb_state *s, const char *why) {
+/* A connection or a cycle failed with rc: one attempt per reconnect delay,
+ * and one line when the collector starts failing or fails in a new way
+ * (refused, failing, stalled); the repeats at debug. */
+static void disconnect(qb_state *s, const char *why, int rc) {
     qb_client_close(&s->c, false, 0);
     s->connected = false;
     qb_session_reset(&s->q);
     s->next_attempt_ns = ss_mono_ns() + (uint64_t)s->reconnect_ms * 1000000u;
     atomic_fetch_add(&s->stats->failures, 1);
-    /* one line for the first failures, then one in a hundred */
-    if (s->failures++ < 3 || s->failures % 100 == 0)
-        ss_warn("qubership: %s:%d: %s; reconnecting in %u ms", s->host, s->port, why,
-                s->reconnect_ms);
+    s->failures++;
+    ss_backend_state st = ss_backend_state_of_rc(rc ? rc : -EPIPE);
+    ss_backend_state was = ss_backend_state_at(&s->c.backend, ss_mono_ns());
+    ss_backend_call_end(&s->c.backend, st);
+    ss_log(was == st ? SS_LOG_DEBUG : SS_LOG_WARN, "qubership: %s:%d: %s; reconnecting in %u ms",
+           s->host, s->port, why, s->reconnect_ms);
 }
 
 /* Open (or rotate to) a new rolling file of one stream. */
@@ -161,6 +166,7 @@ static void try_connect(qb_state *s, uint64_t deadline) {
     if (s->connected || s->blacklisted || ss_mono_ns() < s->next_attempt_ns)
         return;
     qb_session_reset(&s->q);
+    ss_backend_call_start(&s->c.backend);
     int rc = qb_client_connect(&s->c, s->host, s->port, s->pod, s->service, s->ns, deadline);
     if (rc == -EACCES) {
         s->blacklisted = true;
@@ -176,9 +182,10 @@ static void try_connect(qb_state *s, uint64_t deadline) {
     if (rc == 0)
         rc = send_stream(s, QB_PARAMS, 4, deadline);
     if (rc) {
-        disconnect(s, s->c.err[0] ? s->c.err : strerror(-rc));
+        disconnect(s, s->c.err[0] ? s->c.err : strerror(-rc), rc);
         return;
     }
+    ss_backend_call_end(&s->c.backend, SS_BACKEND_HEALTHY);
     s->q.s[QB_PARAMS].closed = true;
     s->connected = true;
     if (s->failures)
@@ -216,8 +223,11 @@ static void drop_pending(qb_state *s) {
  * sent, in the agent's stream order, each stream flushed. */
 static void cycle(qb_state *s, uint64_t deadline) {
     try_connect(s, deadline);
-    if (s->connected && rotate_due(s, deadline) != 0)
-        disconnect(s, s->c.err);
+    int rc = 0;
+    if (s->connected)
+        ss_backend_call_start(&s->c.backend);
+    if (s->connected && (rc = rotate_due(s, deadline)) != 0)
+        disconnect(s, s->c.err, rc);
     qb_map_stats st = {0};
     s->q.calls_written = 0;
     qb_map_close_window(s->map, &s->q, &st);
@@ -238,15 +248,15 @@ static void cycle(qb_state *s, uint64_t deadline) {
     qb_session_flush_phrases(&s->q);
     uint64_t calls = s->q.calls_written;
     s->records_taken += calls;
-    int rc = 0;
     if (s->connected) {
         static const int order[] = {QB_TRACE, QB_CALLS, QB_XML, QB_SQL, QB_DICT, QB_SUSPEND};
         for (size_t k = 0; k < sizeof order / sizeof order[0] && rc == 0; k++)
             rc = send_stream(s, order[k], 1, deadline);
         if (rc)
-            disconnect(s, s->c.err);
+            disconnect(s, s->c.err, rc);
     }
     if (s->connected) {
+        ss_backend_call_end(&s->c.backend, SS_BACKEND_HEALTHY);
         atomic_fetch_add(&s->stats->records_exported, calls);
     } else {
         /* lost: no collector, or the connection failed while sending; so
@@ -319,8 +329,9 @@ static void qb_close(void *state, uint64_t deadline_ns) {
     /* A process that exits before the first tick (or between reconnect
      * attempts, when the next one is due) still gets its last window out:
      * connect now, within the shutdown deadline. */
-    if (!s->blacklisted && !s->connected && s->window_rounds &&
-        ss_mono_ns() >= s->next_attempt_ns)
+    uint64_t now = ss_mono_ns();
+    if (!s->blacklisted && !s->connected && s->window_rounds && now >= s->next_attempt_ns &&
+        ss_backend_exit_until(&s->c.backend, now, deadline_ns) > now)
         try_connect(s, deadline_ns);
     if (!s->blacklisted && s->connected) {
         cycle(s, deadline_ns); /* the last, partial window */
@@ -341,16 +352,9 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
-    /* said when records or rounds were lost; else debug */
-    bool lost = atomic_load(&s->stats->records_dropped) || atomic_load(&s->stats->rounds_lost) ||
-                atomic_load(&s->stats->records_rejected);
-    ss_log(lost ? SS_LOG_INFO : SS_LOG_DEBUG,
-           "qubership: accounting: %llu rounds consumed, %llu records taken: %llu exported, "
-           "%llu dropped, %llu rejected",
-           (unsigned long long)s->rounds_consumed, (unsigned long long)s->records_taken,
-           (unsigned long long)atomic_load(&s->stats->records_exported),
-           (unsigned long long)atomic_load(&s->stats->records_dropped),
-           (unsigned long long)atomic_load(&s->stats->records_rejected));
+    /* for the exit's one accounting line (agent/fanout.c) */
+    atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
+    atomic_store(&s->stats->records_taken, s->records_taken);
     ss_buf_free(&s->c.out);
     qb_tls_ctx_free(s->c.tls_ctx);
     qb_map_destroy(s->map);

@@ -15,6 +15,7 @@
 
 #include "decode.h"
 #include "../../agent/kept_fd.h"
+#include "../common/backend.h"
 
 /* ---- dictionary ------------------------------------------------------ */
 
@@ -209,6 +210,9 @@ typedef struct qb_client {
     uint32_t timeout_ms;
     ss_exporter_stats *stats;
     char err[160];           /* why the last call failed */
+    /* the collector's state from the last connection and cycle: every
+     * wait is also bounded by what the exit gives it (ss_backend_bound) */
+    ss_backend backend;
 } qb_client;
 
 void qb_client_init(qb_client *c, uint32_t timeout_ms, ss_exporter_stats *stats);

@@ -35,6 +35,8 @@ static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     ss_output_file_stem(stem, sizeof stem);
     snprintf(name, sizeof name, "%s.txt", stem);
     ss_output_file_init(&s->file, cfg->output_dir, name, true);
+    /* bounded: <name>, <name>.1 ... <name>.<keep>, each up to the cap */
+    ss_output_file_limit(&s->file, ss_output_max_bytes(), ss_output_keep());
     ss_buf_init(&s->buf);
     /* at most an eighth of the agent's memory account: beyond, stacks are
      * formatted every round as before */

@@ -164,16 +164,11 @@ static void zk_close(void *state, uint64_t deadline_ns) {
     zk_state *s = state;
     close_period(s); /* the last, partial period */
     zk_sender_stop(s->sender, deadline_ns);
-    /* a host's log hears of it only when something was lost or failed */
-    bool lost = atomic_load(&s->stats->records_dropped) ||
-                atomic_load(&s->stats->records_rejected) || atomic_load(&s->stats->failures);
-    ss_log(lost ? SS_LOG_INFO : SS_LOG_DEBUG,
-           "zorka: accounting: %" PRIu64 " rounds consumed, %" PRIu64 " records taken: %" PRIu64
-           " exported, %" PRIu64 " dropped, %" PRIu64 " rejected (a record is one trace; %" PRIu64
-           " samples in them)",
-           s->rounds_consumed, s->traces_taken, (uint64_t)atomic_load(&s->stats->records_exported),
-           (uint64_t)atomic_load(&s->stats->records_dropped),
-           (uint64_t)atomic_load(&s->stats->records_rejected), s->samples_taken);
+    /* for the exit's one accounting line (agent/fanout.c); a record is a trace */
+    atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
+    atomic_store(&s->stats->records_taken, s->traces_taken);
+    ss_debug("zorka: %" PRIu64 " traces taken hold %" PRIu64 " samples", s->traces_taken,
+             s->samples_taken);
     zk_builder_free(s->builder);
     free(s);
 }

@@ -12,9 +12,14 @@
  * same trace is encoded and sent again after 125 ms, then 250 ms, ...
  * (10 retries by default); after the last one it is dropped and counted:
  * "rejected" when the collector answered, "dropped" when it could not be
- * reached. Waiting traces are bounded in bytes; past the bound the oldest
- * go (counted). */
+ * reached. The backoff is the collector's, not the trace's: while it
+ * fails, the next trace waits it out too, so a collector down from the
+ * start costs one attempt per backoff period (doubling up to
+ * BACKOFF_MAX_MS) and one line. Waiting traces are bounded in bytes; past
+ * the bound the oldest go (counted). At exit what is left goes only to a
+ * collector whose last call succeeded (exporters/common/backend.h). */
 #include "zorka.h"
+#include "exporters/common/backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,8 +31,9 @@
 
 #define ZK_CONTENT_TYPE "Content-Type: application/zorka+cbor+v1"
 #define ZK_MAX_ANSWER 1024
-#define LOUD_FIRST 3     /* the first failures of a kind are all said ... */
+#define LOUD_FIRST 3     /* the first drops of a kind are all said ... */
 #define LOUD_EVERY 100   /* ... then one in this many */
+#define BACKOFF_MAX_MS 30000 /* the longest wait between attempts */
 
 struct zk_sender {
     zk_sender_config cfg;
@@ -49,6 +55,10 @@ struct zk_sender {
     _Atomic uint64_t late;              /* dropped by the shutdown deadline */
     ss_round_loss lost;                 /* rounds whose data did not all arrive */
     bool failing;
+    int failing_rc;                     /* the failure last said, to say a new one */
+    uint64_t wait_ns, next_try_ns;      /* the collector's backoff (sender thread) */
+    _Atomic bool overflow_told;         /* once per outage */
+    ss_backend backend;                 /* what an exit gives the collector */
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -119,16 +129,20 @@ static int post(zk_sender *s, const char *url, const char *const *headers, const
                            .connect_timeout_ms = s->cfg.timeout_ms, .deadline_ns = deadline,
                            .max_response = ZK_MAX_ANSWER};
     ss_http_response resp;
+    ss_backend_call_start(&s->backend);
     int rc = ss_http_perform(s->client, &req, &resp);
     ss_buf_free(&resp.body);
     if (rc != 0) {
+        ss_backend_call_end(&s->backend, ss_backend_state_of_rc(rc));
         snprintf(why, why_len, "%s", resp.error);
         return rc;
     }
     if (resp.status < 200 || resp.status > 299) {
+        ss_backend_call_end(&s->backend, SS_BACKEND_FAILING);
         snprintf(why, why_len, "HTTP %d", resp.status);
         return resp.status;
     }
+    ss_backend_call_end(&s->backend, SS_BACKEND_HEALTHY);
     atomic_fetch_add(&s->stats->bytes_sent, body->len);
     return 0;
 }
@@ -177,12 +191,42 @@ static int exchange(zk_sender *s, const zk_trace *t, char *why, size_t why_len) 
 #define STOP_TRIES_ANSWERED 2
 #define STOP_TRIES_UNREACHED 1
 
+/* A failed attempt: said when the collector starts failing or fails in a
+ * new way (the rest at debug: counted, and the exit's line sums them). */
+static void tell_failure(zk_sender *s, int rc, const char *why, bool last) {
+    ss_log(s->failing && rc == s->failing_rc ? SS_LOG_DEBUG : SS_LOG_WARN,
+           "zorka: export to %s failed: %s; %s", s->shown, why,
+           last ? "giving the trace up" : "resetting the session and retrying");
+    s->failing = true;
+    s->failing_rc = rc;
+}
+
+/* The collector failed: the next attempt, of this trace or the next, waits
+ * the backoff, which doubles up to BACKOFF_MAX_MS. */
+static void back_off(zk_sender *s) {
+    uint64_t first = (uint64_t)s->cfg.retry_ms * 1000000ull;
+    if (s->wait_ns < first)
+        s->wait_ns = first;
+    s->next_try_ns = ss_mono_ns() + s->wait_ns;
+    s->wait_ns *= 2;
+    if (s->wait_ns > BACKOFF_MAX_MS * 1000000ull)
+        s->wait_ns = BACKOFF_MAX_MS * 1000000ull;
+}
+
 /* One trace, with the agent's retry rule; frees it. */
 static void send_trace(zk_sender *s, zk_trace *t) {
-    uint64_t wait_ns = (uint64_t)s->cfg.retry_ms * 1000000ull;
     uint32_t stop_tries = 0;
     for (uint32_t attempt = 0;; attempt++) {
         char why[200] = "";
+        /* a failing collector's backoff holds for every trace */
+        int slept = 1;
+        if (s->failing && stop_tries == 0 && (slept = backoff(s, s->next_try_ns)) < 0) {
+            atomic_fetch_add(&s->late, 1);
+            drop(s, t, false); /* stopping: its last chance is gone */
+            return;
+        }
+        if (attempt > 0)
+            atomic_fetch_add(&s->stats->retries, 1);
         if (stopping(s))
             stop_tries++;
         int rc = exchange(s, t, why, sizeof why);
@@ -192,6 +236,9 @@ static void send_trace(zk_sender *s, zk_trace *t) {
                 ss_info("zorka: export to %s works again", s->shown);
                 s->failing = false;
             }
+            s->wait_ns = 0;
+            s->next_try_ns = 0;
+            atomic_store(&s->overflow_told, false);
             zk_trace_free(t);
             return;
         }
@@ -199,7 +246,6 @@ static void send_trace(zk_sender *s, zk_trace *t) {
          * the session: everything is sent again, with a reset (spec §7.3) */
         zk_session_reset(s->session);
         atomic_fetch_add(&s->stats->failures, 1);
-        s->failing = true;
         if (rc == -ENOMEM || rc == -ECANCELED) {
             if (rc == -ECANCELED)
                 atomic_fetch_add(&s->late, 1);
@@ -209,27 +255,21 @@ static void send_trace(zk_sender *s, zk_trace *t) {
             return;
         }
         bool last = attempt >= s->cfg.retries;
-        if (loud(++s->failures))
-            ss_warn("zorka: export to %s failed: %s; %s", s->shown, why,
-                    last ? "giving the trace up" : "resetting the session and retrying");
+        tell_failure(s, rc, why, last);
+        back_off(s);
         if (last) {
-            if (loud(++s->drops))
-                ss_warn("zorka: a trace of %" PRIu32 " samples dropped after %" PRIu32
-                        " attempts (%" PRIu64 " so far)",
-                        t->n_samples, attempt + 1, s->drops);
+            ++s->drops;
+            ss_log(SS_LOG_DEBUG, "zorka: a trace of %" PRIu32 " samples dropped after %" PRIu32
+                   " attempts (%" PRIu64 " so far)", t->n_samples, attempt + 1, s->drops);
             drop(s, t, rc > 0);
             return;
         }
-        int slept = 0;
-        if (stop_tries >= (rc > 0 ? STOP_TRIES_ANSWERED : STOP_TRIES_UNREACHED) ||
-            (slept = backoff(s, ss_mono_ns() + wait_ns)) < 0) {
+        if (stop_tries >= (rc > 0 ? STOP_TRIES_ANSWERED : STOP_TRIES_UNREACHED)) {
             atomic_fetch_add(&s->late, 1);
             drop(s, t, false); /* stopping: its last chance is gone */
             return;
         }
-        if (slept)
-            wait_ns *= 2;
-        atomic_fetch_add(&s->stats->retries, 1);
+        (void)slept;
     }
 }
 
@@ -312,6 +352,7 @@ zk_sender *zk_sender_start(const zk_sender_config *cfg, ss_exporter_stats *stats
     ss_buf_init(&s->agd);
     ss_buf_init(&s->trc);
     ss_round_loss_init(&s->lost);
+    ss_backend_init(&s->backend);
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -360,7 +401,8 @@ void zk_sender_push(zk_sender *s, zk_trace *t) {
     pthread_mutex_unlock(&s->mu);
     for (zk_trace *n; gone; gone = n) {
         n = gone->next;
-        if (loud(++s->overflow))
+        ++s->overflow;
+        if (!atomic_exchange(&s->overflow_told, true))
             ss_warn("zorka: traces waiting for the collector passed %zu bytes; dropping the "
                     "oldest (%" PRIu64 " so far)",
                     s->cfg.max_queued, s->overflow);
@@ -369,7 +411,13 @@ void zk_sender_push(zk_sender *s, zk_trace *t) {
 }
 
 void zk_sender_stop(zk_sender *s, uint64_t deadline_ns) {
-    uint64_t until = ss_shutdown_send_until(deadline_ns); /* the cancelled call returns */
+    /* what the collector earned: healthy, up to the deadline (less the time
+     * the cancelled call takes to return); never heard from, the unproven
+     * budget; refused, failing or stalled, nothing */
+    uint64_t began = ss_mono_ns();
+    ss_backend_state state = ss_backend_state_at(&s->backend, began);
+    uint64_t until =
+        ss_backend_exit_until(&s->backend, began, ss_shutdown_send_until(deadline_ns));
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     s->stop_deadline = until;
@@ -391,8 +439,9 @@ void zk_sender_stop(zk_sender *s, uint64_t deadline_ns) {
         drop(s, t, false);
     }
     if (atomic_load(&s->late))
-        ss_warn("zorka: %" PRIu64 " records not delivered before the shutdown deadline",
-                (uint64_t)atomic_load(&s->late));
+        ss_warn("zorka: %" PRIu64 " records not delivered before the shutdown deadline%s",
+                (uint64_t)atomic_load(&s->late),
+                ss_backend_exit_why(s->failing ? SS_BACKEND_FAILING : state));
     free_sender(s);
 }
 

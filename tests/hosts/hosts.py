@@ -26,6 +26,14 @@ cases:
   nginx      Debian's nginx, `user www-data`, 3 workers: master and workers
              all write dumps, each as the user it runs as (%u), with the
              default directory and with a directory owned by www-data
+  rotation   the text file at 10 ms with a tiny STACKSHOT_OUTPUT_MAX_BYTES:
+             rotated many times, no file past the cap, every round taken in
+             one file; STACKSHOT_OUTPUT_KEEP bounds the files kept
+  periods    pprof keeps its newest STACKSHOT_OUTPUT_KEEP_PERIODS periods
+  retention  files of gone processes, older than STACKSHOT_OUTPUT_MAX_AGE or
+             past STACKSHOT_OUTPUT_MAX_TOTAL, removed at start; others kept
+  writefail  a read-only and a full output directory (tmpfs in unshare -rm):
+             said once per exporter, rounds lost counted, host unharmed
   logfile    STACKSHOT_LOG_FILE takes the lines; bad output directories
              are told apart in one line each
   node       node --perf-basic-prof running a busy script: JIT frames named
@@ -742,10 +750,15 @@ def case_switches():
 # ---- nobackend: a backend that is down or silent never holds an exit ----
 
 def case_nobackend():
-    """The issue's two measurements: with no collector (connections
-    refused) a shell loop of three 1.2 s sleeps, and with a collector that
-    accepts and never answers a 3 s sleep (its one call has been in flight
-    for 2 s at exit: stalled), each as long as without the agent."""
+    """The issue's measurements, for every network exporter (OTLP over gRPC
+    and HTTP, Zorka, Qubership): with no collector (connections refused) a
+    shell loop of three 1.2 s sleeps takes as long as with the text
+    exporter; with a collector that accepts and never answers, a 3 s sleep
+    (an OTLP or Qubership call has been in flight for 2 s at exit:
+    stalled) takes that long too, and a Zorka one (whose traces of a 10 s
+    period first go out at exit: never heard from) at most
+    STACKSHOT_SHUTDOWN_UNPROVEN (500 ms) more; the shell loop against the
+    silent collector costs each process at most that budget."""
     def elapsed(argv, env):
         t0 = time.monotonic()
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
@@ -770,27 +783,51 @@ def case_nobackend():
 
     t = threading.Thread(target=accept_forever, daemon=True)
     t.start()
+
+    def exporters(port):
+        url = f"http://127.0.0.1:{port}"
+        return (("otlp_logs over grpc", {"STACKSHOT_EXPORTERS": "otlp_logs",
+                                         "OTEL_EXPORTER_OTLP_ENDPOINT": url,
+                                         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}),
+                ("otlp_logs over http/protobuf", {"STACKSHOT_EXPORTERS": "otlp_logs",
+                                                  "OTEL_EXPORTER_OTLP_ENDPOINT": url,
+                                                  "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}),
+                ("zorka", {"STACKSHOT_EXPORTERS": "zorka", "STACKSHOT_ZORKA_URL": url}),
+                ("qubership", {"STACKSHOT_EXPORTERS": "qubership",
+                               "REMOTE_DUMP_HOST": "127.0.0.1",
+                               "REMOTE_DUMP_PORT_PLAIN": str(port)}))
+
     # Against the agent with a local exporter (text) in the same run: what
     # the backend adds must be nothing but noise (the harm was 0.25-0.9 s
-    # per process, 1.8 s for sleep 3); the agent's own start and exit
-    # (its first round) are measured apart, against no agent.
-    for what, port, argv, n in (("refused", refused, loop, 3),
-                                ("silent", silent.getsockname()[1], ["sleep", "3"], 1)):
+    # per process, 1.8 s for sleep 3, 5.4 s for the loop against a silent
+    # Zorka or Qubership collector); the agent's own start and exit (its
+    # first round) are measured apart, against no agent.
+    unproven = 0.5
+    runs = (("refused", refused, loop, 3, ()),
+            ("silent", silent.getsockname()[1], ["sleep", "3"], 1, ("zorka",)),
+            ("silent", silent.getsockname()[1], loop, 3, ("zorka", "qubership")))
+    for what, port, argv, n, first_call_at_exit in runs:
         base, _ = elapsed(argv, dict(os.environ))
         local, _ = elapsed(argv, agent_env(fresh("nobackend"), STACKSHOT_EXPORTERS="text"))
-        for proto in ("grpc", "http/protobuf"):
-            env = agent_env(fresh("nobackend"), STACKSHOT_EXPORTERS="otlp_logs",
-                            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                            OTEL_EXPORTER_OTLP_PROTOCOL=proto)
+        for name, extra in exporters(port):
+            if argv is loop and what == "silent" and name not in first_call_at_exit:
+                continue
+            # a process whose first call comes at its exit (or just
+            # before) may spend the unproven budget on it
+            budget = unproven if name in first_call_at_exit else 0
+            env = agent_env(fresh("nobackend"), **extra)
             took, r = elapsed(argv, env)
             lines = agent_lines(r.stderr)
-            check(r.returncode == 0 and took < max(base, local) + 0.15 * n + 0.1,
-                  f"{what} collector over {proto}: {' '.join(argv[:3])} took {took:.2f} s; "
+            check(r.returncode == 0 and took < max(base, local) + (0.15 + budget) * n + 0.1,
+                  f"{what} collector, {name}: {' '.join(argv[:3])} took {took:.2f} s; "
                   f"{local:.2f} s with the text exporter, {base:.2f} s without the agent")
             drop = [l for l in lines if "not delivered" in l]
-            check(drop and all("(the backend was failing)" in l or "(the backend did not answer" in l
-                               for l in drop),
-                  f"{what} over {proto}: what was not sent is counted, and why: {drop}")
+            check(all("(the backend was failing)" in l or "(the backend did not answer" in l
+                      for l in drop) and (drop or name == "qubership"),
+                  f"{what}, {name}: what was not sent is counted, and why: {drop}")
+            said = [l for l in lines if "failed" in l or "reconnecting" in l]
+            check(len(said) <= n, f"{what}, {name}: at most one line per process says the "
+                  f"backend failed: {said}")
     done.set()
     t.join()
     for c in held:
@@ -972,8 +1009,174 @@ def case_shortlived():
         check(not agent_lines(r.stderr) and files(out) == [], f"{argv}: no line, no file")
 
 
+# ---- output files: rotation, retention, failing writes --------------------
+
+def exit_parts(stderr):
+    """The exit's accounting line (debug when nothing was lost), per
+    exporter: {name: (taken, delivered, dropped, refused, held)}."""
+    out = {}
+    for line in re.finditer(r"pid \d+ accounting: (.*)", stderr):
+        for m in re.finditer(r"(\w+): rounds (\d+) taken = (\d+) delivered \+ (\d+) dropped \+ "
+                             r"(\d+) refused \+ (\d+) held", line.group(1)):
+            out[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
+    return out
+
+
+def round_seqs(path):
+    with open(path, errors="replace") as f:
+        return [int(x) for x in re.findall(r"^Full thread dump stackshot round (\d+) ", f.read(), re.M)]
+
+
+def case_rotation():
+    """The text file under a 10 ms interval for 6 s with a 6000-byte cap:
+    rotated many times, no file past the cap, and every round the exporter
+    took is in exactly one of the files (read back in order: .N oldest ...
+    .1, then the current one); with STACKSHOT_OUTPUT_KEEP=2 at most three
+    files stay."""
+    cap = 6000
+    for keep in (1000, 2):
+        out = fresh("rotation")
+        env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="10",
+                        STACKSHOT_OUTPUT_MAX_BYTES=str(cap), STACKSHOT_OUTPUT_KEEP=str(keep),
+                        STACKSHOT_LOG_LEVEL="debug")
+        r = subprocess.run(["sleep", "6"], env=env, capture_output=True, text=True, timeout=60)
+        names = files(out)
+        txt = [n for n in names if re.fullmatch(r"sleep\.\d+\.txt(\.\d+)?", n)]
+        rotated = sorted((n for n in txt if not n.endswith(".txt")),
+                         key=lambda n: -int(n.rsplit(".", 1)[1]))
+        current = [n for n in txt if n.endswith(".txt")]
+        sizes = {n: os.path.getsize(os.path.join(out, n)) for n in txt}
+        check(r.returncode == 0, f"keep {keep}: the host exits 0")
+        check(all(v <= cap for v in sizes.values()), f"keep {keep}: no file past {cap} bytes: {sizes}")
+        if keep == 2:
+            check(len(rotated) == 2 and len(current) == 1, f"keep 2: three files stay: {txt}")
+            continue
+        check(len(rotated) >= 5, f"rotated {len(rotated)} times (at least 5)")
+        seqs = []
+        for n in rotated + current:
+            seqs += round_seqs(os.path.join(out, n))
+        parts = exit_parts(r.stderr).get("text")
+        check(parts is not None, f"the exit's accounting line has text's part")
+        if parts:
+            taken, delivered, dropped, refused, held = parts
+            check(seqs == sorted(set(seqs)), "rounds in order across the files, none twice")
+            check(len(seqs) == delivered and taken == delivered + dropped + refused + held,
+                  f"{len(seqs)} rounds in {len(rotated) + 1} files = {delivered} delivered "
+                  f"({taken} taken, {dropped} dropped and counted)")
+
+
+def case_periods():
+    """pprof at 1 s periods for 5 s with STACKSHOT_OUTPUT_KEEP_PERIODS=2:
+    only the two newest periods' files stay."""
+    out = fresh("periods")
+    env = agent_env(out, STACKSHOT_EXPORTERS="pprof", STACKSHOT_PROFILES_PERIOD="1",
+                    SPLUNK_PROFILER_CALL_STACK_INTERVAL="50", STACKSHOT_OUTPUT_KEEP_PERIODS="2")
+    r = subprocess.run(["sleep", "5"], env=env, capture_output=True, text=True, timeout=60)
+    seqs = sorted(int(m.group(1)) for n in files(out)
+                  for m in [re.fullmatch(r"sleep\.\d+\.(\d+)\.pb\.gz", n)] if m)
+    check(r.returncode == 0 and len(seqs) == 2 and seqs[1] == seqs[0] + 1 and seqs[1] >= 3,
+          f"the two newest periods stay: {files(out)}")
+
+
+def case_retention():
+    """At start, in the output directory: files of the agent's naming whose
+    process is gone go when older than STACKSHOT_OUTPUT_MAX_AGE, and, oldest
+    first, while the directory's total passes STACKSHOT_OUTPUT_MAX_TOTAL;
+    a live process's files, other names and recent files stay."""
+    out = fresh("retention")
+    dead = subprocess.run(["true"]).returncode  # noqa: F841 (a pid now gone:)
+    p = subprocess.Popen(["true"])
+    p.wait()
+    gone = p.pid
+    me = os.getpid()
+    week = 8 * 86400
+    now = time.time()
+    plan = {  # name: (age in s, bytes, expected to stay)
+        f"old.{gone}.txt": (week, 100, False),
+        f"old.{gone}.txt.3": (week, 100, False),
+        f"old.{gone}.7.pb.gz": (week, 100, False),
+        f"old.{gone}.7.html": (week, 100, False),
+        f"alive.{me}.txt": (week, 100, True),
+        f"recent.{gone}.txt": (60, 100, True),
+        "notours.txt": (week, 100, True),
+        f"notours.{gone}.log": (week, 100, True),
+    }
+    for name, (age, size, _) in plan.items():
+        path = os.path.join(out, name)
+        with open(path, "wb") as f:
+            f.write(b"x" * size)
+        os.utime(path, (now - age, now - age))
+    r = subprocess.run(["sleep", "1.5"], env=agent_env(out), capture_output=True, text=True,
+                       timeout=60)
+    left = set(files(out))
+    for name, (_, _, stays) in plan.items():
+        check((name in left) == stays, f"age: {name} {'stays' if stays else 'goes'}")
+    check(any("removed 4 files" in l for l in agent_lines(r.stderr)),
+          f"one line says so: {agent_lines(r.stderr)}")
+    # the total: three fresh files of a gone process, 100 kB each, under a
+    # 250 kB total: the oldest goes
+    out = fresh("retention")
+    for i, age in enumerate((300, 200, 100)):
+        path = os.path.join(out, f"big{i}.{gone}.txt")
+        with open(path, "wb") as f:
+            f.write(b"x" * 100000)
+        os.utime(path, (now - age, now - age))
+    r = subprocess.run(["sleep", "1.5"], env=agent_env(out, STACKSHOT_OUTPUT_MAX_TOTAL="250000"),
+                       capture_output=True, text=True, timeout=60)
+    left = set(files(out))
+    check(f"big0.{gone}.txt" not in left and f"big1.{gone}.txt" in left and
+          f"big2.{gone}.txt" in left, f"total: the oldest went: {sorted(left)}")
+
+
+def in_small_fs(argv, env, size, readonly=False):
+    """argv run as root of a user and mount namespace (unshare -rm) with a
+    tmpfs of `size` at the output directory; read-only after its
+    directory was made."""
+    out = env["STACKSHOT_OUTPUT_DIR"]
+    setup = f"mount -t tmpfs -o size={size},mode=0700 none {out}"
+    if readonly:
+        setup += f" && mount -o remount,ro {out}"
+    env = dict(env)
+    preload = env.pop("LD_PRELOAD")  # the program's only, not the shell's
+    return subprocess.run(["unshare", "-rm", "sh", "-c",
+                           setup + f' && exec env LD_PRELOAD={preload} "$@"', "sh"] + argv,
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def case_writefail():
+    """A read-only output directory and a full one (a 64 kB tmpfs): the host
+    runs and exits as without the agent, each exporter says so once (text,
+    pprof), and the rounds it could not write are counted lost in the
+    exit's line."""
+    if shutil.which("unshare") is None:
+        skip("no unshare")
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs none /mnt"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        skip("unshare -rm cannot mount a tmpfs here")
+    for what, size, ro in (("full", "64k", False), ("read-only", "1m", True)):
+        out = fresh("writefail")
+        env = agent_env(out, STACKSHOT_EXPORTERS="text,pprof", STACKSHOT_PROFILES_PERIOD="1",
+                        SPLUNK_PROFILER_CALL_STACK_INTERVAL="10")
+        r = in_small_fs(["sleep", "4"], env, size, ro)
+        lines = agent_lines(r.stderr)
+        check(r.returncode == 0, f"{what}: the host exits 0 ({r.returncode})")
+        said = [l for l in lines if "failed" in l]
+        refused = [l for l in lines if "cannot open" in l]  # the file layer's, once
+        by = {x: [l for l in said if l.startswith(f"stackshot: {x}:")] for x in ("text", "pprof")}
+        check(len(said) <= 2 and all(len(v) == 1 for v in by.values()) and len(refused) <= 1,
+              f"{what}: said once per exporter: {said + refused}")
+        parts = exit_parts(r.stderr)
+        t = parts.get("text")
+        check(t is not None and t[2] > 0 and t[0] == t[1] + t[2] + t[3] + t[4],
+              f"{what}: text's lost rounds counted: {t}")
+        if what == "full":
+            check(t is not None and t[1] > 0, f"full: rounds written before the disk filled: {t}")
+
+
 cases = {"timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
-         "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile}
+         "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
+         "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)

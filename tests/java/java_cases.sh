@@ -141,10 +141,10 @@ shutdown)
     [ $rc -eq 0 ] || fail "JVM exit code $rc"
     f=$(ls "$tmp"/o/java.*.txt 2>/dev/null | head -1)
     rounds=$(grep -c '^Full thread dump' "$f" 2>/dev/null || echo 0)
-    line=$(grep 'stackshot: text: rounds' "$tmp/err" | tail -1) # debug: the exit's is last
+    line=$(grep 'accounting: .*text: rounds' "$tmp/err" | tail -1) # the exit's line (debug)
     echo "$line; $rounds rounds in the file; JVM ran $ms ms"
     [ "$rounds" -gt 20 ] || fail "only $rounds rounds"
-    echo "$line" | grep -q "rounds $rounds in, 0 dropped; records [0-9]* exported, 0 dropped" ||
+    echo "$line" | grep -q "($rounds in, 0 dropped queued, [0-9]* consumed); records [0-9]* taken = [0-9]* exported + 0 dropped" ||
         fail "exporter counters ($line) do not match the $rounds rounds in the file"
     [ "$ms" -lt 9000 ] || fail "the JVM took $ms ms for a 2 s run"
     ;;

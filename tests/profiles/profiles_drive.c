@@ -92,10 +92,11 @@ int main(int argc, char **argv) {
             ss_round_unref(r);
         }
         ops->close(st, ss_mono_ns() + 5000000000ull);
-        printf("%s: exported %llu dropped %llu rejected %llu\n", ops->name,
+        printf("%s: exported %llu dropped %llu rejected %llu taken %llu\n", ops->name,
                (unsigned long long)stats.records_exported,
                (unsigned long long)stats.records_dropped,
-               (unsigned long long)stats.records_rejected);
+               (unsigned long long)stats.records_rejected,
+               (unsigned long long)stats.records_taken);
         if (stats.records_dropped || !stats.records_exported)
             return 1;
     }

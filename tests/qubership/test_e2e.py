@@ -135,18 +135,27 @@ def handshakes(ev):
     return [e for e in ev if " handshake " in e]
 
 
+# The exit's one accounting line, an exporter's part: "NAME: rounds T taken
+# = D delivered + X dropped + F refused + H held (I in, Q dropped queued, C
+# consumed); records K taken = E exported + R dropped + J rejected; ..."
+def exit_part(stderr, exporter):
+    m = re.search(r"pid \d+ accounting: (?:.* \| )?%s: rounds (\d+) taken = (\d+) delivered \+ "
+                  r"(\d+) dropped \+ (\d+) refused \+ (\d+) held \((\d+) in, (\d+) dropped queued, "
+                  r"(\d+) consumed\); records (\d+) taken = (\d+) exported \+ (\d+) dropped" % exporter,
+                  stderr)
+    return [int(x) for x in m.groups()] if m else None
+
+
 def stats_line(stderr):
-    # at debug each round repeats the counters: the exit's line is the last
-    m = re.findall(r"qubership: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                   r"(\d+) dropped", stderr)
-    return tuple(int(x) for x in m[-1]) if m else None
+    """(rounds in, dropped from the queue, records exported, dropped)."""
+    v = exit_part(stderr, "qubership")
+    return (v[5], v[6], v[9], v[10]) if v else None
 
 
 def rounds_line(stderr, exporter="qubership"):
     """The fan-out's equation: (taken, delivered, dropped, refused, held)."""
-    m = re.search(r"pid \d+ %s: (\d+) rounds taken = (\d+) delivered \+ (\d+) dropped "
-                  r"\+ (\d+) refused \+ (\d+) held" % exporter, stderr)
-    return tuple(int(x) for x in m.groups()) if m else None
+    v = exit_part(stderr, exporter)
+    return tuple(v[0:5]) if v else None
 
 
 # ---- scenarios ----------------------------------------------------------

@@ -96,20 +96,30 @@ def load(out, name):
         return [json.loads(line) for line in f if line.strip()]
 
 
+# The exit's one accounting line, zorka's part: "zorka: rounds T taken = D
+# delivered + X dropped + F refused + H held (I in, Q dropped queued, C
+# consumed); records K taken = E exported + R dropped + J rejected; r
+# retries, f failures" (a record is a trace).
+EXIT_RE = (r"zorka: rounds \d+ taken = \d+ delivered \+ \d+ dropped \+ \d+ refused \+ \d+ held "
+           r"\((\d+) in, (\d+) dropped queued, (\d+) consumed\); records (\d+) taken = (\d+) "
+           r"exported \+ (\d+) dropped \+ (\d+) rejected; (\d+) retries, (\d+) failures")
+
+
+def exit_line(stderr):
+    m = re.search(r"pid \d+ accounting: .*" + EXIT_RE, stderr)
+    return [int(x) for x in m.groups()] if m else None
+
+
 def counters(stderr):
-    # at debug each round repeats the counters: the exit's line is the last
-    m = re.findall(r"stackshot: zorka: rounds (\d+) in, (\d+) dropped; records (\d+) exported, "
-                   r"(\d+) dropped, (\d+) rejected; (\d+) retries, (\d+) failures", stderr)
+    v = exit_line(stderr)
     keys = ("in", "rdropped", "exported", "dropped", "rejected", "retries", "failures")
-    return dict(zip(keys, map(int, m[-1]))) if m else None
+    return dict(zip(keys, v[0:2] + v[4:])) if v else None
 
 
 def accounting(stderr):
-    m = re.search(r"stackshot: zorka: accounting: (\d+) rounds consumed, (\d+) records taken: "
-                  r"(\d+) exported, (\d+) dropped, (\d+) rejected \(a record is one trace; "
-                  r"(\d+) samples", stderr)
-    keys = ("consumed", "taken", "exported", "dropped", "rejected", "samples")
-    return dict(zip(keys, map(int, m.groups()))) if m else None
+    v = exit_line(stderr)
+    keys = ("consumed", "taken", "exported", "dropped", "rejected")
+    return dict(zip(keys, v[2:7])) if v else None
 
 
 def walk(rec, depth=0):
@@ -335,7 +345,10 @@ def scenario_expiry(a, out):
 def scenario_errors(a, out):
     srv, port = start_collector(out)
     control(port, "/control/fail?n=3&status=500&path=trc")
-    code, so, se = run([a.drive, "2"], agent_env("http://127.0.0.1:%d" % port))
+    # 3 s: the retries (125 + 250 + 500 ms after the first period's end)
+    # end well before the exit, which gives a collector whose last call
+    # failed nothing
+    code, so, se = run([a.drive, "3"], agent_env("http://127.0.0.1:%d" % port))
     acc, _ = common("errors", code, se, out, a.dump, expect_failures=True)
     srv.shutdown()
     if not acc:
@@ -355,7 +368,7 @@ def scenario_errors(a, out):
 def scenario_drop(a, out):
     srv, port = start_collector(out)
     control(port, "/control/fail?n=3&status=500&path=trc")
-    code, so, se = run([a.drive, "2"], agent_env("http://127.0.0.1:%d" % port,
+    code, so, se = run([a.drive, "3"], agent_env("http://127.0.0.1:%d" % port,
                                                 {"STACKSHOT_ZORKA_RETRIES": "2"}))
     acc, _ = common("drop", code, se, out, a.dump, expect_failures=True)
     srv.shutdown()

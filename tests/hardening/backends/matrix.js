@@ -220,36 +220,41 @@ function runHost(env, args) {
     return done;
 }
 
-function parseCounters(stderr, exporter) {
-    const re = new RegExp(`stackshot: ${exporter}: rounds (\\d+) in, (\\d+) dropped; records ` +
-        '(\\d+) exported, (\\d+) dropped, (\\d+) rejected; (\\d+) retries, (\\d+) failures');
-    const all = [...stderr.matchAll(new RegExp(re.source, 'g'))];
-    const m = all[all.length - 1]; // the exit's (debug repeats them each round)
-    if (!m) return null;
-    const [inn, rdrop, exp, drop, rej, retries, failures] = m.slice(1).map(Number);
-    return {in: inn, roundsDropped: rdrop, exported: exp, dropped: drop, rejected: rej, retries,
-        failures};
+// The exit's one accounting line, the exporter's part: "pid P accounting:
+// ... <exporter>: rounds T taken = D delivered + X dropped + F refused + H
+// held (I in, Q dropped queued, C consumed); records K taken = E exported
+// + R dropped + J rejected; r retries, f failures".
+function parseExit(stderr, exporter) {
+    const m = stderr.match(new RegExp(`pid \\d+ accounting: (?:.* \\| )?${exporter}: rounds ` +
+        '(\\d+) taken = (\\d+) delivered \\+ (\\d+) dropped \\+ (\\d+) refused \\+ (\\d+) held ' +
+        '\\((\\d+) in, (\\d+) dropped queued, (\\d+) consumed\\); records (\\d+) taken = (\\d+) ' +
+        'exported \\+ (\\d+) dropped \\+ (\\d+) rejected; (\\d+) retries, (\\d+) failures'));
+    return m ? m.slice(1).map(Number) : null;
 }
 
-// The fan-out's line: "pid P <exporter>: T rounds taken = D delivered + X
-// dropped + F refused + H held".
+function parseCounters(stderr, exporter) {
+    const v = parseExit(stderr, exporter);
+    if (!v) return null;
+    return {in: v[5], roundsDropped: v[6], exported: v[9], dropped: v[10], rejected: v[11],
+        retries: v[12], failures: v[13]};
+}
+
+// The fan-out's equation: T rounds taken = D delivered + X dropped + F
+// refused + H held.
 function parseFanout(stderr, exporter) {
-    const m = stderr.match(new RegExp(`pid \\d+ ${exporter}: (\\d+) rounds taken = (\\d+) ` +
-        'delivered \\+ (\\d+) dropped \\+ (\\d+) refused \\+ (\\d+) held'));
-    return m ? {taken: Number(m[1]), delivered: Number(m[2]), dropped: Number(m[3]),
-        refused: Number(m[4]), held: Number(m[5])} : null;
+    const v = parseExit(stderr, exporter);
+    return v ? {taken: v[0], delivered: v[1], dropped: v[2], refused: v[3], held: v[4]} : null;
 }
 
 function parseAccounting(stderr, exporter) {
-    const m = stderr.match(new RegExp(`stackshot: ${exporter}: accounting: (\\d+) rounds ` +
-        'consumed, (\\d+) records taken'));
-    return m ? {consumed: Number(m[1]), taken: Number(m[2])} : null;
+    const v = parseExit(stderr, exporter);
+    return v ? {consumed: v[7], taken: v[8]} : null;
 }
 
 // Lines of the agent, each normalised (numbers out) and counted.
 // (Lines of the debug level are left out: per-round counters, and the
 // exit's accounting and memory lines.)
-const DEBUG_LINE = /: rounds \d+ in, \d+ dropped; records |rounds taken = |memory: peak |native sampler: \d+ rounds|core loaded |module \w+ loaded |: sending |OTLP wire of /;
+const DEBUG_LINE = /: rounds \d+ in, \d+ dropped; records | accounting: |memory: peak |native sampler: \d+ rounds|core loaded |module \w+ loaded |: sending |OTLP wire of /;
 // A state said once at warn is repeated at debug each time it recurs: at
 // debug, the repeats are no flood (at info the host sees the line once).
 const REPEATED_AT_DEBUG = /answered OK with a body that is not an OTLP export response|accepted a batch partially/;

@@ -87,12 +87,16 @@ def text_rounds(path):
 
 def accounting(stderr, pid):
     out = {}
-    for m in re.finditer(r"pid (\d+) (\w+): (\d+) rounds taken = (\d+) delivered \+ (\d+) "
-                         r"dropped \+ (\d+) refused \+ (\d+) held", stderr):
-        if int(m.group(1)) == pid:
-            out[m.group(2)] = dict(line=m.group(0), taken=int(m.group(3)),
-                                   delivered=int(m.group(4)), dropped=int(m.group(5)),
-                                   refused=int(m.group(6)), held=int(m.group(7)))
+    # "pid P accounting: NAME: rounds T taken = D delivered + X dropped + R
+    # refused + H held (...); ... | NAME2: ..." (the exit's one line)
+    for line in re.finditer(r"pid (\d+) accounting: (.*)", stderr):
+        if int(line.group(1)) != pid:
+            continue
+        for m in re.finditer(r"(\w+): rounds (\d+) taken = (\d+) delivered \+ (\d+) "
+                             r"dropped \+ (\d+) refused \+ (\d+) held", line.group(2)):
+            out[m.group(1)] = dict(line=m.group(0), taken=int(m.group(2)),
+                                   delivered=int(m.group(3)), dropped=int(m.group(4)),
+                                   refused=int(m.group(5)), held=int(m.group(6)))
     return out
 
 
@@ -152,7 +156,7 @@ def main():
           % res.returncode)
     check(not re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:", res.stderr),
           "no sanitizer report")
-    pids = [int(p) for p in re.findall(r"pid (\d+) \w+: \d+ rounds taken", res.stderr)]
+    pids = [int(p) for p in re.findall(r"pid (\d+) accounting: ", res.stderr)]
     pid = pids[0] if pids else -1
     acc = accounting(res.stderr, pid)
     for name in exporters.split(","):

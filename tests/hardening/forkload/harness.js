@@ -74,14 +74,16 @@ function resourcePid(rec) {
     return null;
 }
 
-// "pid P NAME: T rounds taken = D delivered + X dropped + R refused + H held"
+// "pid P accounting: NAME: rounds T taken = D delivered + X dropped + R
+// refused + H held (...); ... | NAME2: ..." (the exit's one line)
 function accounting(stderr, pid) {
     const out = {};
-    const re = /pid (\d+) (\w+): (\d+) rounds taken = (\d+) delivered \+ (\d+) dropped \+ (\d+) refused \+ (\d+) held/g;
-    for (const m of stderr.matchAll(re)) {
-        if (Number(m[1]) !== pid) continue;
-        out[m[2]] = {line: m[0], taken: Number(m[3]), delivered: Number(m[4]),
-            dropped: Number(m[5]), refused: Number(m[6]), held: Number(m[7])};
+    const re = /(\w+): rounds (\d+) taken = (\d+) delivered \+ (\d+) dropped \+ (\d+) refused \+ (\d+) held/g;
+    for (const line of stderr.matchAll(/pid (\d+) accounting: (.*)/g)) {
+        if (Number(line[1]) !== pid) continue;
+        for (const m of line[2].matchAll(re))
+            out[m[1]] = {line: m[0], taken: Number(m[2]), delivered: Number(m[3]),
+                dropped: Number(m[4]), refused: Number(m[5]), held: Number(m[6])};
     }
     return out;
 }

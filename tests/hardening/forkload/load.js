@@ -48,9 +48,11 @@ function figures(stdout) {
     return out;
 }
 
-// "otlp_logs: accounting: R rounds consumed, N records taken: E exported, D dropped, J rejected"
+// The exit's accounting line, otlp_logs' part: "otlp_logs: rounds ... (I in,
+// Q dropped queued, R consumed); records N taken = E exported + D dropped +
+// J rejected"
 function otlpAccounting(stderr) {
-    const m = /otlp_logs: accounting: (\d+) rounds consumed, (\d+) records taken: (\d+) exported, (\d+) dropped, (\d+) rejected/.exec(stderr);
+    const m = /otlp_logs: rounds \d+ taken = [^(]*\(\d+ in, \d+ dropped queued, (\d+) consumed\); records (\d+) taken = (\d+) exported \+ (\d+) dropped \+ (\d+) rejected/.exec(stderr);
     return m && {rounds: +m[1], taken: +m[2], exported: +m[3], dropped: +m[4], rejected: +m[5]};
 }
 

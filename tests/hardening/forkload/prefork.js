@@ -85,7 +85,7 @@ async function main() {
         `(${parentRecs.length} records); ${otherRecs.length} records from other pids`);
     // every round of the text file reached the receiver too, unless the
     // OTLP exporter counted records as dropped (the parent's line is last)
-    const oa = [...res.stderr.matchAll(/otlp_logs: accounting: (\d+) rounds consumed, (\d+) records taken: (\d+) exported, (\d+) dropped, (\d+) rejected/g)].pop();
+    const oa = [...res.stderr.matchAll(/otlp_logs: rounds \d+ taken = [^(]*\(\d+ in, \d+ dropped queued, (\d+) consumed\); records (\d+) taken = (\d+) exported \+ (\d+) dropped \+ (\d+) rejected/g)].pop();
     console.log(`parent's otlp_logs: ${oa && oa[0]}`);
     assert.ok(oa && Number(oa[2]) === Number(oa[3]) + Number(oa[4]) + Number(oa[5]));
     assert.equal(Number(oa[3]), parentRecs.length, 'records exported vs received');

@@ -53,9 +53,9 @@ lines=$(grep -c "is a symbolic link" "$base/dirlink.err")
 [ "$lines" -eq 1 ] || bad "$lines symlink lines, want 1 (repeats at debug level)"
 # the text file is created at the first write: refused then, and every
 # round after is counted lost (the exporter tries again each round)
-grep -qE "text: rounds [0-9]+ in, [0-9]+ dropped; records 0 exported, [1-9][0-9]* dropped, .* [1-9][0-9]* failures" "$base/dirlink.err" ||
+grep -qE "text: rounds [0-9]+ taken = [^;]*; records [0-9]+ taken = 0 exported \+ [1-9][0-9]* dropped \+ [0-9]+ rejected; [0-9]+ retries, [1-9][0-9]* failures" "$base/dirlink.err" ||
   { bad "text's lost data not counted"; grep text "$base/dirlink.err"; }
-grep -qE "pprof: rounds [0-9]+ in, [0-9]+ dropped; records 0 exported, [1-9][0-9]* dropped, .* [1-9][0-9]* failures" "$base/dirlink.err" ||
+grep -qE "pprof: rounds [0-9]+ taken = [^;]*; records [0-9]+ taken = 0 exported \+ [1-9][0-9]* dropped \+ [0-9]+ rejected; [0-9]+ retries, [1-9][0-9]* failures" "$base/dirlink.err" ||
   { bad "pprof's lost data not counted"; grep pprof "$base/dirlink.err"; }
 echo "dirlink: refused, said once, counted"
 

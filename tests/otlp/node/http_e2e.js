@@ -187,12 +187,15 @@ async function driver(rounds, env) {
     return res;
 }
 
-// "otlp_logs: accounting: R rounds consumed, N records taken: X exported,
-// Y dropped, Z rejected" with N = X + Y + Z.
+// The exit's accounting line, otlp_logs' part: R rounds consumed, N
+// records taken = X exported + Y dropped + Z rejected.
 function accounting(stderr, rounds) {
-    const m = /otlp_logs: accounting: (\d+) rounds consumed, (\d+) records taken: (\d+) exported, (\d+) dropped, (\d+) rejected/.exec(stderr);
-    assert.ok(m, 'no accounting line');
-    const [, consumed, taken, exported, dropped, rejected] = m.map(Number);
+    const all = lib.exitAccounting(stderr);
+    assert.ok(all.length, 'no accounting line');
+    const a = all[all.length - 1];
+    const [consumed, taken, exported, dropped, rejected] =
+        [a.consumed, a.recordsTaken, a.exported, a.dropped, a.rejected];
+    const m = [a.line];
     assert.equal(consumed, rounds, 'rounds consumed');
     assert.equal(taken, rounds * THREADS, 'records taken');
     assert.equal(taken, exported + dropped + rejected, `accounting does not balance: ${m[0]}`);
@@ -270,10 +273,8 @@ const cases = {
         assert.ok(logs.some((r) => r.pid === child && r.name === 'otlp-child'), 'child logs');
         assert.ok(profiles.some((p) => p.pid === res.pid && p.samples > 0), 'parent profiles');
         assert.ok(profiles.some((p) => p.pid === child && p.samples > 0), 'child profiles');
-        for (const m of res.stderr.matchAll(/otlp_logs: accounting: (\d+) rounds consumed, (\d+) records taken: (\d+) exported, (\d+) dropped, (\d+) rejected/g)) {
-            const [, , taken, exported, dropped, rejected] = m.map(Number);
-            assert.equal(taken, exported + dropped + rejected, m[0]);
-        }
+        for (const a of lib.exitAccounting(res.stderr))
+            assert.equal(a.recordsTaken, a.exported + a.dropped + a.rejected, a.line);
     },
 
     // gRPC chosen: the child cannot use gRPC; with STACKSHOT_OTLP_FORK_ENDPOINT
@@ -396,7 +397,7 @@ const cases = {
         assert.equal(lines(res.stderr, /answered OK with a body that is not an OTLP export response \(6 bytes\); the batch is counted as delivered/).length, 1);
         assertExactlyOnce(recv.requests.flatMap((r) => r.records), 2);
         assert.equal(accounting(res.stderr, 2).exported, 6);
-        assert.match(res.stderr, /otlp_logs: rounds 2 in, 0 dropped; records 6 exported, 0 dropped, 0 rejected; 0 retries, [12] failures/);
+        assert.match(res.stderr, /otlp_logs: rounds 2 taken = 2 delivered \+ 0 dropped \+ 0 refused \+ 0 held \(2 in, 0 dropped queued, 2 consumed\); records 6 taken = 6 exported \+ 0 dropped \+ 0 rejected; 0 retries, [12] failures/);
     },
 
     // A receiver that takes the request and never answers: each call ends

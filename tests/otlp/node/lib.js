@@ -80,20 +80,32 @@ function textFile(dir) {
     return path.join(dir, files[0]);
 }
 
-// "otlp_logs: rounds 3 in, 0 dropped; records 9 exported, 0 dropped, 0
-// rejected; 0 retries, 0 failures; 4042 bytes sent"
-function counters(stderr, name = 'otlp_logs') {
+// The exporter's part of the exit's one accounting line ("pid P
+// accounting: otlp_logs: rounds T taken = D delivered + X dropped + F
+// refused + H held (I in, Q dropped queued, C consumed); records K taken =
+// E exported + R dropped + J rejected; r retries, f failures | ..."), the
+// last one (a forked child's comes first).
+function exitAccounting(stderr, name = 'otlp_logs') {
     const re = new RegExp(
-        `${name}: rounds (\\d+) in, (\\d+) dropped; records (\\d+) exported, (\\d+) dropped, ` +
-            `(\\d+) rejected; (\\d+) retries, (\\d+) failures; (\\d+) bytes sent`,
+        `pid (\\d+) accounting: (?:.* \\| )?${name}: rounds (\\d+) taken = (\\d+) delivered \\+ ` +
+            `(\\d+) dropped \\+ (\\d+) refused \\+ (\\d+) held \\((\\d+) in, (\\d+) dropped queued, ` +
+            `(\\d+) consumed\\); records (\\d+) taken = (\\d+) exported \\+ (\\d+) dropped \\+ ` +
+            `(\\d+) rejected; (\\d+) retries, (\\d+) failures`,
         'g'
     );
-    let m, last = null;
-    while ((m = re.exec(stderr))) last = m;
-    if (!last) throw new Error(`no ${name} counters line in:\n${stderr}`);
-    const [, roundsIn, roundsDropped, exported, dropped, rejected, retries, failures, bytes] =
-        last.map(Number);
-    return {roundsIn, roundsDropped, exported, dropped, rejected, retries, failures, bytes};
+    return [...stderr.matchAll(re)].map((m) => {
+        const v = m.map(Number);
+        return {line: m[0], pid: v[1], taken: v[2], delivered: v[3], droppedRounds: v[4],
+            refused: v[5], held: v[6], roundsIn: v[7], roundsDropped: v[8], consumed: v[9],
+            recordsTaken: v[10], exported: v[11], dropped: v[12], rejected: v[13],
+            retries: v[14], failures: v[15]};
+    });
+}
+
+function counters(stderr, name = 'otlp_logs') {
+    const all = exitAccounting(stderr, name);
+    if (!all.length) throw new Error(`no ${name} accounting line in:\n${stderr}`);
+    return all[all.length - 1];
 }
 
 // ns (string) -> the ISO time the text header prints (milliseconds, Z).
@@ -149,4 +161,4 @@ function runCases(cases) {
 }
 
 module.exports = {SKIP, skip, requireDeps, tmpDir, run, parseTextDump, textFile, counters,
-    isoOfNs, sleep, freePort, runCases, assertExactlyOnce};
+    exitAccounting,    isoOfNs, sleep, freePort, runCases, assertExactlyOnce};
