@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +193,10 @@ int ss_otlp_resource_build(ss_otlp_resource *r) {
         int rc = ss_otlp_parse_resource_attributes(env, &r->attrs, &r->n_attrs);
         if (rc == -ENOMEM)
             return rc;
-        if (rc != 0)
+        /* one line per process: every OTLP exporter and the process
+         * context (OTEP 4719) build the same resource */
+        static atomic_bool said;
+        if (rc != 0 && !atomic_exchange(&said, true))
             ss_config_bad("OTEL_RESOURCE_ATTRIBUTES", env,
                           "not a list of key=value with percent-encoded values",
                           "ignoring the whole variable");
