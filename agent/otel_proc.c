@@ -192,6 +192,7 @@ int ss_otel_proc_publish(void) {
          * address may hold anything here, never touched */
         if (mapped && mapped_pid != getpid()) {
             mapped = NULL;
+            free(payload_now); /* the child's copy of the parent's heap */
             payload_now = NULL;
             payload_len = 0;
         }
