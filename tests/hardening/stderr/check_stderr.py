@@ -263,7 +263,7 @@ def taken_over():
     if case == "reassign":
         # the agent's duplicate of the original stderr: its lines of after
         # the host's change (the accounting at exit) still reach the original
-        check(re.search(r"^stackshot: pid \d+ text: \d+ rounds taken", err_text, re.M),
+        check(re.search(r"^stackshot: pid \d+ accounting: text: rounds \d+ taken", err_text, re.M),
               "the agent's lines at exit did not reach the original stderr")
     if case == "early":
         check("stackshot:" not in err_text,
