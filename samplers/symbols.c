@@ -209,6 +209,7 @@ typedef struct mod_info {
     sym_entry *syms;
     size_t nsyms;
     bool indexed; /* the index was attempted (syms may still be NULL) */
+    bool dwarf_seen; /* libdw was asked for the DWARF (see dwarf_loaded) */
 } mod_info;
 
 #define SS_SYMBOLS_MAX_SYMS (4u << 20) /* past this, libdwfl's scan */
@@ -582,6 +583,22 @@ static Dwarf_Die *cu_at(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *bias, Dwarf
     return NULL;
 }
 
+/* A module's DWARF is read by libdw on the first address resolved in it
+ * (dwfl_module_addrdie), never before: modules no stack passes through
+ * cost only their entry in the module list. The first time, the pages of
+ * compressed DWARF that libdw has decompressed are given back. */
+static void dwarf_loaded(ss_symbols *s, Dwfl_Module *mod) {
+    mod_info *mi = module_info(mod);
+    if (!mi || mi->dwarf_seen)
+        return;
+    mi->dwarf_seen = true;
+    Dwarf_Addr bias;
+    if (!dwfl_module_getdwarf(mod, &bias))
+        return;
+    s->c.dwarf_modules++;
+    s->c.trimmed += ss_debuginfo_trim(mod);
+}
+
 /* The module containing pc, or NULL. Past the highest module (the stack,
  * say) libdwfl answers with the last module anyway: check the range. */
 static Dwfl_Module *module_at(ss_symbols *s, Dwarf_Addr pc) {
@@ -659,6 +676,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
     Dwarf_Addr bias = 0;
     Dwarf_Die cu_mem;
     Dwarf_Die *cudie = cu_at(mod, pc, &bias, &cu_mem);
+    dwarf_loaded(s, mod);
     Dwarf_Line *dl = cudie ? dwarf_getsrc_die(cudie, pc - bias) : NULL;
     const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
     if (src && dwarf_lineno(dl, &line) == 0)

@@ -18,6 +18,8 @@ typedef struct ss_symbols_counters {
     uint64_t flushes;    /* cache emptied because modules were loaded/unloaded */
     uint64_t refreshes;  /* module list read again from /proc/self/maps */
     uint64_t entries;    /* addresses in the cache now */
+    uint64_t dwarf_modules; /* modules whose DWARF libdw has read */
+    uint64_t trimmed;       /* bytes of compressed DWARF dropped from the mappings */
 } ss_symbols_counters;
 
 /* A resolver whose cache holds at most `entries` addresses (rounded up to
@@ -53,6 +55,11 @@ void ss_remaps_free(ss_remap *r, size_t n);
 typedef struct Dwfl_Module Dwfl_Module;
 int ss_find_debuginfo(Dwfl_Module *mod, void **user, const char *modname, uint64_t base,
                       const char *file, const char *link, uint32_t crc, char **name);
+
+/* Once libdw has read a module's DWARF: drop the pages of its compressed
+ * sections from the mapping of the file (libdw works on its decompressed
+ * copy). Bytes dropped. */
+size_t ss_debuginfo_trim(Dwfl_Module *mod);
 
 /* ---- symbols_perfmap.c: JIT code named in /tmp/perf-<pid>.map --------- */
 

@@ -705,6 +705,67 @@ static void test_local_debuginfo(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* Resident KiB of the mappings of `path` (/proc/self/smaps), -1 when it
+ * is not mapped. */
+static long mapped_rss_kb(const char *path) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[1024];
+    long kb = -1;
+    bool in = false;
+    size_t plen = strlen(path);
+    while (f && fgets(line, sizeof line, f)) {
+        long v;
+        size_t len = strlen(line);
+        if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && len > plen &&
+            line[len - 1] == '\n') {
+            in = len > plen + 1 && strncmp(line + len - 1 - plen, path, plen) == 0;
+            if (in && kb < 0)
+                kb = 0;
+        } else if (in && sscanf(line, "Rss: %ld kB", &v) == 1) {
+            kb += v;
+        }
+    }
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* DWARF is read only for modules an address was resolved in: a stack
+ * through libc alone reads libc's (with libc6-dbg) and not this test's
+ * own, which has DWARF too. Once read, the compressed DWARF of libc6-dbg's
+ * file (3.7 MiB of its 4) is no longer resident: libdw works on its
+ * decompressed copy. */
+static void test_dwarf_lazy(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)libc_nanosleep() + 4, false, f, 8);
+    assert_true(n >= 1);
+    const ss_frame *libc = &f[n - 1];
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", libc->map->build_id,
+             libc->map->build_id + 2);
+    bool has_dbg = access(dbg, R_OK) == 0;
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.dwarf_modules, has_dbg ? 1 : 0);
+    if (has_dbg) {
+        long kb = mapped_rss_kb(dbg);
+        printf("libc6-dbg: %s resident %ld KiB, %llu KiB of compressed DWARF dropped\n", dbg, kb,
+               (unsigned long long)c.trimmed / 1024);
+        assert_true(kb >= 0); /* libdw maps it */
+        if (kb > 1024)
+            fail_msg("%s: %ld KiB resident after libdw read it", dbg, kb);
+    } else {
+        printf("no %s: only the laziness checked\n", dbg);
+    }
+    n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)&known_static_fn, false, f, 8);
+    assert_fn(&f[n - 1], "global", "known_static_fn", "test_symbols.c");
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.dwarf_modules, has_dbg ? 2 : 1);
+    ss_symbols_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -724,6 +785,7 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),
         cmocka_unit_test(test_local_debuginfo),
+        cmocka_unit_test(test_dwarf_lazy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
