@@ -20,6 +20,8 @@ typedef struct ss_symbols_counters {
     uint64_t entries;    /* addresses in the cache now */
     uint64_t dwarf_modules; /* modules whose DWARF libdw has read */
     uint64_t trimmed;       /* bytes of compressed DWARF dropped from the mappings */
+    uint64_t releases;      /* libdw's tables dropped after no miss for a while */
+    uint64_t reloads;       /* a miss after a release opened modules again */
 } ss_symbols_counters;
 
 /* A resolver whose cache holds at most `entries` addresses (rounded up to
@@ -27,6 +29,10 @@ typedef struct ss_symbols_counters {
 ss_symbols *ss_symbols_create_sized(size_t entries);
 
 void ss_symbols_counters_get(const ss_symbols *s, ss_symbols_counters *out);
+
+/* How long no lookup may miss before libdw's tables are released (0:
+ * never); doubled by each reload. Default 5 s. */
+void ss_symbols_set_idle(ss_symbols *s, uint64_t idle_ns);
 
 /* ---- symbols_maps.c: /proc/self/maps to libdwfl, by load ------------- */
 

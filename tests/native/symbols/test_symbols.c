@@ -766,6 +766,75 @@ static void test_dwarf_lazy(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* Once no lookup has missed for the idle delay, what libdw read is
+ * released (libc6-dbg's debug file no longer mapped); cached addresses
+ * keep their frames, a new address opens its module again and resolves
+ * as before, a library unloaded meanwhile does not keep its name. */
+static void test_release(void **state) {
+    (void)state;
+    void *h = dlopen(SYM_LIB_A, RTLD_NOW | RTLD_LOCAL); /* first: a dlopen empties the cache */
+    assert_non_null(h);
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE], g[SS_SYMBOLS_MAX_INLINE];
+    uint64_t libc_a = (uint64_t)(uintptr_t)libc_nanosleep() + 4;
+    int n = ss_symbols_resolve(s, libc_a, false, f, 8);
+    assert_true(n >= 1);
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", f[n - 1].map->build_id,
+             f[n - 1].map->build_id + 2);
+    bool has_dbg = access(dbg, R_OK) == 0;
+    known_static_fn(0);
+    uint64_t own = ra_seen;
+    int m = ss_symbols_resolve(s, own, true, g, 8);
+    assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
+    int line = g[m - 1].line;
+    uint64_t a = (uint64_t)(uintptr_t)dlsym(h, "sym_a_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, g, 8), 1);
+    assert_fn(&g[0], "global", "sym_a_func", "dl_lib.c");
+    if (has_dbg)
+        assert_true(mapped_rss_kb(dbg) >= 0);
+
+    ss_symbols_idle(s); /* within the delay: nothing happens */
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 0);
+    ss_symbols_set_idle(s, 1);
+    ss_symbols_idle(s);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 1);
+    if (has_dbg && mapped_rss_kb(dbg) >= 0)
+        fail_msg("%s still mapped after the release", dbg);
+
+    /* cached: the same frames, no miss */
+    uint64_t misses = c.misses;
+    ss_frame f2[SS_SYMBOLS_MAX_INLINE];
+    assert_int_equal(ss_symbols_resolve(s, libc_a, false, f2, 8), n);
+    assert_memory_equal(f, f2, (size_t)n * sizeof *f);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.misses, misses);
+    assert_int_equal(c.reloads, 0);
+
+    /* new addresses: the modules open again, same names and lines */
+    m = ss_symbols_resolve(s, own - 1, false, g, 8); /* the same pc, another key: a miss */
+    assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(g[m - 1].line, line);
+    n = ss_symbols_resolve(s, libc_a + 1, false, f2, 8);
+    assert_non_null(strstr(f2[n - 1].fn->name, "nanosleep"));
+    assert_string_equal(f2[n - 1].fn->file, f[n - 1 < 8 ? n - 1 : 0].fn->file);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.reloads, 1);
+
+    /* released again, then the library goes: its address is no longer
+     * named after it */
+    ss_symbols_idle(s); /* the delay doubled: 2 ns */
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 2);
+    dlclose(h);
+    assert_int_equal(ss_symbols_resolve(s, a, false, g, 8), 1);
+    assert_true(g[0].map == NULL || strcmp(g[0].fn->name, "sym_a_func") != 0);
+    ss_symbols_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -786,6 +855,7 @@ int main(void) {
         cmocka_unit_test(test_no_debuginfod),
         cmocka_unit_test(test_local_debuginfo),
         cmocka_unit_test(test_dwarf_lazy),
+        cmocka_unit_test(test_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
