@@ -716,9 +716,10 @@ static long mapped_rss_kb(const char *path) {
     while (f && fgets(line, sizeof line, f)) {
         long v;
         size_t len = strlen(line);
-        if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && len > plen &&
-            line[len - 1] == '\n') {
-            in = len > plen + 1 && strncmp(line + len - 1 - plen, path, plen) == 0;
+        const char *dash = strchr(line, '-'), *space = strchr(line, ' ');
+        if (dash && space && dash < space) { /* a mapping's first line */
+            in = len > plen + 1 && line[len - 1] == '\n' &&
+                 strncmp(line + len - 1 - plen, path, plen) == 0;
             if (in && kb < 0)
                 kb = 0;
         } else if (in && sscanf(line, "Rss: %ld kB", &v) == 1) {
