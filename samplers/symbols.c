@@ -13,7 +13,9 @@
  * steady program shows the same few hundred addresses every round, so
  * results are cached by address in an open-addressing table. The table
  * is bounded: when full it is emptied and refilled (counted), which
- * costs one round of DWARF work and never grows memory.
+ * costs one round of DWARF work and never grows memory. Once no address
+ * has missed the cache for a while, what libdw read is released (see
+ * release_dwarf) and read again only for the next miss.
  *
  * Modules come and go with dlopen/dlclose. glibc counts both
  * (dl_iterate_phdr's dlpi_adds/dlpi_subs); each resolve compares the
@@ -90,7 +92,7 @@ struct ss_symbols {
     char jit_file_name[32]; /* "perf-<pid>.map": the file of JIT frames */
     ss_symbols_counters c;
     /* Releasing what libdw holds once no address has needed it for a
-     * while (see release_if_idle). */
+     * while (see release_dwarf). */
     bool holds;             /* libdw has opened modules since the last release */
     bool released;          /* a release happened: the next load is a reload */
     uint64_t last_miss_ns;
@@ -849,7 +851,6 @@ void ss_symbols_destroy(ss_symbols *s) {
  * first lookup in the module cost (tens of milliseconds for libc with
  * libc6-dbg); each one doubles the delay (up to SS_SYMBOLS_IDLE_MAX_NS),
  * so a program that keeps meeting new addresses keeps its tables. */
-
 static void release_dwarf(ss_symbols *s) {
     Dwfl *fresh = dwfl_begin(&s->callbacks);
     if (!fresh)
