@@ -832,7 +832,8 @@ static void test_release(void **state) {
     assert_int_equal(c.releases, 2);
     dlclose(h);
     assert_int_equal(ss_symbols_resolve(s, a, false, g, 8), 1);
-    assert_true(g[0].map == NULL || strcmp(g[0].fn->name, "sym_a_func") != 0);
+    if (!in_maps("/libsym_a.so")) /* unloaded (not always under valgrind) */
+        assert_true(g[0].map == NULL || strcmp(g[0].fn->name, "sym_a_func") != 0);
     ss_symbols_destroy(s);
 }
 
