@@ -1014,6 +1014,7 @@ static ss_round *take_round(sampler *s) {
                  "stack known (the signal would land on their own stack)",
                  (unsigned long long)s->rounds + 1, s->no_altstack_round);
     s->rounds++;
+    ss_symbols_idle(s->symbols); /* libdw's tables go once no address missed for a while */
     s->skipped_total += skipped;
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     if (r)

@@ -113,6 +113,11 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
  * mappings, the same addresses). */
 bool ss_symbols_busy(const ss_symbols *s);
 
+/* Once per round: when no address has missed the cache for a while (5 s,
+ * longer after each reload), close what libdw read (decompressed DWARF,
+ * line tables, symbol indexes); the cache keeps every name. NULL: no-op. */
+void ss_symbols_idle(ss_symbols *s);
+
 /* Counters: lookups served from the cache vs. resolved with DWARF. */
 void ss_symbols_stats(const ss_symbols *s, uint64_t *hits, uint64_t *misses);
 

@@ -13,7 +13,9 @@
  * steady program shows the same few hundred addresses every round, so
  * results are cached by address in an open-addressing table. The table
  * is bounded: when full it is emptied and refilled (counted), which
- * costs one round of DWARF work and never grows memory.
+ * costs one round of DWARF work and never grows memory. Once no address
+ * has missed the cache for a while, what libdw read is released (see
+ * release_dwarf) and read again only for the next miss.
  *
  * Modules come and go with dlopen/dlclose. glibc counts both
  * (dl_iterate_phdr's dlpi_adds/dlpi_subs); each resolve compares the
@@ -58,6 +60,12 @@ typedef struct cache_slot {
 /* The function last found for a 256-byte block of code: most misses fall
  * in a function met before, and a lookup may start there. */
 #define SS_SYMBOLS_FN_SLOTS 1024
+
+/* libdw's tables are released after this long without a miss (doubled by
+ * each reload, up to the max): see release_dwarf. */
+#define SS_SYMBOLS_IDLE_NS (5ull * 1000000000ull)
+#define SS_SYMBOLS_IDLE_MAX_NS (320ull * 1000000000ull)
+
 typedef struct fn_slot {
     Dwfl_Module *mod; /* NULL = empty */
     Dwarf_Die die;
@@ -69,6 +77,7 @@ struct ss_symbols {
     char *debuginfo_path;
     unsigned long long adds, subs; /* loader counters at the last report */
     bool reported;                 /* the module list has been read */
+    bool rereport;                 /* a fresh Dwfl: report the modules to it */
 
     cache_slot *slots;
     size_t mask;        /* slots - 1 (power of two) */
@@ -82,6 +91,12 @@ struct ss_symbols {
     pid_t perf_pid;
     char jit_file_name[32]; /* "perf-<pid>.map": the file of JIT frames */
     ss_symbols_counters c;
+    /* Releasing what libdw holds once no address has needed it for a
+     * while (see release_dwarf). */
+    bool holds;             /* libdw has opened modules since the last release */
+    bool released;          /* a release happened: the next load is a reload */
+    uint64_t last_miss_ns;
+    uint64_t idle_ns;       /* current delay before a release; 0: never */
     _Atomic bool busy; /* inside ss_symbols_resolve (see ss_symbols_busy) */
 };
 
@@ -177,12 +192,14 @@ static int report_modules(ss_symbols *s) {
 static void check_loader(ss_symbols *s) {
     struct loader_counts lc = {0, 0, false};
     dl_iterate_phdr(read_counts, &lc);
-    if (s->reported && lc.ok && lc.adds == s->adds && lc.subs == s->subs)
+    bool same = lc.ok && lc.adds == s->adds && lc.subs == s->subs;
+    if (s->reported && same && !s->rereport)
         return;
-    if (s->reported) {
+    if (s->reported && !same) {
         cache_clear(s);
         s->c.flushes++;
     }
+    s->rereport = false;
     report_modules(s);
 }
 
@@ -209,6 +226,7 @@ typedef struct mod_info {
     sym_entry *syms;
     size_t nsyms;
     bool indexed; /* the index was attempted (syms may still be NULL) */
+    bool dwarf_seen; /* libdw was asked for the DWARF (see dwarf_loaded) */
 } mod_info;
 
 #define SS_SYMBOLS_MAX_SYMS (4u << 20) /* past this, libdwfl's scan */
@@ -582,6 +600,22 @@ static Dwarf_Die *cu_at(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *bias, Dwarf
     return NULL;
 }
 
+/* A module's DWARF is read by libdw on the first address resolved in it
+ * (dwfl_module_addrdie), never before: modules no stack passes through
+ * cost only their entry in the module list. The first time, the pages of
+ * compressed DWARF that libdw has decompressed are given back. */
+static void dwarf_loaded(ss_symbols *s, Dwfl_Module *mod) {
+    mod_info *mi = module_info(mod);
+    if (!mi || mi->dwarf_seen)
+        return;
+    mi->dwarf_seen = true;
+    Dwarf_Addr bias;
+    if (!dwfl_module_getdwarf(mod, &bias))
+        return;
+    s->c.dwarf_modules++;
+    s->c.trimmed += ss_debuginfo_trim(mod);
+}
+
 /* The module containing pc, or NULL. Past the highest module (the stack,
  * say) libdwfl answers with the last module anyway: check the range. */
 static Dwfl_Module *module_at(ss_symbols *s, Dwarf_Addr pc) {
@@ -652,6 +686,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
         mod = loaded;
         pc += rm->delta;
     }
+    s->holds = true; /* libdw opens the module's files now */
     if (!map)
         map = module_mapping(mod);
     const char *file = NULL;
@@ -659,6 +694,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
     Dwarf_Addr bias = 0;
     Dwarf_Die cu_mem;
     Dwarf_Die *cudie = cu_at(mod, pc, &bias, &cu_mem);
+    dwarf_loaded(s, mod);
     Dwarf_Line *dl = cudie ? dwarf_getsrc_die(cudie, pc - bias) : NULL;
     const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
     if (src && dwarf_lineno(dl, &line) == 0)
@@ -755,6 +791,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     if (!s)
         return NULL;
     s->mask = slots - 1;
+    s->idle_ns = SS_SYMBOLS_IDLE_NS;
     s->max_entries = slots / 2;
     s->pool_size = s->max_entries * 2; /* inline chains are rare and short */
     s->slots = calloc(slots, sizeof *s->slots);
@@ -803,6 +840,53 @@ void ss_symbols_destroy(ss_symbols *s) {
     free(s);
 }
 
+/* libdw's tables (decompressed DWARF, its CUs, line tables, the symbol
+ * indexes) are needed only to resolve an address not in the cache. A
+ * steady program stops showing new addresses after its first rounds, and
+ * from then on every round is served from the cache, whose frames hold
+ * only interned names: so once no lookup has missed for idle_ns, the
+ * Dwfl is closed and a fresh one takes its place, which opens a module
+ * again only when an address in it misses. That gives back libc6-dbg's
+ * ~12 MiB for as long as no new address shows up. A reload costs what the
+ * first lookup in the module cost (tens of milliseconds for libc with
+ * libc6-dbg); each one doubles the delay (up to SS_SYMBOLS_IDLE_MAX_NS),
+ * so a program that keeps meeting new addresses keeps its tables. */
+static void release_dwarf(ss_symbols *s) {
+    Dwfl *fresh = dwfl_begin(&s->callbacks);
+    if (!fresh)
+        return; /* keep what we have */
+    dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
+    dwfl_end(s->dwfl);
+    s->dwfl = fresh;
+    memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
+    s->rereport = true; /* read the module list again, keeping the cache */
+    s->holds = false;
+    s->released = true;
+    s->c.releases++;
+}
+
+/* Called once per round by the sampler (a settled thread's stack is
+ * reused without a lookup, so an idle host makes none at all). */
+void ss_symbols_idle(ss_symbols *s) {
+    if (!s || !s->holds || s->idle_ns == 0 || ss_mono_ns() - s->last_miss_ns < s->idle_ns)
+        return;
+    atomic_store(&s->busy, true); /* a child forked now must not use it */
+    release_dwarf(s);
+    atomic_store_explicit(&s->busy, false, memory_order_release);
+}
+
+static void note_miss(ss_symbols *s) {
+    s->last_miss_ns = ss_mono_ns();
+    if (s->released && s->holds) { /* this miss opened a module again */
+        s->released = false;
+        s->c.reloads++;
+        if (s->idle_ns && s->idle_ns < SS_SYMBOLS_IDLE_MAX_NS)
+            s->idle_ns *= 2;
+    }
+}
+
+void ss_symbols_set_idle(ss_symbols *s, uint64_t idle_ns) { s->idle_ns = idle_ns; }
+
 static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *out,
                   int max) {
     if (return_address && addr == 0)
@@ -826,6 +910,7 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
     s->c.misses++;
     resolved r;
     resolve_uncached(s, addr, return_address, &r);
+    note_miss(s);
     if (key != 0)
         cache_put(s, key, &r);
     int n = r.n < max ? r.n : max;

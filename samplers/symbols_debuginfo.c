@@ -33,9 +33,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "proc_maps.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"
 
@@ -219,4 +223,95 @@ int ss_find_debuginfo(Dwfl_Module *mod, void **user, const char *modname, Dwarf_
         errno = ENOENT;
     /* libdw keeps it as long as the module: up with the agent's others */
     return ss_fd_move_high(fd);
+}
+
+/* ---- giving back the compressed bytes ------------------------------- */
+
+/* Debian compresses the DWARF of its debug files (SHF_COMPRESSED, zlib).
+ * libdw decompresses every DWARF section into memory of its own when it
+ * opens a module's DWARF (libdw 0.188 reads them all at once), and never
+ * reads the compressed bytes again; yet the pages libelf read them from
+ * stay mapped: 3.7 MiB of libc6-dbg's file counted in the host's resident
+ * memory for nothing. They are clean pages of a read-only file, so
+ * dropping them from the mapping loses nothing (a read would fault them
+ * back in from the file); the page cache keeps or reclaims them as it
+ * sees fit.
+ *
+ * The section table is read from the file itself, not from libelf's
+ * mapping, whose section headers libelf rewrites as it decompresses (and
+ * whose pages are then private copies that must not be dropped). Only
+ * whole pages inside compressed sections are dropped, never one that
+ * holds headers or another section's bytes. The file must still be the
+ * one mapped: same size and same ELF header, and libelf's bytes must be a
+ * mapping of that file (/proc/self/maps: its inode at offset 0), never
+ * memory libelf read the file into (it does when mmap fails). */
+#define TRIM_MAX_SECTIONS 4096
+
+static size_t trim_ranges(char *base, size_t size, int fd) {
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || memcmp(base, &eh, sizeof eh) != 0 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > TRIM_MAX_SECTIONS ||
+        eh.e_shoff > size || size - eh.e_shoff < (size_t)eh.e_shnum * sizeof(Elf64_Shdr))
+        return 0;
+    Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
+    if (!sh)
+        return 0;
+    size_t dropped = 0;
+    size_t want = (size_t)eh.e_shnum * sizeof *sh;
+    if (pread(fd, sh, want, (off_t)eh.e_shoff) == (ssize_t)want) {
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        for (unsigned i = 0; i < eh.e_shnum; i++) {
+            if (!(sh[i].sh_flags & SHF_COMPRESSED) || sh[i].sh_type == SHT_NOBITS ||
+                sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset)
+                continue;
+            uintptr_t lo = ((uintptr_t)base + sh[i].sh_offset + page - 1) & ~(page - 1);
+            uintptr_t hi = ((uintptr_t)base + sh[i].sh_offset + sh[i].sh_size) & ~(page - 1);
+            if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+                dropped += hi - lo;
+        }
+    }
+    free(sh);
+    return dropped;
+}
+
+/* [base, base + size) is one mapping of st's file from offset 0. */
+static bool maps_file(const char *base, size_t size, const struct stat *st) {
+    ss_map_files m;
+    if (ss_map_files_read(&m) != 0)
+        return false;
+    bool ok = false;
+    uint64_t lo = (uint64_t)(uintptr_t)base;
+    for (size_t i = 0; i < m.n; i++) {
+        const ss_map_file *f = &m.v[i];
+        if (f->lo == lo) {
+            ok = f->hi - f->lo >= size && f->offset == 0 && f->inode == (uint64_t)st->st_ino &&
+                 f->dev_major == major(st->st_dev) && f->dev_minor == minor(st->st_dev);
+            break;
+        }
+    }
+    ss_map_files_free(&m);
+    return ok;
+}
+
+size_t ss_debuginfo_trim(Dwfl_Module *mod) {
+    const char *mainfile = NULL, *debugfile = NULL;
+    dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    Dwarf_Addr bias;
+    Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+    Elf *elf = dw ? dwarf_getelf(dw) : NULL;
+    size_t size = 0;
+    char *base = elf ? elf_rawfile(elf, &size) : NULL;
+    const char *path = debugfile ? debugfile : mainfile;
+    if (!base || !path || size < sizeof(Elf64_Ehdr))
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    size_t dropped = 0;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == size && maps_file(base, size, &st))
+        dropped = trim_ranges(base, size, fd);
+    close(fd);
+    return dropped;
 }

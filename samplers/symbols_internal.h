@@ -18,6 +18,10 @@ typedef struct ss_symbols_counters {
     uint64_t flushes;    /* cache emptied because modules were loaded/unloaded */
     uint64_t refreshes;  /* module list read again from /proc/self/maps */
     uint64_t entries;    /* addresses in the cache now */
+    uint64_t dwarf_modules; /* modules whose DWARF libdw has read */
+    uint64_t trimmed;       /* bytes of compressed DWARF dropped from the mappings */
+    uint64_t releases;      /* libdw's tables dropped after no miss for a while */
+    uint64_t reloads;       /* a miss after a release opened modules again */
 } ss_symbols_counters;
 
 /* A resolver whose cache holds at most `entries` addresses (rounded up to
@@ -25,6 +29,10 @@ typedef struct ss_symbols_counters {
 ss_symbols *ss_symbols_create_sized(size_t entries);
 
 void ss_symbols_counters_get(const ss_symbols *s, ss_symbols_counters *out);
+
+/* How long no lookup may miss before libdw's tables are released (0:
+ * never); doubled by each reload. Default 5 s. */
+void ss_symbols_set_idle(ss_symbols *s, uint64_t idle_ns);
 
 /* ---- symbols_maps.c: /proc/self/maps to libdwfl, by load ------------- */
 
@@ -53,6 +61,11 @@ void ss_remaps_free(ss_remap *r, size_t n);
 typedef struct Dwfl_Module Dwfl_Module;
 int ss_find_debuginfo(Dwfl_Module *mod, void **user, const char *modname, uint64_t base,
                       const char *file, const char *link, uint32_t crc, char **name);
+
+/* Once libdw has read a module's DWARF: drop the pages of its compressed
+ * sections from the mapping of the file (libdw works on its decompressed
+ * copy). Bytes dropped. */
+size_t ss_debuginfo_trim(Dwfl_Module *mod);
 
 /* ---- symbols_perfmap.c: JIT code named in /tmp/perf-<pid>.map --------- */
 

@@ -10,7 +10,9 @@
  *   fork()+_exit        a process forks N children that _exit at once,
  *                       with the agent running (text, 100 ms interval)
  *   resident memory     VmRSS of an idle process after 1.5 s with the
- *                       agent running (text, 100 ms interval)
+ *                       agent running (text, 100 ms interval), and after
+ *                       7 s (the resolver releases libdw's tables once no
+ *                       address has missed its cache for 5 s)
  *   busy host children  a host with two computing threads forks children
  *                       that exit(0) at once (destructors run), with the
  *                       agent running at 10 ms and at 1 s: per child
@@ -242,8 +244,8 @@ static int make_project(const char *dir) {
     return 0;
 }
 
-static int child_rss(void) {
-    sleep_ms(1500);
+static int child_rss(int ms) {
+    sleep_ms(ms);
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     unsigned long rss = 0, anon = 0, file = 0;
@@ -267,7 +269,7 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--fork-loop") == 0)
         return child_fork_loop(atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "--rss") == 0)
-        return child_rss();
+        return child_rss(argc > 2 ? atoi(argv[2]) : 1500);
     if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
         return child_busy_children(atoi(argv[2]));
     if (argc < 2) {
@@ -404,6 +406,23 @@ int main(int argc, char **argv) {
                 v[r] = rss[c][k][r];
             mr[c][k] = median(v, rn);
         }
+    /* the same after 7 s: libdw's tables released */
+    char *rss7_argv[] = {self, "--rss", "7000", NULL};
+    unsigned long rss7[3][3][8] = {{{0}}};
+    for (int r = 0; r < rn; r++)
+        for (int c = 0; c < 3; c++) {
+            char buf[96];
+            run(rss7_argv, rcfg[c]->v, buf, sizeof buf);
+            sscanf(buf, "%lu %lu %lu", &rss7[c][0][r], &rss7[c][1][r], &rss7[c][2][r]);
+        }
+    uint64_t mr7[3][3];
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 3; k++) {
+            uint64_t v[8];
+            for (int r = 0; r < rn; r++)
+                v[r] = rss7[c][k][r];
+            mr7[c][k] = median(v, rn);
+        }
 
     printf("footprint of %s (%d spawns, %d repeats, medians)\n", lib, spawns, n);
     printf("%-36s %11s %11s %11s %7s %8s\n", "measure", "no agent", "empty lib", "agent",
@@ -437,6 +456,12 @@ int main(int argc, char **argv) {
                rname[c - 1], (unsigned long long)mr[0][0], (unsigned long long)mr[c][0],
                (long long)mr[c][0] - (long long)mr[0][0], "3 MiB",
                (long long)mr[c][1] - (long long)mr[0][1], (long long)mr[c][2] - (long long)mr[0][2]);
+    static const char *const rname7[2] = {"resident memory, text, idle 7 s", "  same, SYMBOLS_DEBUGINFO=false"};
+    for (int c = 1; c < 3; c++)
+        printf("%-34s %9llu KiB %9llu KiB %+7lld KiB %6s  (anon %+lld, file %+lld KiB)\n",
+               rname7[c - 1], (unsigned long long)mr7[0][0], (unsigned long long)mr7[c][0],
+               (long long)mr7[c][0] - (long long)mr7[0][0], "3 MiB",
+               (long long)mr7[c][1] - (long long)mr7[0][1], (long long)mr7[c][2] - (long long)mr7[0][2]);
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
     if (system(cmd) != 0)

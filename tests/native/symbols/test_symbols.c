@@ -705,6 +705,138 @@ static void test_local_debuginfo(void **state) {
     ss_symbols_destroy(s);
 }
 
+/* Resident KiB of the mappings of `path` (/proc/self/smaps), -1 when it
+ * is not mapped. */
+static long mapped_rss_kb(const char *path) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[1024];
+    long kb = -1;
+    bool in = false;
+    size_t plen = strlen(path);
+    while (f && fgets(line, sizeof line, f)) {
+        long v;
+        size_t len = strlen(line);
+        const char *dash = strchr(line, '-'), *space = strchr(line, ' ');
+        if (dash && space && dash < space) { /* a mapping's first line */
+            in = len > plen + 1 && line[len - 1] == '\n' &&
+                 strncmp(line + len - 1 - plen, path, plen) == 0;
+            if (in && kb < 0)
+                kb = 0;
+        } else if (in && sscanf(line, "Rss: %ld kB", &v) == 1) {
+            kb += v;
+        }
+    }
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* DWARF is read only for modules an address was resolved in: a stack
+ * through libc alone reads libc's (with libc6-dbg) and not this test's
+ * own, which has DWARF too. Once read, the compressed DWARF of libc6-dbg's
+ * file (3.7 MiB of its 4) is no longer resident: libdw works on its
+ * decompressed copy. */
+static void test_dwarf_lazy(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    int n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)libc_nanosleep() + 4, false, f, 8);
+    assert_true(n >= 1);
+    const ss_frame *libc = &f[n - 1];
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", libc->map->build_id,
+             libc->map->build_id + 2);
+    bool has_dbg = access(dbg, R_OK) == 0;
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.dwarf_modules, has_dbg ? 1 : 0);
+    if (has_dbg) {
+        long kb = mapped_rss_kb(dbg);
+        printf("libc6-dbg: %s resident %ld KiB, %llu KiB of compressed DWARF dropped\n", dbg, kb,
+               (unsigned long long)c.trimmed / 1024);
+        assert_true(kb >= 0); /* libdw maps it */
+        if (kb > 1024)
+            fail_msg("%s: %ld KiB resident after libdw read it", dbg, kb);
+    } else {
+        printf("no %s: only the laziness checked\n", dbg);
+    }
+    n = ss_symbols_resolve(s, (uint64_t)(uintptr_t)&known_static_fn, false, f, 8);
+    assert_fn(&f[n - 1], "global", "known_static_fn", "test_symbols.c");
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.dwarf_modules, has_dbg ? 2 : 1);
+    ss_symbols_destroy(s);
+}
+
+/* Once no lookup has missed for the idle delay, what libdw read is
+ * released (libc6-dbg's debug file no longer mapped); cached addresses
+ * keep their frames, a new address opens its module again and resolves
+ * as before, a library unloaded meanwhile does not keep its name. */
+static void test_release(void **state) {
+    (void)state;
+    void *h = dlopen(SYM_LIB_A, RTLD_NOW | RTLD_LOCAL); /* first: a dlopen empties the cache */
+    assert_non_null(h);
+    ss_symbols *s = ss_symbols_create();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE], g[SS_SYMBOLS_MAX_INLINE];
+    uint64_t libc_a = (uint64_t)(uintptr_t)libc_nanosleep() + 4;
+    int n = ss_symbols_resolve(s, libc_a, false, f, 8);
+    assert_true(n >= 1);
+    char dbg[160];
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", f[n - 1].map->build_id,
+             f[n - 1].map->build_id + 2);
+    bool has_dbg = access(dbg, R_OK) == 0;
+    known_static_fn(0);
+    uint64_t own = ra_seen;
+    int m = ss_symbols_resolve(s, own, true, g, 8);
+    assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
+    int line = g[m - 1].line;
+    uint64_t a = (uint64_t)(uintptr_t)dlsym(h, "sym_a_func");
+    assert_int_equal(ss_symbols_resolve(s, a, false, g, 8), 1);
+    assert_fn(&g[0], "global", "sym_a_func", "dl_lib.c");
+    if (has_dbg)
+        assert_true(mapped_rss_kb(dbg) >= 0);
+
+    ss_symbols_idle(s); /* within the delay: nothing happens */
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 0);
+    ss_symbols_set_idle(s, 1);
+    ss_symbols_idle(s);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 1);
+    if (has_dbg && mapped_rss_kb(dbg) >= 0)
+        fail_msg("%s still mapped after the release", dbg);
+
+    /* cached: the same frames, no miss */
+    uint64_t misses = c.misses;
+    ss_frame f2[SS_SYMBOLS_MAX_INLINE];
+    assert_int_equal(ss_symbols_resolve(s, libc_a, false, f2, 8), n);
+    assert_memory_equal(f, f2, (size_t)n * sizeof *f);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.misses, misses);
+    assert_int_equal(c.reloads, 0);
+
+    /* new addresses: the modules open again, same names and lines */
+    m = ss_symbols_resolve(s, own - 1, false, g, 8); /* the same pc, another key: a miss */
+    assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(g[m - 1].line, line);
+    n = ss_symbols_resolve(s, libc_a + 1, false, f2, 8);
+    assert_non_null(strstr(f2[n - 1].fn->name, "nanosleep"));
+    assert_string_equal(f2[n - 1].fn->file, f[n - 1 < 8 ? n - 1 : 0].fn->file);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.reloads, 1);
+
+    /* released again, then the library goes: its address is no longer
+     * named after it */
+    ss_symbols_idle(s); /* the delay doubled: 2 ns */
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.releases, 2);
+    dlclose(h);
+    assert_int_equal(ss_symbols_resolve(s, a, false, g, 8), 1);
+    if (!in_maps("/libsym_a.so")) /* unloaded (not always under valgrind) */
+        assert_true(g[0].map == NULL || strcmp(g[0].fn->name, "sym_a_func") != 0);
+    ss_symbols_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_function),
@@ -724,6 +856,8 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_no_debuginfod),
         cmocka_unit_test(test_local_debuginfo),
+        cmocka_unit_test(test_dwarf_lazy),
+        cmocka_unit_test(test_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
