@@ -62,7 +62,9 @@
 
 static ss_core_alloc real;
 static _Atomic bool installed;
+#ifndef SS_CORE_ALLOC_NO_FAMILY
 static _Atomic bool own_heap; /* an RLIMIT_AS at the hand-over: core_heap.c */
+#endif
 
 #ifndef SS_CORE_ALLOC_NO_FAMILY
 static void find_libelf_code(void);
