@@ -289,33 +289,25 @@ static launcher_state launcher(void) {
     if (len <= 0)
         return NOT_LAUNCHER;
     self_exe[len] = '\0';
-    /* getdents64, not opendir: opendir mallocs its buffer, and glibc's
-     * malloc gives this thread an arena of its own (64 MiB of address
-     * space, counted against an RLIMIT_AS) */
-    int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0)
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
         return NOT_LAUNCHER;
     pid_t me = (pid_t)syscall(SYS_gettid);
     bool waiting = true;
     child_kind children = NO_CHILD;
-    _Alignas(8) char buf[2048];
-    long n;
-    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
-        for (long off = 0; off < n;) {
-            struct dirent64 *e = (struct dirent64 *)(buf + off);
-            off += e->d_reclen;
-            if (e->d_name[0] == '.' || atoi(e->d_name) == me)
-                continue;
-            if (waiting)
-                waiting = waits_for_child(thread_syscall(e->d_name));
-            if (children != CHILD_OTHER) {
-                child_kind k = children_of(e->d_name, self_exe);
-                if (k > children)
-                    children = k;
-            }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == me)
+            continue;
+        if (waiting)
+            waiting = waits_for_child(thread_syscall(e->d_name));
+        if (children != CHILD_OTHER) {
+            child_kind k = children_of(e->d_name, self_exe);
+            if (k > children)
+                children = k;
         }
     }
-    close(dir);
+    closedir(d);
     if (children == CHILD_OTHER)
         return waiting ? LAUNCHER_AT_REST : LAUNCHING;
     return children == CHILD_FORKED && waiting ? LAUNCHING : NOT_LAUNCHER;
