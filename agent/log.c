@@ -55,6 +55,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -199,6 +200,19 @@ static int dest_get(dest *d) {
     return fd;
 }
 
+/* Under a small RLIMIT_NOFILE (below 256, as for the samplers' kept /proc
+ * files) the duplicate of stderr is not kept between lines: taken for a
+ * line, closed after it, so the host has every number but the output
+ * file's (prlimit --nofile=32: 28 files of its own, not 27). A host that
+ * moved fd 2 elsewhere then gets no more lines (they are dropped,
+ * counted) rather than lines in the original stderr. */
+#define TIGHT_NOFILE 256
+
+static bool nofile_tight(void) {
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < TIGHT_NOFILE;
+}
+
 static bool is_original(int fd) {
     struct stat st;
     return fstat(fd, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
@@ -228,7 +242,8 @@ static void take_stderr_locked(bool known, bool open_at_load, uint64_t dev, uint
     err_dev = st.st_dev;
     err_ino = st.st_ino;
     err_is = ERR_KEPT;
-    dest_take(&err, STDERR_FILENO); /* failed (no descriptor left): tried again per line */
+    if (!nofile_tight())
+        dest_take(&err, STDERR_FILENO); /* failed (no descriptor left): tried again per line */
 }
 
 /* With log_lock held: our stderr descriptor, or -1 (lines dropped). */
@@ -446,6 +461,8 @@ void ss_vlog(ss_log_level level, const char *fmt, va_list ap) {
         write_locked(fd, d->kind, line, len);
     else
         atomic_fetch_add(&dropped_gone, 1);
+    if (d == &err && fd >= 0 && nofile_tight())
+        ss_kept_fd_close(&err.fd); /* taken again at the next line */
     pthread_mutex_unlock(&log_lock);
 }
 

@@ -55,6 +55,8 @@ void ss_cond_init_mono(pthread_cond_t *cv);
  * instant that is the monotonic deadline_ns. */
 struct timespec ss_realtime_in(uint64_t ns);
 struct timespec ss_realtime_at(uint64_t mono_deadline_ns);
+/* "YYYY-MM-DDTHH:MM:SS" in UTC, without libc's time zone code (time.c). */
+void ss_utc_format(uint64_t secs, char out[20]);
 int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
 
 /* An exporter's last sends at exit end this much before its shutdown
@@ -516,6 +518,9 @@ int ss_thread_join(pthread_t thread, uint64_t deadline_ns);
 void ss_internal_thread_add(pid_t tid);
 void ss_internal_thread_remove(pid_t tid);
 bool ss_internal_thread_is(pid_t tid);
+/* The agent's threads created from now on wait (1 s at most) for thread
+ * `tid` of this process to end before they run (thread.c). */
+void ss_internal_threads_after(pid_t tid);
 
 /* A library of the agent (gRPC) starts threads of its own, lazily, that
  * its module registers only a moment later: until then a young thread with

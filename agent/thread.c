@@ -71,10 +71,29 @@ typedef struct start_args {
     char name[16];
 } start_args;
 
+static _Atomic pid_t after_tid;
+
+void ss_internal_threads_after(pid_t tid) { atomic_store(&after_tid, tid); }
+
+/* Until thread `after_tid` has ended (gone from the kernel: glibc released
+ * its malloc arena before), 1 s at most. */
+static void wait_after(void) {
+    pid_t tid = atomic_load(&after_tid);
+    if (tid <= 0 || tid == ss_gettid())
+        return;
+    for (int i = 0; i < 1000; i++) {
+        if (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH)
+            break;
+        ss_sleep_ns(1000000);
+    }
+    atomic_compare_exchange_strong(&after_tid, &tid, 0);
+}
+
 static void *trampoline(void *p) {
     start_args a = *(start_args *)p;
-    free(p);
     pthread_setname_np(pthread_self(), a.name);
+    wait_after();
+    free(p); /* after the wait: a free may enter glibc's malloc */
     pid_t tid = ss_gettid();
     ss_internal_thread_add(tid);
     void *r = a.fn(a.arg);

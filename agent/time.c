@@ -2,6 +2,7 @@
 #include "ss_agent.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <time.h>
 
 static uint64_t clock_ns(clockid_t id) {
@@ -57,4 +58,26 @@ int ss_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadlin
     struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
                           .tv_nsec = (long)(deadline_ns % 1000000000ull)};
     return pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* "YYYY-MM-DDTHH:MM:SS" (UTC) of `secs` since the epoch, in `out` (at
+ * least 20 bytes). Not gmtime_r: its first call in a process runs tzset,
+ * which strdup's the zone file's name with the host's malloc, and on an
+ * agent thread glibc's malloc gives the thread an arena of its own (64 MiB
+ * of address space, which counts against an RLIMIT_AS). Days to a civil
+ * date: the proleptic Gregorian calendar, by 400-year eras. */
+void ss_utc_format(uint64_t secs, char out[20]) {
+    int64_t days = (int64_t)(secs / 86400u);
+    unsigned sod = (unsigned)(secs % 86400u);
+    days += 719468; /* from 0000-03-01 */
+    int64_t era = days / 146097;
+    unsigned doe = (unsigned)(days - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned d = doy - (153 * mp + 2) / 5 + 1;
+    unsigned m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = (int64_t)yoe + era * 400 + (m <= 2);
+    snprintf(out, 20, "%04u-%02u-%02uT%02u:%02u:%02u", (unsigned)(y % 10000), m % 100, d % 100,
+             sod / 3600, sod / 60 % 60, sod % 60);
 }

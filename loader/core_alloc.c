@@ -45,6 +45,7 @@
  * goes on filling: the child never uses it (it drops a resolver caught
  * inside a lookup, samplers/symbols.c). */
 #include "loader/ss_core_api.h"
+#include "loader/core_heap.h"
 
 #include <errno.h>
 #include <link.h>
@@ -61,6 +62,9 @@
 
 static ss_core_alloc real;
 static _Atomic bool installed;
+#ifndef SS_CORE_ALLOC_NO_FAMILY
+static _Atomic bool own_heap; /* an RLIMIT_AS at the hand-over: core_heap.c */
+#endif
 
 #ifndef SS_CORE_ALLOC_NO_FAMILY
 static void find_libelf_code(void);
@@ -76,6 +80,12 @@ int ss_core_alloc_install(const ss_core_alloc *a) {
         return -EINVAL;
 #endif
     real = *a;
+#ifndef SS_CORE_ALLOC_NO_FAMILY
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+        ss_core_heap_init() == 0)
+        atomic_store_explicit(&own_heap, true, memory_order_relaxed);
+#endif
     atomic_store_explicit(&installed, true, memory_order_release);
 #ifndef SS_CORE_ALLOC_NO_FAMILY
     find_libelf_code();
@@ -95,6 +105,9 @@ static _Atomic size_t arena_used;
 static inline bool ready(void) {
     return atomic_load_explicit(&installed, memory_order_acquire);
 }
+
+/* Allocations go to the core's own heap (set before `installed`). */
+static inline bool own(void) { return atomic_load_explicit(&own_heap, memory_order_relaxed); }
 
 static bool in_arena(const void *p) {
     return (uintptr_t)p >= (uintptr_t)arena && (uintptr_t)p < (uintptr_t)arena + ARENA_SIZE;
@@ -227,6 +240,8 @@ static void shared_free(void *p) {
 }
 
 SS_EXPORT void *malloc(size_t size) {
+    if (ready() && own())
+        return ss_core_heap_alloc(size, ARENA_ALIGN);
     if (ready()) {
         void *p = from_libelf(__builtin_return_address(0), size) ? shared_alloc(size) : NULL;
         return p ? p : real.malloc(size);
@@ -241,6 +256,10 @@ SS_EXPORT void free(void *p) {
         shared_free(p);
         return;
     }
+    if (ss_core_heap_owns(p)) {
+        ss_core_heap_free(p);
+        return;
+    }
     if (ready())
         real.free(p);
     /* else: a pointer we never handed out, before any allocator is known;
@@ -251,6 +270,12 @@ SS_EXPORT void *calloc(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) {
         errno = ENOMEM;
         return NULL;
+    }
+    if (ready() && own()) {
+        void *p = ss_core_heap_alloc(n * size, ARENA_ALIGN);
+        if (p)
+            memset(p, 0, n * size);
+        return p;
     }
     if (ready()) {
         void *p = from_libelf(__builtin_return_address(0), n * size) ? shared_alloc(n * size)
@@ -284,7 +309,24 @@ SS_EXPORT void *realloc(void *p, size_t size) {
         }
         return q;
     }
-    if (ready())
+    if (p && ss_core_heap_owns(p)) {
+        size_t old = ss_core_heap_usable(p);
+        if (size <= old && size >= old / 2 && size)
+            return p;
+        if (size == 0) {
+            ss_core_heap_free(p);
+            return NULL;
+        }
+        void *q = malloc(size);
+        if (q) {
+            memcpy(q, p, old < size ? old : size);
+            ss_core_heap_free(p);
+        }
+        return q;
+    }
+    if (!p && ready() && own())
+        return ss_core_heap_alloc(size, ARENA_ALIGN);
+    if (ready()) /* a block of the host's allocator stays there */
         return real.realloc(p, size);
     if (p) { /* cannot happen: nothing foreign exists before the hand-over */
         errno = ENOMEM;
@@ -304,6 +346,13 @@ SS_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
 SS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     if (!power_of_two(align) || align % sizeof(void *))
         return EINVAL;
+    if (ready() && own()) {
+        void *p = ss_core_heap_alloc(size, align);
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
     if (ready()) {
         if (real.posix_memalign)
             return real.posix_memalign(out, align, size);
@@ -319,6 +368,8 @@ SS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
 }
 
 SS_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    if (ready() && own() && power_of_two(align))
+        return ss_core_heap_alloc(size, align);
     if (ready())
         return real.aligned_alloc ? real.aligned_alloc(align, size) : NULL;
     if (!power_of_two(align)) {
@@ -329,6 +380,8 @@ SS_EXPORT void *aligned_alloc(size_t align, size_t size) {
 }
 
 SS_EXPORT void *memalign(size_t align, size_t size) {
+    if (ready() && own() && power_of_two(align))
+        return ss_core_heap_alloc(size, align);
     if (ready())
         return real.memalign ? real.memalign(align, size) : NULL;
     if (!power_of_two(align)) {
@@ -339,12 +392,17 @@ SS_EXPORT void *memalign(size_t align, size_t size) {
 }
 
 SS_EXPORT void *valloc(size_t size) {
+    if (ready() && own())
+        return ss_core_heap_alloc(size, (size_t)sysconf(_SC_PAGESIZE));
     if (ready())
         return real.valloc ? real.valloc(size) : NULL;
     return arena_alloc(size, (size_t)sysconf(_SC_PAGESIZE));
 }
 
 SS_EXPORT void *pvalloc(size_t size) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    if (ready() && own())
+        return ss_core_heap_alloc((size + pg - 1) & ~(pg - 1), pg);
     if (ready())
         return real.pvalloc ? real.pvalloc(size) : NULL;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -358,6 +416,8 @@ SS_EXPORT size_t malloc_usable_size(void *p) {
         return arena_size_of(p);
     if (in_shared(p))
         return shared_size_of(p);
+    if (ss_core_heap_owns(p))
+        return ss_core_heap_usable(p);
     if (ready() && real.malloc_usable_size)
         return real.malloc_usable_size(p);
     return 0;
@@ -367,8 +427,19 @@ size_t ss_core_alloc_arena_used(void) {
     return atomic_load_explicit(&arena_used, memory_order_relaxed);
 }
 
+bool ss_core_alloc_own_heap(void) { return own(); }
+
+void ss_core_alloc_after_fork_child(void) {
+    if (own())
+        ss_core_heap_after_fork_child();
+}
+
 #else
 
 size_t ss_core_alloc_arena_used(void) { return 0; }
+
+bool ss_core_alloc_own_heap(void) { return false; }
+
+void ss_core_alloc_after_fork_child(void) {}
 
 #endif /* SS_CORE_ALLOC_NO_FAMILY */

@@ -41,7 +41,23 @@ static void tell_once(void) {
 
 bool ss_core_deepbind(void) { return deepbind; }
 
+/* The loader's at-fork handler runs before any the core registers: the
+ * core's heap (loader/core_heap.c) is made usable in the child first, as
+ * ss_agent_fork_child allocates. */
+static void fork_child(bool restart) {
+    ss_core_alloc_after_fork_child();
+    ss_agent_fork_child(restart);
+}
+
 static void autostart(void) {
+    /* Under an RLIMIT_AS the agent's threads wait for this one (the
+     * loader's start thread) to end before they run: dlopen gave it a
+     * malloc arena of glibc's (64 MiB of address space), which its end
+     * puts on glibc's free list, and the first agent thread that enters
+     * glibc's malloc (libdw's fopen, strdup...) then takes it over
+     * instead of reserving one more (loader/core_heap.c). */
+    if (ss_core_alloc_own_heap())
+        ss_internal_threads_after(ss_gettid());
     ss_preload_autostart();
     if (ss_agent_running())
         tell_once();
@@ -79,7 +95,7 @@ static const ss_core_api api = {
     .agent_onunload = onunload,
     .exec_begin = ss_agent_exec_begin,
     .exec_failed = ss_agent_exec_failed,
-    .fork_child = ss_agent_fork_child,
+    .fork_child = fork_child,
     .running = ss_agent_active,
     .step_aside = ss_agent_step_aside,
     .step_back = ss_agent_step_back,

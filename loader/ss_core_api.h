@@ -121,6 +121,11 @@ void ss_preload_autostart(void);
 int ss_core_alloc_install(const ss_core_alloc *a);
 /* Bytes the dependencies' constructors took from the bootstrap arena. */
 size_t ss_core_alloc_arena_used(void);
+/* The core allocates from its own heap (an RLIMIT_AS: loader/core_heap.c). */
+bool ss_core_alloc_own_heap(void);
+/* In a forked child, before anything allocates: the core's heap starts
+ * afresh (its lock may be held by a thread that is not in the child). */
+void ss_core_alloc_after_fork_child(void);
 /* Core side (agent/lifecycle.c): the core's api->step_aside/step_back. */
 int ss_agent_step_aside(int kind);
 void ss_agent_step_back(int token);

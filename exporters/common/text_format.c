@@ -191,11 +191,8 @@ int ss_text_format_thread_jdk21(const ss_round *r, const ss_thread_sample *t, ss
 }
 
 int ss_text_format_round_header(const ss_round *r, ss_buf *out) {
-    time_t secs = (time_t)(r->time_ns / 1000000000ull);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    char when[20]; /* not gmtime_r: its tzset mallocs on this thread (agent/time.c) */
+    ss_utc_format(r->time_ns / 1000000000ull, when);
     ss_buf_printf(out,
                   "Full thread dump stackshot round %" PRIu64 " at %s.%03uZ "
                   "(pid %d, %u threads, %u skipped",

@@ -2,10 +2,17 @@
 """A host's limits, first rounds and details (issue 20), with limits_host.c
 checking its own behaviour:
 
-  nofile   under `prlimit --nofile=32` a threaded host opens 27 files
-           (the 29 numbers free, less the agent's two: its log and its
-           output file, kept in the top eighth of the table) and mallocs
+  nofile   under `prlimit --nofile=32` a threaded host opens 28 files
+           (the 29 numbers free, less the agent's output file, kept in
+           the top eighth of the table: its duplicate of stderr is taken
+           for a line and closed after it under such a limit) and mallocs
            10 MB; the agent keeps no /proc file under such a limit
+  as       under `prlimit --as=200000000` a threaded host mallocs 64 MB
+           (with the agent's two malloc arenas of glibc, 128 MiB of
+           address space, it could not): the core allocates from its own
+           heap and the one arena left is the loader's start thread's,
+           which the sampler takes over; the agent still writes rounds
+           with named frames
   stacks   the agent's threads run on stacks of at most 1 MiB (the
            mapping around each one's stack pointer), not glibc's 8 MiB
   lower    a host that lowers RLIMIT_NOFILE to 8 at run time still opens
@@ -71,11 +78,24 @@ def thread_block(rnd, nid=None):
 
 
 if case == "nofile":
-    p = subprocess.run(["prlimit", "--nofile=32", host, "nofile", "27", "10"], env=env(20),
+    p = subprocess.run(["prlimit", "--nofile=32", host, "nofile", "28", "10"], env=env(20),
                        capture_output=True, text=True, timeout=60)
     print(p.stdout.strip())
     if p.returncode != 0:
         fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
+
+elif case == "as":
+    p = subprocess.run(["prlimit", "--as=200000000", host, "nofile", "20", "64"],
+                       env=env(20, SS_SETTLE_MS="1500"), capture_output=True, text=True,
+                       timeout=60)
+    text = dump_text()
+    rs = rounds(text)
+    print(p.stdout.strip())
+    print("rounds: %d" % len(rs))
+    if p.returncode != 0:
+        fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
+    if len(rs) < 10 or "at global.idle_thread(" not in text:
+        fail("the agent wrote no rounds with named frames: %s" % p.stderr[-500:])
 
 elif case == "stacks":
     p = subprocess.Popen([host, "sleeper"], env=env(20, SS_RUN_MS="3000"),

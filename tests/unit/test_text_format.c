@@ -117,11 +117,31 @@ static void test_native_thread_and_truncation(void **state) {
     ss_round_unref(r);
 }
 
+/* The round header's time stamp, formatted without gmtime_r (whose tzset
+ * mallocs on the exporter's thread): leap days, century rules, epoch. */
+static void test_utc_format(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t secs;
+        const char *text;
+    } cases[] = {
+        {0, "1970-01-01T00:00:00"},          {951782400, "2000-02-29T00:00:00"},
+        {1735689599, "2024-12-31T23:59:59"}, {4107542400, "2100-03-01T00:00:00"},
+        {1709251199, "2024-02-29T23:59:59"}, {1700000000, "2023-11-14T22:13:20"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[20];
+        ss_utc_format(cases[i].secs, out);
+        assert_string_equal(out, cases[i].text);
+    }
+}
+
 int main(void) {
     ss_process_refresh();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_java_thread_matches_jstack),
         cmocka_unit_test(test_native_thread_and_truncation),
+        cmocka_unit_test(test_utc_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,18 @@
+/* core_heap.h: the core's own heap (core_heap.c), which the core's malloc
+ * family uses instead of the host's allocator when the process has an
+ * RLIMIT_AS (glibc's arenas would take 64 MiB of it per agent thread). */
+#ifndef SS_CORE_HEAP_H
+#define SS_CORE_HEAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+int ss_core_heap_init(void);                       /* 0 or -errno */
+void *ss_core_heap_alloc(size_t size, size_t align); /* NULL + ENOMEM */
+void ss_core_heap_free(void *p);                   /* p: owned */
+size_t ss_core_heap_usable(const void *p);         /* p: owned */
+bool ss_core_heap_owns(const void *p);             /* lock-free */
+size_t ss_core_heap_mapped(void);                  /* bytes mapped now */
+void ss_core_heap_after_fork_child(void);          /* fresh lock and lists */
+
+#endif
