@@ -71,11 +71,12 @@ void ss_jthreads_note_current(jthread thread);
 
 /* Fill a sample for one platform thread. Returns 1 to keep it, 0 to leave it
  * out (an agent thread, or an internal one when !include_internal). The
- * name is added to the builder here, so the caller adds frames after. */
+ * name is added to the builder here, so the caller adds frames after.
+ * *nid: the thread's kernel tid when known (kept or not), else 0. */
 typedef struct ss_nid_matcher ss_nid_matcher;
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
                        jint state, bool include_internal, ss_nid_matcher *nids,
-                       ss_thread_sample **out);
+                       ss_thread_sample **out, pid_t *nid);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 

@@ -27,6 +27,7 @@
  * Not the default: thread states are read a moment after their stacks.
  */
 #include "jvmti_internal.h"
+#include "../samplers/ss_samplers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,6 +50,8 @@ static struct {
     bool use_each; /* one GetStackTrace per thread */
     jvmtiFrameInfo *each_frames; /* their frames, max_depth+1 per thread */
     jint each_cap;
+    bool vm_threads; /* STACKSHOT_JAVA_VM_THREADS: the VM's own threads too */
+    ss_config cfg;   /* for the native pass */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* CPU time of each thread in the previous round, by Java thread id (never
@@ -72,6 +75,9 @@ typedef struct sampler {
     uint64_t rounds, last_invalid_report;
     cpu_table cpu[2]; /* [prev_ix]: the previous round's */
     int prev_ix;
+    pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
+    uint32_t n_java_nids, cap_java_nids;
+    bool native_failed; /* the native pass could not start: said once */
     bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
@@ -258,6 +264,66 @@ static int by_id(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* A Java thread's kernel tid: the native pass leaves it to us. */
+static void note_java_nid(sampler *s, pid_t nid) {
+    if (s->n_java_nids == s->cap_java_nids) {
+        uint32_t cap = s->cap_java_nids ? s->cap_java_nids * 2 : 256;
+        pid_t *p = realloc(s->java_nids, cap * sizeof *p);
+        if (!p)
+            return; /* the native pass then lists it too */
+        s->java_nids = p;
+        s->cap_java_nids = cap;
+    }
+    s->java_nids[s->n_java_nids++] = nid;
+}
+
+static int by_tid(const void *a, const void *b) {
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* HotSpot names a native thread after its thread, cut to the kernel's 15
+ * bytes; jstack prints the full name. The cut names of the VM's threads
+ * whose full name is fixed are given back (the number of "C2
+ * CompilerThread0" is lost in the cut: it is printed without). */
+static const char *vm_thread_name(const char *comm) {
+    static const char *const full[][2] = {
+        {"VM Periodic Tas", "VM Periodic Task Thread"},
+        {"Monitor Deflati", "Monitor Deflation Thread"},
+        {"C2 CompilerThre", "C2 CompilerThread"},
+        {"C1 CompilerThre", "C1 CompilerThread"},
+        {"G1 Young RemSet", "G1 Young RemSet Sampling"},
+        {"Notification Th", "Notification Thread"},
+        {"Reference Handl", "Reference Handler"},
+        {"Signal Dispatch", "Signal Dispatcher"},
+    };
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++)
+        if (strcmp(comm, full[i][0]) == 0)
+            return full[i][1];
+    return comm;
+}
+
+/* The rest of the process (the VM's own threads: VM Thread, GC and
+ * compiler threads, JNI libraries' threads), with native stacks, listed
+ * after the Java threads as jstack lists them. They are sampled before the
+ * round's safepoint: after it, a GC (which runs at a safepoint too, and
+ * ours waits for it) would never be seen running. The Java threads left
+ * out are the previous round's (sorted then); one new since is left out
+ * when emitted. */
+static void gather_native(sampler *s, uint32_t *skipped, uint32_t *blocked) {
+    int rc = ss_native_gather(&S.cfg, s->java_nids, s->n_java_nids, skipped, blocked);
+    if (rc != 0 && !s->native_failed) {
+        s->native_failed = true;
+        ss_warn("jvmti: the VM's own threads are not sampled (native sampler: %s)",
+                strerror(-rc));
+    }
+}
+
+static void emit_native(sampler *s, uint32_t *skipped) {
+    qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+    ss_native_emit(s->builder, s->java_nids, s->n_java_nids, vm_thread_name, skipped);
+}
+
 /* Platform threads, in Java thread id order (jstack's order too). */
 static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n) {
     uint32_t skipped = 0;
@@ -280,8 +346,11 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
             continue;
         }
         ss_thread_sample *t = NULL;
+        pid_t nid = 0;
         int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
-                                      S.include_internal, s->nids, &t);
+                                      S.include_internal, s->nids, &t, &nid);
+        if (nid)
+            note_java_nid(s, nid);
         if (keep < 0)
             break;
         if (keep > 0) {
@@ -344,6 +413,9 @@ static void take_round(sampler *s, JNIEnv *env) {
     ss_jresolver_round(s->resolver);
     s->spans = ss_jspan_round(env);
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
+    uint32_t skipped = 0, blocked = 0;
+    if (S.vm_threads)
+        gather_native(s, &skipped, &blocked);
     jvmtiStackInfo *si = NULL;
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
@@ -355,13 +427,16 @@ static void take_round(sampler *s, JNIEnv *env) {
         return;
     }
     cpu_tables_fit(s, (uint32_t)n);
-    uint32_t skipped = add_platform(s, env, si, n);
+    s->n_java_nids = 0;
+    skipped += add_platform(s, env, si, n);
     cpu_tables_swap(s);
     take_stacks_free(si);
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
     (*env)->PopLocalFrame(env, NULL);
-    ss_round *r = ss_round_builder_finish(s->builder, skipped, 0);
+    if (S.vm_threads)
+        emit_native(s, &skipped);
+    ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     uint64_t t2 = ss_mono_ns();
     s->rounds++;
     if (!r) {
@@ -415,6 +490,7 @@ static void sampler_free(sampler *s) {
     free(s->vthreads);
     free(s->order);
     free(s->ids);
+    free(s->java_nids);
     cpu_table_free(&s->cpu[0]);
     cpu_table_free(&s->cpu[1]);
 }
@@ -507,6 +583,8 @@ static int jvmti_start(const ss_config *cfg) {
     if (!S.use_list && !S.use_each && strcmp(how, "all") != 0)
         ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all', 'list' or 'each'", "using all");
     S.max_vthreads = ss_vthreads_active() ? ss_vthreads_cap() : 0;
+    S.vm_threads = ss_config_bool("STACKSHOT_JAVA_VM_THREADS", true);
+    S.cfg = *cfg;
     S.stop = false;
 
     jclass tc = (*env)->FindClass(env, "java/lang/Thread");

@@ -118,6 +118,12 @@ typedef struct sampler {
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
     uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
     uint32_t no_altstack_round;
+    /* ss_native_sample_into: tids a runtime's sampler takes itself (sorted),
+     * and how its round names and numbers the others */
+    const pid_t *skip;
+    uint32_t n_skip;
+    bool in_runtime;
+    const char *(*rename)(const char *comm);
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -536,6 +542,21 @@ static ss_sig_slot *assign_slot(sampler *s, known *k) {
 
 /* ---- one round ---------------------------------------------------- */
 
+/* A thread the runtime's own sampler takes (ss_native_sample_into). */
+static bool skipped_by_runtime(const sampler *s, pid_t tid) {
+    uint32_t lo = 0, hi = s->n_skip;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->skip[mid] == tid)
+            return true;
+        if (s->skip[mid] < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
@@ -550,7 +571,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
-        if (k->tid == me || ss_internal_thread_is(k->tid))
+        if (k->tid == me || ss_internal_thread_is(k->tid) || skipped_by_runtime(s, k->tid))
             continue;
         pending *p = &s->work[n];
         memset(p, 0, sizeof *p);
@@ -745,6 +766,8 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     known *k = p->k;
     t->number = k->number;
     t->nid = k->tid;
+    if (active && active->in_runtime)
+        t->number = 0; /* not one of the runtime's threads: no id of its own */
     t->tid = k->pthread;
     t->prio = 0;
     t->os_prio = k->st.nice;
@@ -800,7 +823,8 @@ static bool take_answer(sampler *s, pending *p) {
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
-static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
+static bool emit(sampler *s, ss_round_builder *b, pending *p, uint64_t now_boot,
+                 uint64_t now_wall) {
     known *k = p->k;
     if (p->slot) {
         if (!take_answer(s, p))
@@ -812,7 +836,8 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     } else {
         s->reused++;
     }
-    ss_thread_sample *t = ss_round_builder_add_thread(s->builder, k->st.name);
+    const char *name = s->rename ? s->rename(k->st.name) : k->st.name;
+    ss_thread_sample *t = ss_round_builder_add_thread(b, name);
     if (!t)
         return false;
     fill_facts(p, t, now_boot, now_wall);
@@ -821,43 +846,49 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     ss_native_state(k->st.state, k->syscall_nr, k->frames, n, &t->state, &t->status,
                     &t->state_detail);
     for (uint32_t i = 0; i < n; i++)
-        if (ss_round_builder_add_frame(s->builder, &k->frames[i]) != 0)
+        if (ss_round_builder_add_frame(b, &k->frames[i]) != 0)
             break;
     return true;
 }
 
-static ss_round *take_round(sampler *s) {
-    uint64_t t0 = ss_mono_ns();
-    uint64_t now_wall = ss_wall_ns();
-    uint32_t skipped = 0, blocked = 0;
+/* The stacks of every thread of the round: listed, planned, signalled,
+ * deferred ones looked at again. Returns how many were planned, -1 when the
+ * round is lost. */
+static int gather(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
     int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
     if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
-        return NULL;
+        return -1;
     if (s->n_threads > s->cap_work) {
         pending *w = realloc(s->work, (size_t)s->n_threads * sizeof *w);
         if (!w)
-            return NULL;
+            return -1;
         s->work = w;
         s->cap_work = s->n_threads;
     }
     if (ss_sig_begin(s->n_threads) != 0)
-        return NULL;
+        return -1;
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
     s->no_altstack_round = 0;
-    uint32_t planned = plan(s, &skipped, &blocked);
+    uint32_t planned = plan(s, skipped, blocked);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
     take_deferred(s, planned);
     if (ss_sig_lost())
-        return NULL; /* the host took the signal over: said once, no round */
+        return -1; /* the host took the signal over: said once, no round */
+    return (int)planned;
+}
 
-    ss_round_builder_begin(s->builder, now_wall, s->cfg.interval_ms, SS_RUNTIME_NATIVE);
+/* The planned threads into b, then the round's bookkeeping. */
+static void emit_all(sampler *s, ss_round_builder *b, uint32_t planned, uint64_t now_wall,
+                     uint32_t *skipped) {
     uint64_t now_boot = ss_boottime_ns();
     for (uint32_t i = 0; i < planned; i++) {
         pending *p = &s->work[i];
-        if (!emit(s, p, now_boot, now_wall))
-            skipped++;
+        if (skipped_by_runtime(s, p->k->tid))
+            continue; /* the runtime's own thread (new since the gather) */
+        if (!emit(s, b, p, now_boot, now_wall))
+            (*skipped)++;
     }
     /* Our own signal costs a thread some CPU: compare the next round with
      * the clock as it is after the handler (read last, once the threads
@@ -879,7 +910,18 @@ static ss_round *take_round(sampler *s) {
                  "stack known (the signal would land on their own stack)",
                  (unsigned long long)s->rounds + 1, s->no_altstack_round);
     s->rounds++;
-    s->skipped_total += skipped;
+    s->skipped_total += *skipped;
+}
+
+static ss_round *take_round(sampler *s) {
+    uint64_t t0 = ss_mono_ns();
+    uint64_t now_wall = ss_wall_ns();
+    uint32_t skipped = 0, blocked = 0;
+    int planned = gather(s, &skipped, &blocked);
+    if (planned < 0)
+        return NULL;
+    ss_round_builder_begin(s->builder, now_wall, s->cfg.interval_ms, SS_RUNTIME_NATIVE);
+    emit_all(s, s->builder, (uint32_t)planned, now_wall, &skipped);
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     if (r)
         r->took_ns = ss_mono_ns() - t0;
@@ -1258,6 +1300,44 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out) {
         return rc;
     *out = take_round(active);
     return *out ? 0 : ss_sig_lost() ? -EBUSY : -ENOMEM;
+}
+
+/* ss_native_gather's planned threads, for ss_native_emit. */
+static int gathered = -1;
+
+int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip,
+                     uint32_t *skipped, uint32_t *blocked) {
+    gathered = -1;
+    if (thread_running)
+        return -EBUSY;
+    /* set up once (the handler, the sampler's state); later rounds reuse it */
+    if (!active || !active->in_runtime) {
+        int rc = prepare(cfg);
+        if (rc != 0)
+            return rc;
+        active->in_runtime = true;
+    }
+    sampler *s = active;
+    s->skip = skip;
+    s->n_skip = n_skip;
+    gathered = gather(s, skipped, blocked);
+    s->skip = NULL;
+    s->n_skip = 0;
+    return gathered < 0 ? (ss_sig_lost() ? -EBUSY : -ENOMEM) : 0;
+}
+
+void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,
+                    const char *(*rename)(const char *comm), uint32_t *skipped) {
+    if (gathered < 0 || !active)
+        return;
+    sampler *s = active;
+    s->skip = skip;
+    s->n_skip = n_skip;
+    s->rename = rename;
+    emit_all(s, b, (uint32_t)gathered, ss_wall_ns(), skipped);
+    s->skip = NULL;
+    s->n_skip = 0;
+    gathered = -1;
 }
 
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused) {

@@ -24,6 +24,20 @@ extern const ss_source_ops ss_native_source;
  * handler on first use. 0 and *out (one reference) or -errno; -EBUSY when
  * the sampler thread runs. */
 int ss_native_sample_once(const ss_config *cfg, ss_round **out);
+/* A runtime's own sampler (the JVMTI one) takes the rest of the process
+ * into its round, in two steps. ss_native_gather samples now, as the
+ * native sampler does, every thread of the process but the agent's and
+ * those in skip (sorted ascending: the runtime's own threads, as last
+ * known); the handler and the sampler's state are set up on first use and
+ * kept. ss_native_emit then appends them to b (begun by the caller), with
+ * number 0, leaving out those in its skip (the runtime's threads as known
+ * now); rename (may be NULL) turns a /proc comm into the name printed.
+ * Caller's thread only; never while the native sampler thread runs
+ * (-EBUSY). 0 or -errno; *skipped and *blocked are added to. */
+int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip,
+                     uint32_t *skipped, uint32_t *blocked);
+void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,
+                    const char *(*rename)(const char *comm), uint32_t *skipped);
 /* Counters of the native sampler: rounds, stacks taken by signal, stacks
  * reused because the thread was idle. */
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);

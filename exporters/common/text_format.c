@@ -47,10 +47,29 @@ static void put_frame(ss_buf *out, const ss_frame *f) {
 /* The metadata line: "name" #<number> [[<nid>] ][daemon ]prio=... nid=<nid>
  * <status> (JDK 21 added the bracketed os thread id and prints nid in
  * decimal). */
-static void put_header(ss_buf *out, const ss_thread_sample *t, bool jdk21) {
+/* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
+ * threads: number 0): jstack's line for those, without #, daemon or prio. */
+static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
+    return r->runtime == SS_RUNTIME_JVM && t->number == 0 && !t->is_virtual;
+}
+
+static void put_header(ss_buf *out, const ss_round *r, const ss_thread_sample *t, bool jdk21) {
     ss_buf_putc(out, '"');
     put_name(out, t->name);
-    ss_buf_printf(out, "\" #%" PRId64 " ", t->number);
+    ss_buf_puts(out, "\" ");
+    if (vm_thread(r, t)) {
+        double cpu = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
+        double el = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
+        ss_buf_printf(out, "os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs tid=0x%016" PRIx64 " ",
+                      t->os_prio, cpu, el, t->tid);
+        if (jdk21)
+            ss_buf_printf(out, "nid=%" PRId32, t->nid);
+        else
+            ss_buf_printf(out, "nid=0x%" PRIx32, (uint32_t)t->nid);
+        ss_buf_printf(out, " %s\n", t->status ? t->status : "runnable");
+        return;
+    }
+    ss_buf_printf(out, "#%" PRId64 " ", t->number);
     if (jdk21)
         ss_buf_printf(out, "[%" PRId32 "] ", t->nid);
     if (t->daemon)
@@ -70,8 +89,9 @@ static void put_header(ss_buf *out, const ss_thread_sample *t, bool jdk21) {
 
 static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
                          ss_buf *out) {
-    put_header(out, t, jdk21);
-    put_state_line(out, r, t);
+    put_header(out, r, t, jdk21);
+    if (!vm_thread(r, t)) /* jstack prints no state line for the VM's threads */
+        put_state_line(out, r, t);
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
         put_frame(out, &f[i]);
