@@ -133,6 +133,30 @@ uint32_t ss_vthreads_snapshot(JNIEnv *env, jthread *out, uint32_t max,
 bool ss_vthreads_active(void);
 uint32_t ss_vthreads_cap(void);
 
+/* ---- agct.c ------------------------------------------------------- */
+
+/* HotSpot's AsyncGetCallTrace: found (dlsym), the walker installed in the
+ * sampling handler, the events that give it jmethodIDs. */
+#define SS_AGCT_NO_ENV (-100) /* the walker's own code: no JNIEnv on the thread */
+#define SS_AGCT_STUB_MARK (-1000) /* first frame's lineno: a stub was on top */
+bool ss_agct_find(void);
+void ss_agct_enable(void);
+/* The walk's first frame is the mark of a HotSpot stub on top (the Java
+ * frames follow it). */
+bool ss_agct_stub_on_top(const void *frames);
+/* Frame i of a walk: false when its method has no jmethodID. */
+bool ss_agct_frame(const void *frames, int32_t i, jmethodID *m, jlocation *bci);
+void JNICALL ss_agct_class_load_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
+void JNICALL ss_agct_compiled_cb(jvmtiEnv *jvmti, jmethodID m, jint size, const void *code,
+                                 jint map_length, const jvmtiAddrLocationMap *map,
+                                 const void *compile_info);
+/* ClassPrepare: jmethodIDs of the class, then jspan.c's callback. */
+void JNICALL ss_agct_class_prepare_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
+                                      jclass cls);
+/* The classes already loaded (VMInit, attach). */
+void ss_agct_preload(JNIEnv *env);
+uint64_t ss_agct_preloaded(void);
+
 /* ---- jspan.c ------------------------------------------------------ */
 
 /* JNI ids of java.lang's ThreadLocal internals (the VM is live). */

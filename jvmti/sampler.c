@@ -51,6 +51,7 @@ static struct {
     jvmtiFrameInfo *each_frames; /* their frames, max_depth+1 per thread */
     jint each_cap;
     bool vm_threads; /* STACKSHOT_JAVA_VM_THREADS: the VM's own threads too */
+    int java_stacks; /* STACKSHOT_JAVA_STACKS */
     ss_config cfg;   /* for the native pass */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -62,6 +63,9 @@ typedef struct cpu_table {
     uint64_t *cpu;
     uint32_t cap, n;
 } cpu_table;
+
+/* STACKSHOT_JAVA_STACKS: how a running Java thread's stack is taken. */
+enum { JS_SAFEPOINT = 0, JS_JAVA, JS_MIXED };
 
 typedef struct sampler {
     ss_round_builder *builder;
@@ -78,6 +82,10 @@ typedef struct sampler {
     pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
     uint32_t n_java_nids, cap_java_nids;
     bool native_failed; /* the native pass could not start: said once */
+    bool walk;          /* this round: running Java threads walked by AGCT */
+    uint64_t walked, walk_fell; /* stacks from AGCT; AGCT failed: safepoint stack */
+    uint64_t stubs;             /* ... walked from a stub's caller */
+    uint64_t fell_by[12];       /* ... by its code: -1 .. -10, [0] other, [11] no env */
     bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
@@ -243,6 +251,61 @@ static void add_frames(sampler *s, JNIEnv *env, ss_thread_sample *t,
     }
 }
 
+/* "at [stub].unknown(code cache)": a HotSpot stub on top of the Java
+ * frames (an intrinsic, an array copy), when no perf map names it. */
+static const ss_funcinfo *stub_fn;
+
+/* The stack AGCT gave for a running thread, with its native frames above
+ * the Java ones (STACKSHOT_JAVA_STACKS=mixed). false: not walked, or AGCT
+ * could not (counted by its code): the safepoint stack is used. */
+static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t) {
+    const void *jf;
+    int32_t n;
+    const ss_frame *nf;
+    uint32_t nn;
+    /* a thread blocked, waiting or parked by JVMTI's state keeps the
+     * safepoint stack, jstack's (it may have been running, e.g. spinning
+     * for a monitor, when /proc was read just before) */
+    if (!s->walk || !t->nid || t->state != SS_STATE_RUNNABLE ||
+        !ss_native_walked(t->nid, &jf, &n, &nf, &nn))
+        return false;
+    if (n <= 0) {
+        s->walk_fell++;
+        int code = n == SS_AGCT_NO_ENV ? 11 : (n < 0 && n >= -10) ? -n : 0;
+        s->fell_by[code]++;
+        return false;
+    }
+    s->walked++;
+    uint32_t kept = 0;
+    int32_t first = 0;
+    if (ss_agct_stub_on_top(jf)) {
+        first = 1;
+        s->stubs++;
+        if (S.java_stacks == JS_MIXED && stub_fn && !(nn && nf[0].map == NULL)) {
+            ss_frame st; /* the stub itself, unnamed without a perf map */
+            memset(&st, 0, sizeof st);
+            st.fn = stub_fn;
+            ss_round_builder_add_frame(s->builder, &st);
+            kept++;
+        }
+    }
+    if (S.java_stacks == JS_MIXED)
+        for (uint32_t i = 0; i < nn && kept < S.max_depth; i++, kept++)
+            ss_round_builder_add_frame(s->builder, &nf[i]);
+    for (int32_t i = first; i < n && kept < S.max_depth; i++, kept++) {
+        jmethodID m;
+        jlocation bci;
+        ss_frame fr;
+        if (ss_agct_frame(jf, i, &m, &bci))
+            ss_jresolve(s->resolver, env, m, bci, &fr);
+        else
+            memset(&fr, 0, sizeof fr); /* no jmethodID yet: "unknown.unknown(unknown)" */
+        ss_round_builder_add_frame(s->builder, &fr);
+    }
+    t->truncated = kept < (S.java_stacks == JS_MIXED ? nn : 0) + (uint32_t)(n - first);
+    return true;
+}
+
 static int grow_order(sampler *s, uint32_t n) {
     if (n <= s->cap_order)
         return 0;
@@ -311,7 +374,8 @@ static const char *vm_thread_name(const char *comm) {
  * out are the previous round's (sorted then); one new since is left out
  * when emitted. */
 static void gather_native(sampler *s, uint32_t *skipped, uint32_t *blocked) {
-    int rc = ss_native_gather(&S.cfg, s->java_nids, s->n_java_nids, skipped, blocked);
+    int rc = ss_native_gather(&S.cfg, s->java_nids, s->n_java_nids, s->walk, S.vm_threads,
+                              skipped, blocked);
     if (rc != 0 && !s->native_failed) {
         s->native_failed = true;
         ss_warn("jvmti: the VM's own threads are not sampled (native sampler: %s)",
@@ -357,7 +421,8 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
             if (s->spans)
                 ss_jspan_read(env, info->thread, t);
             cpu_delta(s, t);
-            add_frames(s, env, t, info->frame_buffer, info->frame_count);
+            if (!add_walked(s, env, t))
+                add_frames(s, env, t, info->frame_buffer, info->frame_count);
         }
     }
     return skipped;
@@ -414,8 +479,10 @@ static void take_round(sampler *s, JNIEnv *env) {
     s->spans = ss_jspan_round(env);
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
     uint32_t skipped = 0, blocked = 0;
-    if (S.vm_threads)
+    s->walk = S.java_stacks != JS_SAFEPOINT && !s->native_failed;
+    if (S.vm_threads || s->walk)
         gather_native(s, &skipped, &blocked);
+    uint64_t tn = ss_mono_ns();
     jvmtiStackInfo *si = NULL;
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
@@ -434,7 +501,7 @@ static void take_round(sampler *s, JNIEnv *env) {
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
     (*env)->PopLocalFrame(env, NULL);
-    if (S.vm_threads)
+    if (S.vm_threads && !s->native_failed)
         emit_native(s, &skipped);
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     uint64_t t2 = ss_mono_ns();
@@ -450,9 +517,9 @@ static void take_round(sampler *s, JNIEnv *env) {
         on_cpu += r->threads[i].on_cpu;
     if (ss_log_enabled(SS_LOG_DEBUG))
         ss_debug("jvmti: round %llu: %d threads listed, %u kept (%u on CPU), %u frames; "
-                 "stacks %.1f us, total %.1f us, %.2f us/thread",
+                 "native pass %.1f us, stacks %.1f us, total %.1f us, %.2f us/thread",
                  (unsigned long long)r->seq, (int)n, r->n_threads, on_cpu, r->n_frames,
-                 (double)(t1 - t0) / 1e3, (double)(t2 - t0) / 1e3,
+                 (double)(tn - t0) / 1e3, (double)(t1 - tn) / 1e3, (double)(t2 - t0) / 1e3,
                  n > 0 ? (double)(t2 - t0) / 1e3 / n : 0.0);
     pthread_mutex_lock(&S.mu);
     bool stopping = S.stop;
@@ -534,6 +601,19 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  (unsigned long long)s.rounds, (unsigned long long)methods,
                  (unsigned long long)clears, (unsigned long long)refreshes,
                  (unsigned long long)invalid);
+        char by[256];
+        int at = 0;
+        for (int c = 0; c < 12 && at < (int)sizeof by; c++)
+            if (s.fell_by[c])
+                at += snprintf(by + at, sizeof by - (size_t)at, " %s%d:%llu",
+                               c == 11 ? "no JNIEnv" : c == 0 ? "other" : "", c ? -c : 0,
+                               (unsigned long long)s.fell_by[c]);
+        by[at < (int)sizeof by ? at : (int)sizeof by - 1] = '\0';
+        ss_debug("jvmti: running threads: %llu stacks walked where they ran "
+                 "(AsyncGetCallTrace; %llu from a stub's caller), %llu fell back to the "
+                 "safepoint stack (by code:%s)",
+                 (unsigned long long)s.walked, (unsigned long long)s.stubs,
+                 (unsigned long long)s.walk_fell, by);
         uint64_t reads, with_span, ns_span, ns_none;
         ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
         ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "
@@ -584,6 +664,22 @@ static int jvmti_start(const ss_config *cfg) {
         ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all', 'list' or 'each'", "using all");
     S.max_vthreads = ss_vthreads_active() ? ss_vthreads_cap() : 0;
     S.vm_threads = ss_config_bool("STACKSHOT_JAVA_VM_THREADS", true);
+    const char *js = ss_config_str("STACKSHOT_JAVA_STACKS", "mixed");
+    S.java_stacks = strcmp(js, "java") == 0 ? JS_JAVA
+                    : strcmp(js, "safepoint") == 0 ? JS_SAFEPOINT
+                                                   : JS_MIXED;
+    if (strcmp(js, "mixed") != 0 && strcmp(js, "java") != 0 && strcmp(js, "safepoint") != 0)
+        ss_config_bad("STACKSHOT_JAVA_STACKS", js, "not 'mixed', 'java' or 'safepoint'",
+                      "using mixed");
+    if (S.java_stacks != JS_SAFEPOINT && !ss_agct_find()) {
+        ss_info("jvmti: this JVM exports no AsyncGetCallTrace; running threads are taken "
+                "at the safepoint (STACKSHOT_JAVA_STACKS=safepoint)");
+        S.java_stacks = JS_SAFEPOINT;
+    }
+    if (S.java_stacks != JS_SAFEPOINT)
+        ss_agct_enable();
+    if (!stub_fn)
+        stub_fn = ss_funcinfo_intern("[stub]", "unknown", "code cache", NULL, SS_FRAME_NATIVE);
     S.cfg = *cfg;
     S.stop = false;
 

@@ -74,6 +74,11 @@ typedef struct known {
     uint8_t span_id[8];
     ss_frame *frames;
     uint32_t n_frames, cap_frames;
+    /* a runtime's thread walked by its walker (ss_native_gather's walk) */
+    uint64_t walk_gen;       /* the gather it was walked in (0: never) */
+    bool walk_answered;
+    int32_t walk_n;
+    const uint8_t *walk_frames;
 } known;
 
 /* One thread's work in the current round. */
@@ -124,6 +129,12 @@ typedef struct sampler {
     uint32_t n_skip;
     bool in_runtime;
     const char *(*rename)(const char *comm);
+    bool walk;               /* the runtime's running threads: signalled, walked */
+    bool walk_only;          /* ... and nothing else */
+    uint64_t gathers;
+    known **walking;         /* this gather's walked threads, and their slots */
+    ss_sig_slot **walk_slots;
+    uint32_t n_walking, cap_walking;
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -851,6 +862,116 @@ static bool emit(sampler *s, ss_round_builder *b, pending *p, uint64_t now_boot,
     return true;
 }
 
+/* ---- a runtime's running threads ---------------------------------- */
+
+/* The runtime's threads running now (their syscall file says "running")
+ * get a signal whose handler runs the runtime's walker too (copy mode
+ * only). The others are the runtime's to sample (blocked, waiting,
+ * parked: no signal). */
+static void plan_walks(sampler *s) {
+    s->n_walking = 0;
+    if (!s->walk || s->mode != SS_UNWIND_COPY || !s->n_skip)
+        return;
+    if (s->cap_walking < s->n_skip) {
+        known **w = realloc(s->walking, s->n_skip * sizeof *w);
+        if (w)
+            s->walking = w;
+        ss_sig_slot **sl = realloc(s->walk_slots, s->n_skip * sizeof *sl);
+        if (sl)
+            s->walk_slots = sl;
+        if (!w || !sl)
+            return;
+        s->cap_walking = s->n_skip;
+    }
+    for (uint32_t i = 0; i < s->n_threads && s->n_walking < s->n_skip; i++) {
+        known *k = &s->threads[i];
+        if (!skipped_by_runtime(s, k->tid))
+            continue;
+        ss_proc_syscall sc;
+        if (ss_task_read_syscall(k->tid, &k->files, &sc) != 0 || !sc.running || sc.unknown)
+            continue;
+        if (deaf(s, k) || no_altstack(s, k))
+            continue;
+        ss_sig_slot *slot = assign_slot(s, k);
+        if (!slot)
+            break;
+        ss_sig_want_runtime(slot);
+        k->read_asleep = false;
+        s->walking[s->n_walking] = k;
+        s->walk_slots[s->n_walking++] = slot;
+    }
+}
+
+/* Native frames of a walked thread, leaf first, up to the runtime's own
+ * code: the first address in no module (a JIT's code: the runtime's
+ * walker has those frames) ends them; a leaf there named by a perf map
+ * (an intrinsic, a stub) is kept. */
+static uint32_t resolve_native_part(sampler *s, const uint64_t *ips, uint32_t depth) {
+    uint32_t max = s->cfg.max_depth, n = 0;
+    for (uint32_t i = 0; i < depth && n < max; i++) {
+        if (grow_scratch(s, n + RESOLVE_MAX + 1) != 0)
+            break;
+        uint64_t ip = ips[i] & ~SS_IP_EXACT;
+        uint32_t room = max - n < RESOLVE_MAX ? max - n : RESOLVE_MAX;
+        int got = ss_symbols_resolve(s->symbols, ip, !(ips[i] & SS_IP_EXACT), s->scratch + n,
+                                     (int)room);
+        if (got <= 0)
+            break;
+        if (!s->scratch[n].map) {
+            const ss_funcinfo *fn = s->scratch[n].fn;
+            if (i == 0 && fn && fn->ns && strcmp(fn->ns, "unknown") != 0)
+                n += (uint32_t)got;
+            break;
+        }
+        n += (uint32_t)got;
+    }
+    return n;
+}
+
+static void take_walks(sampler *s) {
+    for (uint32_t i = 0; i < s->n_walking; i++) {
+        known *k = s->walking[i];
+        ss_sig_answer a;
+        k->walk_gen = s->gathers;
+        k->walk_answered = ss_sig_result(s->walk_slots[i], &a);
+        if (!k->walk_answered) {
+            k->have_stack = false;
+            continue;
+        }
+        keep_stack(k, s->scratch, resolve_native_part(s, a.ips, a.depth));
+        k->walk_n = a.rt_n;
+        k->walk_frames = a.rt;
+        s->signalled++;
+    }
+}
+
+void ss_native_set_runtime_walk(ss_sig_runtime_fn fn) { ss_sig_set_runtime_walk(fn); }
+
+bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
+                      uint32_t *n_native) {
+    sampler *s = active;
+    if (!s)
+        return false;
+    uint32_t lo = 0, hi = s->n_threads;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->threads[mid].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == s->n_threads || s->threads[lo].tid != tid)
+        return false;
+    known *k = &s->threads[lo];
+    if (k->walk_gen != s->gathers || !k->walk_answered)
+        return false;
+    *frames = k->walk_frames;
+    *n = k->walk_n;
+    *native = k->have_stack ? k->frames : NULL;
+    *n_native = k->have_stack ? k->n_frames : 0;
+    return true;
+}
+
 /* The stacks of every thread of the round: listed, planned, signalled,
  * deferred ones looked at again. Returns how many were planned, -1 when the
  * round is lost. */
@@ -871,8 +992,11 @@ static int gather(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
     s->no_altstack_round = 0;
-    uint32_t planned = plan(s, skipped, blocked);
+    uint32_t planned = s->walk_only ? 0 : plan(s, skipped, blocked);
+    s->gathers++;
+    plan_walks(s);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
+    take_walks(s);
     take_deferred(s, planned);
     if (ss_sig_lost())
         return -1; /* the host took the signal over: said once, no round */
@@ -940,6 +1064,8 @@ static void sampler_free(sampler *s) {
     free(s->work);
     free(s->tids);
     free(s->scratch);
+    free(s->walking);
+    free(s->walk_slots);
     ss_round_builder_destroy(s->builder);
     ss_symbols_destroy(s->symbols);
     ss_walker_destroy(s->walker);
@@ -1305,8 +1431,8 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out) {
 /* ss_native_gather's planned threads, for ss_native_emit. */
 static int gathered = -1;
 
-int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip,
-                     uint32_t *skipped, uint32_t *blocked) {
+int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip, bool walk,
+                     bool others, uint32_t *skipped, uint32_t *blocked) {
     gathered = -1;
     if (thread_running)
         return -EBUSY;
@@ -1320,6 +1446,8 @@ int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip,
     sampler *s = active;
     s->skip = skip;
     s->n_skip = n_skip;
+    s->walk = walk;
+    s->walk_only = !others;
     gathered = gather(s, skipped, blocked);
     s->skip = NULL;
     s->n_skip = 0;

@@ -10,6 +10,15 @@ vmthreads  the VM's own threads (VM Thread, GC and compiler threads, ...)
            G1's own functions in some round while a thread allocates; no
            kernel tid is listed twice (Java threads are not sampled again
            by the native pass).
+running    threads whose leaf is known (crc: CRC32.update's intrinsic;
+           spin: one compiled method; reader: read(2) under
+           FileInputStream.readBytes, native frames above it), sampled
+           every 20 ms: >= 70 % of each one's samples in the right leaf;
+           the sleeping thread still at Thread.sleep in every sample.
+           --jfr prints JFR's shares (jdk.ExecutionSample and
+           jdk.NativeMethodSample at the same period) beside them.
+attach     the same after a late attach (jcmd JVMTI.agent_load): the
+           classes loaded before it get their jmethodIDs.
 """
 import argparse
 import calendar
@@ -110,6 +119,8 @@ def start(jh, lib, classes, out_dir, ms, extra_env=None, jvm_args=(), host_args=
     cmd += ['-cp', classes, 'MixedHost', str(ms)] + list(host_args)
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
+    while line and line.strip() != 'ready':  # JFR prints its own lines first
+        line = p.stdout.readline()
     if line.strip() != 'ready':
         fail('host did not start: ' + p.stderr.read())
     return p
@@ -125,8 +136,8 @@ def check_vmthreads(a, work):
     out = os.path.join(work, 'out')
     os.makedirs(out)
     # System.gc() in a loop: the GC threads busy most of the time
-    p = start(a.java_home, a.lib, classes, out, 6000,
-              {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '50'}, a.jvm_args, ['gc,sleeper'])
+    p = start(a.java_home, a.lib, classes, out, 8000,
+              {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '20'}, a.jvm_args, ['gc,sleeper'])
     time.sleep(3)
     jjava, jvm = jstack_threads(a.java_home, p.pid)
     t_after = time.time()
@@ -195,13 +206,155 @@ def check_vmthreads(a, work):
         fail('no GC thread sample shows a G1 function')
 
 
+# Where each known thread really is: (predicate on its frames, what it means)
+def crc_leaf(fr):
+    # in the intrinsic: its stub ([stub] without a perf map) on top of
+    # CRC32's frames; Java-only stacks: the method calling it, updateBytes
+    # (a safepoint poll is in CRC32.update's loop, never in the stub)
+    if fr and fr[0].startswith('[stub].'):
+        return len(fr) > 1 and fr[1].startswith('java.util.zip.CRC32.')
+    return bool(fr) and fr[0].startswith('java.util.zip.CRC32.updateBytes')
+
+
+def spin_leaf(fr):
+    return bool(fr) and fr[0].startswith('MixedHost.spin(')
+
+
+def reader_leaf(fr):
+    # native frames (libc's read, the copy into the array) above the native method
+    return bool(fr) and not fr[0].startswith('java.') and \
+        any(f.startswith('java.io.FileInputStream.readBytes(') for f in fr)
+
+
+def reader_java(fr):  # Java-only stacks (JFR, STACKSHOT_JAVA_STACKS=java)
+    return bool(fr) and fr[0].startswith('java.io.FileInputStream.readBytes(')
+
+
+KNOWN = {'crc': crc_leaf, 'spin': spin_leaf, 'reader': reader_leaf}
+
+
+def agent_shares(rounds, known=KNOWN):
+    out = {}
+    for name, ok in known.items():
+        stacks = [t['frames'] for r in rounds for t in r
+                  if t['kind'] == 'java' and t['name'] == name]
+        out[name] = (sum(1 for f in stacks if ok(f)), len(stacks))
+        other = {}
+        for f in stacks:
+            if not ok(f):
+                key = ' <- '.join(f[:2])
+                other[key] = other.get(key, 0) + 1
+        for key, n in sorted(other.items(), key=lambda kv: -kv[1])[:3]:
+            print('  %s: %d elsewhere: %s' % (name, n, key))
+    return out
+
+
+def jfr_stacks(jh, path, events):
+    """sampled thread name -> list of stacks (leaf first, 'Class.method(...) line: n')."""
+    out = {}
+    text = subprocess.run([os.path.join(jh, 'bin', 'jfr'), 'print', '--events', events, path],
+                          capture_output=True, text=True, timeout=120).stdout
+    for block in text.split('\n}\n'):
+        m = re.search(r'sampledThread = "([^"]*)"', block)
+        st = re.search(r'stackTrace = \[\n(.*?)\n\s*\]', block, re.S)
+        if not m or not st:
+            continue
+        frames = [f.strip() for f in st.group(1).split('\n') if f.strip() and f.strip() != '...']
+        out.setdefault(m.group(1), []).append(frames)
+    return out
+
+
+JFR_KNOWN = {'crc': lambda fr: bool(fr) and fr[0].startswith('java.util.zip.CRC32.updateBytes'),
+             'spin': lambda fr: bool(fr) and fr[0].startswith('MixedHost.spin('),
+             'reader': lambda fr: bool(fr) and fr[0].startswith('java.io.FileInputStream.readBytes(')}
+
+
+def run_jfr(a, classes, work, ms, period_ms):
+    rec = os.path.join(work, 'rec.jfr')
+    jfc = os.path.join(work, 'sample.jfc')
+    with open(jfc, 'w') as f:
+        f.write('<?xml version="1.0" encoding="UTF-8"?>\n<configuration version="2.0">\n'
+                '<event name="jdk.ExecutionSample"><setting name="enabled">true</setting>'
+                '<setting name="period">%d ms</setting></event>\n'
+                '<event name="jdk.NativeMethodSample"><setting name="enabled">true</setting>'
+                '<setting name="period">%d ms</setting></event>\n</configuration>\n'
+                % (period_ms, period_ms))
+    p = start(a.java_home, None, classes, work, ms, {},
+              a.jvm_args + ['-XX:StartFlightRecording:filename=%s,settings=%s' % (rec, jfc)],
+              ['crc,spin,reader,sleeper'])
+    p.communicate(timeout=120)
+    stacks = jfr_stacks(a.java_home, rec, 'jdk.ExecutionSample,jdk.NativeMethodSample')
+    return {n: (sum(1 for f in stacks.get(n, []) if ok(f)), len(stacks.get(n, [])))
+            for n, ok in JFR_KNOWN.items()}
+
+
+def check_running(a, work, attach=False):
+    classes = compile_host(a.java_home, work)
+    out = os.path.join(work, 'out')
+    os.makedirs(out)
+    period = 20
+    env = {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': str(period)}
+    if a.stacks:
+        env['STACKSHOT_JAVA_STACKS'] = a.stacks
+    if attach:
+        p = start(a.java_home, None, classes, out, 8000, env, a.jvm_args,
+                  ['crc,spin,reader,sleeper'])
+        time.sleep(1)
+        opts = ','.join('%s=%s' % kv for kv in [('SPLUNK_PROFILER_ENABLED', 'true'),
+                                                ('STACKSHOT_OUTPUT_DIR', out),
+                                                ('STACKSHOT_EXPORTERS', 'text')] +
+                        sorted(env.items()))
+        r = subprocess.run([os.path.join(a.java_home, 'bin', 'jcmd'), str(p.pid),
+                            'JVMTI.agent_load', a.lib, '"%s"' % opts],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            fail('jcmd: ' + r.stdout + r.stderr)
+    else:
+        p = start(a.java_home, a.lib, classes, out, 6000, env, a.jvm_args,
+                  ['crc,spin,reader,sleeper'])
+    _, err = p.communicate(timeout=120)
+    if p.returncode != 0:
+        fail('host exited %d: %s' % (p.returncode, err[-2000:]))
+    path = the_file(out)
+    if not path:
+        fail('no output file')
+        return
+    # the first second: before the JIT compiled the loops
+    timed = rounds_of(path, True)
+    rounds = [r for when, r in timed if timed and when >= timed[0][0] + 1.0]
+    known = dict(KNOWN)
+    if a.stacks == 'java':
+        known['reader'] = reader_java
+        known['crc'] = lambda fr: bool(fr) and fr[0].startswith('java.util.zip.CRC32.')
+    shares = agent_shares(rounds, known)
+    jfr = run_jfr(a, classes, work, 5000, period) if a.jfr else {}
+    print('%-8s %18s %18s' % ('thread', 'agent leaf share', 'JFR leaf share'))
+    for name, (hit, n) in shares.items():
+        j = jfr.get(name)
+        print('%-8s %10d/%-4d %3.0f%% %s' % (
+            name, hit, n, 100.0 * hit / n if n else 0,
+            '%10d/%-4d %3.0f%%' % (j[0], j[1], 100.0 * j[0] / j[1] if j[1] else 0) if j else ''))
+        if n < 10:  # rounds are late on a loaded machine (the threads take the CPUs)
+            fail('%s: only %d samples' % (name, n))
+        elif hit < 0.7 * n:
+            fail('%s: %d of %d samples in the right leaf (want >= 70 %%)' % (name, hit, n))
+    sleeps = [t['frames'] for r in rounds for t in r if t['name'] == 'sleeper']
+    # Thread.sleep(Native Method) on 17, sleepNanos0 on 25
+    bad = [f for f in sleeps if not f or not f[0].startswith('java.lang.Thread.sleep')]
+    if not sleeps or bad:
+        fail('sleeper: %d of %d stacks not at Thread.sleep: %s' % (
+            len(bad), len(sleeps), bad[:1]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--java-home', required=True)
     ap.add_argument('--lib', required=True)
     ap.add_argument('--work')
     ap.add_argument('--xrs', action='store_true')
-    ap.add_argument('check', choices=['vmthreads'])
+    ap.add_argument('--stacks', help='STACKSHOT_JAVA_STACKS for the running check')
+    ap.add_argument('--jfr', action='store_true', help='also run JFR and print its shares')
+    ap.add_argument('check', choices=['vmthreads', 'running', 'attach'])
     a = ap.parse_args()
     a.jvm_args = ['-Xrs'] if a.xrs else []
     if not os.path.exists(os.path.join(a.java_home, 'bin', 'jstack')):
@@ -209,7 +362,8 @@ def main():
         return 77
     work = a.work or tempfile.mkdtemp(prefix='ss-jvm-whole.')
     try:
-        {'vmthreads': check_vmthreads}[a.check](a, work)
+        {'vmthreads': check_vmthreads, 'running': check_running,
+         'attach': lambda a, w: check_running(a, w, attach=True)}[a.check](a, work)
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
