@@ -15,16 +15,21 @@
  *   can_get_line_numbers       the line of each frame (GetLineNumberTable)
  *   can_support_virtual_threads  JDK 21+, when offered: virtual threads'
  *                              events and stacks (vthreads.c)
+ *   can_generate_compiled_method_load_events  unless STACKSHOT_JAVA_STACKS=
+ *                              safepoint: debug information at every pc of
+ *                              compiled code, for AsyncGetCallTrace (agct.c)
  * None of them slows the JVM down: they are all "always available"
- * capabilities that change no compiled code (unlike, say, breakpoints or
- * can_access_local_variables).
+ * capabilities that change no compiled code's behaviour (unlike, say,
+ * breakpoints or can_access_local_variables).
  *
  * Events: VMInit (start sampling once the VM is live, from -agentpath),
  * VMDeath (flush and stop within STACKSHOT_SHUTDOWN_TIMEOUT), ThreadStart
  * (record the new thread's kernel tid: the callback runs on that thread),
  * ClassPrepare (note the OpenTelemetry context classes and bind
  * io.stackshot.StackshotSpan, jspan.c: one signature compare per class
- * loaded), and on JDK 21+ VirtualThreadStart/End. */
+ * loaded; with AsyncGetCallTrace, also GetClassMethods: agct.c), ClassLoad
+ * and CompiledMethodLoad (empty: AsyncGetCallTrace's conditions), and on
+ * JDK 21+ VirtualThreadStart/End. */
 #include "jvmti_internal.h"
 
 #include <string.h>

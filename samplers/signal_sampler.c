@@ -127,10 +127,12 @@ static uint32_t copy_cap;        /* copy mode: bytes of stack a handler copies a
 /* copy mode: where glibc's thread descriptor keeps the thread's tid and
  * its stack (learned outside any handler; -1 unknown) */
 static int pd_tid_off = -1, pd_stack_off = -1, pd_stack_size_off = -1;
+/* copy mode: a runtime's stack walker (the JVM's AsyncGetCallTrace), run
+ * for the slots marked with ss_sig_want_runtime */
+static _Atomic(ss_sig_runtime_fn) runtime_walk;
 /* libgcc's unwinder, bound by handle: libunwind (linked into the agent)
  * exports _Unwind_Backtrace and _Unwind_GetIPInfo too, and the global
  * names may resolve to libunwind's (which steps with unw_step). */
-static _Atomic(ss_sig_runtime_fn) runtime_walk; /* a runtime's stack walker */
 static _Unwind_Reason_Code (*gcc_backtrace)(_Unwind_Trace_Fn, void *);
 static _Unwind_Ptr (*gcc_get_ip_info)(struct _Unwind_Context *, int *);
 
