@@ -296,6 +296,7 @@ def check_running(a, work, attach=False):
     env = {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': str(period)}
     if a.stacks:
         env['STACKSHOT_JAVA_STACKS'] = a.stacks
+    env.update(kv.split('=', 1) for kv in a.env)
     if attach:
         p = start(a.java_home, None, classes, out, 8000, env, a.jvm_args,
                   ['crc,spin,reader,sleeper'])
@@ -354,6 +355,8 @@ def main():
     ap.add_argument('--xrs', action='store_true')
     ap.add_argument('--stacks', help='STACKSHOT_JAVA_STACKS for the running check')
     ap.add_argument('--jfr', action='store_true', help='also run JFR and print its shares')
+    ap.add_argument('--env', action='append', default=[],
+                    help='KEY=VALUE for the agent (repeatable)')
     ap.add_argument('check', choices=['vmthreads', 'running', 'attach'])
     a = ap.parse_args()
     a.jvm_args = ['-Xrs'] if a.xrs else []
