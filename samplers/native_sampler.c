@@ -76,6 +76,7 @@ typedef struct known {
     uint32_t n_frames, cap_frames;
     /* a runtime's thread walked by its walker (ss_native_gather's walk) */
     uint64_t walk_gen;       /* the gather it was walked in (0: never) */
+    uint64_t walk_cpu;       /* its CPU clock at the previous gather */
     bool walk_answered;
     int32_t walk_n;
     const uint8_t *walk_frames;
@@ -886,6 +887,13 @@ static void plan_walks(sampler *s) {
     for (uint32_t i = 0; i < s->n_threads && s->n_walking < s->n_skip; i++) {
         known *k = &s->threads[i];
         if (!skipped_by_runtime(s, k->tid))
+            continue;
+        /* a thread whose CPU clock stood since the last look did not run:
+         * one clock read instead of a /proc read (most of a JVM's threads
+         * are parked) */
+        uint64_t cpu = ss_thread_cpu_ns(k->tid), last = k->walk_cpu;
+        k->walk_cpu = cpu;
+        if (cpu == SS_UNKNOWN_U64 || cpu == last)
             continue;
         ss_proc_syscall sc;
         if (ss_task_read_syscall(k->tid, &k->files, &sc) != 0 || !sc.running || sc.unknown)
