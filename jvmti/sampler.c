@@ -24,7 +24,16 @@
  * against 3421 us for GetAllStackTraces (0.45 ms stop-the-world each
  * round), 346 vs 442 us when idle; the workload's overall slowdown at
  * 10 ms stays about the same (the agent's CPU on a full 2-core machine).
- * Not the default: thread states are read a moment after their stacks.
+ * It is the default while running threads are walked where they run
+ * (STACKSHOT_JAVA_STACKS mixed or java): a thread walked this round needs
+ * no JVMTI stack at all, so only the threads not running are handshaked
+ * (each one's state is read just before its stack); with
+ * STACKSHOT_JAVA_STACKS=safepoint the default stays GetAllStackTraces.
+ *
+ * Before the JVMTI stacks, the native pass (ss_native_gather): the VM's
+ * own threads, and the running Java threads signalled and walked by
+ * AsyncGetCallTrace in the handler (agct.c); the VM's threads are added
+ * to the round after the Java ones (ss_native_emit).
  */
 #include "jvmti_internal.h"
 #include "../samplers/ss_samplers.h"
