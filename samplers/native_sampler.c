@@ -779,7 +779,8 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     t->number = k->number;
     t->nid = k->tid;
     if (active && active->in_runtime)
-        t->number = 0; /* not one of the runtime's threads: no id of its own */
+        t->number = -(int64_t)k->tid; /* not the runtime's: no id of its own,
+                                         negative, apart from the runtime's ids */
     t->tid = k->pthread;
     t->prio = 0;
     t->os_prio = k->st.nice;

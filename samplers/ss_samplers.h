@@ -32,7 +32,7 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out);
  * signalled too and walked by the runtime's walker (ss_native_walked);
  * without others, only those (nothing for ss_native_emit).
  * The handler and the sampler's state are set up on first use and kept. ss_native_emit then appends them to b (begun by the caller), with
- * number 0, leaving out those in its skip (the runtime's threads as known
+ * number -tid, leaving out those in its skip (the runtime's threads as known
  * now); rename (may be NULL) turns a /proc comm into the name printed.
  * Caller's thread only; never while the native sampler thread runs
  * (-EBUSY). 0 or -errno; *skipped and *blocked are added to. */

@@ -48,9 +48,9 @@ static void put_frame(ss_buf *out, const ss_frame *f) {
  * <status> (JDK 21 added the bracketed os thread id and prints nid in
  * decimal). */
 /* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
- * threads: number 0): jstack's line for those, without #, daemon or prio. */
+ * threads: number -tid): jstack's line for those, without #, daemon or prio. */
 static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
-    return r->runtime == SS_RUNTIME_JVM && t->number == 0 && !t->is_virtual;
+    return r->runtime == SS_RUNTIME_JVM && t->number <= 0 && !t->is_virtual;
 }
 
 static void put_header(ss_buf *out, const ss_round *r, const ss_thread_sample *t, bool jdk21) {
