@@ -1437,6 +1437,23 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out) {
     return *out ? 0 : ss_sig_lost() ? -EBUSY : -ENOMEM;
 }
 
+/* The signal mask every agent thread has (ss_thread_start blocks all), as
+ * /proc shows it: what maybe_agents compares young threads with (a gRPC
+ * thread before it registers). The native sampler thread reads its own;
+ * a runtime's sampler thread has the runtime's mask, so the caller's mask
+ * is read for a moment with everything blocked. 0: unknown. */
+static uint64_t agents_mask(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    uint64_t mask = 0;
+    if (pthread_sigmask(SIG_SETMASK, &all, &old) != 0)
+        return 0;
+    if (ss_proc_sigblk(ss_gettid(), &mask) != 0)
+        mask = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return mask;
+}
+
 /* ss_native_gather's planned threads, for ss_native_emit. */
 static int gathered = -1;
 
@@ -1451,6 +1468,7 @@ int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip, b
         if (rc != 0)
             return rc;
         active->in_runtime = true;
+        active->agent_mask = agents_mask();
     }
     sampler *s = active;
     s->skip = skip;

@@ -21,9 +21,19 @@ static void put_name(ss_buf *out, const char *name) {
         ss_buf_putc(out, (*p == '\n' || *p == '\r') ? ' ' : *p);
 }
 
+/* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
+ * threads: number -tid). The body grammar (specs/splunk-profiling.md) asks
+ * every thread for "#<n>" and a state line, which OTLP logs, Qubership and
+ * Zorka readers parse: "#0" (no Java id) and the native state line, where
+ * jstack prints neither for these threads. */
+static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
+    return r->runtime == SS_RUNTIME_JVM && t->number <= 0 && !t->is_virtual;
+}
+
 static void put_state_line(ss_buf *out, const ss_round *r, const ss_thread_sample *t) {
-    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM ? "   java.lang.Thread.State: "
-                                                  : "   native.Thread.State: ");
+    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM && !vm_thread(r, t)
+                         ? "   java.lang.Thread.State: "
+                         : "   native.Thread.State: ");
     ss_buf_puts(out, ss_thread_state_name(t->state));
     if (t->state_detail)
         ss_buf_printf(out, " (%s)", t->state_detail);
@@ -47,29 +57,10 @@ static void put_frame(ss_buf *out, const ss_frame *f) {
 /* The metadata line: "name" #<number> [[<nid>] ][daemon ]prio=... nid=<nid>
  * <status> (JDK 21 added the bracketed os thread id and prints nid in
  * decimal). */
-/* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
- * threads: number -tid): jstack's line for those, without #, daemon or prio. */
-static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
-    return r->runtime == SS_RUNTIME_JVM && t->number <= 0 && !t->is_virtual;
-}
-
 static void put_header(ss_buf *out, const ss_round *r, const ss_thread_sample *t, bool jdk21) {
     ss_buf_putc(out, '"');
     put_name(out, t->name);
-    ss_buf_puts(out, "\" ");
-    if (vm_thread(r, t)) {
-        double cpu = t->cpu_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->cpu_ns / 1e6;
-        double el = t->elapsed_ns == SS_UNKNOWN_U64 ? 0.0 : (double)t->elapsed_ns / 1e9;
-        ss_buf_printf(out, "os_prio=%" PRId32 " cpu=%.2fms elapsed=%.2fs tid=0x%016" PRIx64 " ",
-                      t->os_prio, cpu, el, t->tid);
-        if (jdk21)
-            ss_buf_printf(out, "nid=%" PRId32, t->nid);
-        else
-            ss_buf_printf(out, "nid=0x%" PRIx32, (uint32_t)t->nid);
-        ss_buf_printf(out, " %s\n", t->status ? t->status : "runnable");
-        return;
-    }
-    ss_buf_printf(out, "#%" PRId64 " ", t->number);
+    ss_buf_printf(out, "\" #%" PRId64 " ", vm_thread(r, t) ? 0 : t->number);
     if (jdk21)
         ss_buf_printf(out, "[%" PRId32 "] ", t->nid);
     if (t->daemon)
@@ -90,8 +81,7 @@ static void put_header(ss_buf *out, const ss_round *r, const ss_thread_sample *t
 static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
                          ss_buf *out) {
     put_header(out, r, t, jdk21);
-    if (!vm_thread(r, t)) /* jstack prints no state line for the VM's threads */
-        put_state_line(out, r, t);
+    put_state_line(out, r, t);
     const ss_frame *f = ss_thread_frames(r, t);
     for (uint32_t i = 0; i < t->frame_count; i++)
         put_frame(out, &f[i]);

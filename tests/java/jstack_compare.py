@@ -103,6 +103,8 @@ def compare(agent, js, jdk_major, attach, internal):
     for name, a in agent.items():
         if a.get('virtual'):
             continue
+        if a['num'] == '0':
+            continue  # the VM's own threads (#0, no Java id): java_*_vmthreads
         j = js.get(name)
         if j is None:
             if name == 'virtual-sleeper':

@@ -51,12 +51,12 @@ def parse_round(text):
     threads = []
     cur = None
     for line in text.split('\n'):
+        # the VM's threads: "#0" and a native state line (the body grammar
+        # wants both; jstack prints neither for them)
         m = JAVA_HDR.match(line)
-        v = None if m else VM_HDR.match(line)
-        if m or v:
-            g = (m or v).groupdict()
-            cur = {'kind': 'java' if m else 'vm', 'name': g['name'], 'nid': num(g['nid']),
-                   'status': g.get('status'), 'frames': []}
+        if m:
+            cur = {'kind': 'vm' if m['num'] == '0' else 'java', 'name': m['name'],
+                   'nid': num(m['nid']), 'frames': []}
             threads.append(cur)
         elif cur is not None and line.startswith('\tat '):
             cur['frames'].append(line[4:])
