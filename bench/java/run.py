@@ -152,7 +152,7 @@ print()
 print('One sampling round at 10 ms (medians over the run):')
 print('%-46s %8s %9s %9s %10s %9s' % ('stacks via, busy workers', 'threads', 'stacks us',
                                         'round us', 'us/thread', 'pause us'))
-for how in ('all',) if os.environ.get('BENCH_QUICK') else ('all', 'list', 'each'):
+for how in ('each', 'all') if os.environ.get('BENCH_QUICK') else ('each', 'all', 'list'):
     for workers in (2, 0):
         log = os.path.join(tmp, 'sp-%s-%d.log' % (how, workers))
         _, err, _ = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
@@ -164,11 +164,11 @@ for how in ('all',) if os.environ.get('BENCH_QUICK') else ('all', 'list', 'each'
         rows = rows[2:]  # the first rounds resolve methods for the first time
         with open(log) as f:
             pauses = [int(m.group(1)) / 1000 for m in re.finditer(
-                r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces)".*Total: (\d+) ns',
+                r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces|GetStackTrace)".*Total: (\d+) ns',
                 f.read())]
         name = '%s, %d' % ({'all': 'GetAllStackTraces',
                             'list': 'GetAllThreads+GetThreadListStackTraces',
-                            'each': 'GetAllThreads+GetStackTrace each'}[how], workers)
+                            'each': 'each (default): walked + GetStackTrace'}[how], workers)
         print('%-46s %8d %9.0f %9.0f %10.2f %9s' % (
             name, int(statistics.median(int(r[1]) for r in rows)),
             statistics.median(float(r[2]) for r in rows),
