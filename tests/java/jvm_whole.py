@@ -209,11 +209,10 @@ def check_vmthreads(a, work):
 # Where each known thread really is: (predicate on its frames, what it means)
 def crc_leaf(fr):
     # in the intrinsic: its stub ([stub] without a perf map) on top of
-    # CRC32's frames; Java-only stacks: the method calling it, updateBytes
-    # (a safepoint poll is in CRC32.update's loop, never in the stub)
-    if fr and fr[0].startswith('[stub].'):
-        return len(fr) > 1 and fr[1].startswith('java.util.zip.CRC32.')
-    return bool(fr) and fr[0].startswith('java.util.zip.CRC32.updateBytes')
+    # CRC32's frames. A stack taken at a safepoint can never show the stub
+    # (its poll is after the stub returns, at CRC32.updateBytes)
+    return len(fr) > 1 and fr[0].startswith('[stub].') and \
+        fr[1].startswith('java.util.zip.CRC32.')
 
 
 def spin_leaf(fr):
