@@ -327,7 +327,8 @@ def check_running(a, work, attach=False):
         known['reader'] = reader_java
         known['crc'] = lambda fr: bool(fr) and fr[0].startswith('java.util.zip.CRC32.')
     shares = agent_shares(rounds, known)
-    jfr = run_jfr(a, classes, work, 5000, period) if a.jfr else {}
+    has_jfr = os.path.exists(os.path.join(a.java_home, 'bin', 'jfr'))
+    jfr = run_jfr(a, classes, work, 5000, period) if a.jfr and has_jfr else {}
     print('%-8s %18s %18s' % ('thread', 'agent leaf share', 'JFR leaf share'))
     for name, (hit, n) in shares.items():
         j = jfr.get(name)
