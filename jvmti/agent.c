@@ -16,16 +16,21 @@
  *   can_get_line_numbers       the line of each frame (GetLineNumberTable)
  *   can_support_virtual_threads  JDK 21+, when offered: virtual threads'
  *                              events and stacks (vthreads.c)
+ *   can_generate_compiled_method_load_events  unless STACKSHOT_JAVA_STACKS=
+ *                              safepoint: debug information at every pc of
+ *                              compiled code, for AsyncGetCallTrace (agct.c)
  * None of them slows the JVM down: they are all "always available"
- * capabilities that change no compiled code (unlike, say, breakpoints or
- * can_access_local_variables).
+ * capabilities that change no compiled code's behaviour (unlike, say,
+ * breakpoints or can_access_local_variables).
  *
  * Events: VMInit (start sampling once the VM is live, from -agentpath),
  * VMDeath (flush and stop within STACKSHOT_SHUTDOWN_TIMEOUT), ThreadStart
  * (record the new thread's kernel tid: the callback runs on that thread),
  * ClassPrepare (note the OpenTelemetry context classes and bind
  * io.stackshot.StackshotSpan, jspan.c: one signature compare per class
- * loaded), and on JDK 21+ VirtualThreadStart/End. */
+ * loaded; with AsyncGetCallTrace, also GetClassMethods: agct.c), ClassLoad
+ * and CompiledMethodLoad (empty: AsyncGetCallTrace's conditions), and on
+ * JDK 21+ VirtualThreadStart/End. */
 #include "jvmti_internal.h"
 
 #include <dirent.h>
@@ -36,6 +41,11 @@ jvmtiEnv *ss_jvmti;
 JavaVM *ss_jvm;
 
 static ss_config config;
+/* Running threads walked by AsyncGetCallTrace (agct.c): STACKSHOT_JAVA_STACKS
+ * other than safepoint, and the JVM exports it. Decided at load: its
+ * ClassLoad and ClassPrepare work must start with the first class. */
+static bool use_agct;
+
 static bool want_vthreads;
 static uint32_t max_vthreads; /* STACKSHOT_MAX_VIRTUAL_THREADS */
 /* go_live ran: the agent is set up in this JVM, started or not since */
@@ -117,6 +127,8 @@ static void go_live(JNIEnv *env) {
 static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread) {
     (void)jvmti;
     ss_jthreads_note_current(thread); /* VMInit runs on the main thread */
+    if (use_agct)
+        ss_agct_preload(env); /* loaded before ClassPrepare was sent (primordial phase) */
     go_live(env);
 }
 
@@ -140,6 +152,18 @@ static bool request_capabilities(void) {
     want.can_get_thread_cpu_time = pot.can_get_thread_cpu_time;
     want.can_get_source_file_name = pot.can_get_source_file_name;
     want.can_get_line_numbers = pot.can_get_line_numbers;
+    /* AsyncGetCallTrace places a pc between two calls from the debug
+     * information next to it; HotSpot records it at every pc (what
+     * -XX:+DebugNonSafepoints does) once an agent can receive
+     * CompiledMethodLoad events. Without it a thread in a stub called from
+     * inlined code shows the wrong inlined method on top (measured on
+     * JDK 25: 176 of 217 CRC32 samples in Preconditions.checkFromIndexSize,
+     * none with it). HotSpot does so while the event is enabled: its
+     * callback does nothing. Costs compiled code's debug information
+     * (memory) and one event per method compiled, not the code's speed. */
+    if (use_agct)
+        want.can_generate_compiled_method_load_events =
+            pot.can_generate_compiled_method_load_events;
     /* with a cap of 0 the capability is not even asked for: a JVM that
      * has it reports every virtual thread mount and unmount to JVMTI */
     want_vthreads = max_vthreads > 0 && ss_vthreads_capable(ss_jvmti, &want);
@@ -159,7 +183,9 @@ static bool install_events(bool live) {
     cb.base.VMInit = on_vm_init;
     cb.base.VMDeath = on_vm_death;
     cb.base.ThreadStart = on_thread_start;
-    cb.base.ClassPrepare = ss_jspan_class_prepare_cb;
+    cb.base.ClassPrepare = ss_agct_class_prepare_cb; /* then jspan.c's */
+    cb.base.ClassLoad = ss_agct_class_load_cb;
+    cb.base.CompiledMethodLoad = ss_agct_compiled_cb;
     cb.base.ResourceExhausted = ss_jheap_exhausted_cb; /* enabled by heapdump.c if wanted */
     cb.virtual_thread_start = ss_vthread_start_cb;
     cb.virtual_thread_end = ss_vthread_end_cb;
@@ -167,9 +193,13 @@ static bool install_events(bool live) {
     if ((*ss_jvmti)->SetEventCallbacks(ss_jvmti, &cb.base, size) != JVMTI_ERROR_NONE)
         return false;
     jvmtiEvent events[] = {JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_THREAD_START,
-                           JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_VM_INIT};
+                           JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_VM_INIT,
+                           JVMTI_EVENT_CLASS_LOAD, JVMTI_EVENT_COMPILED_METHOD_LOAD};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
         if (live && events[i] == JVMTI_EVENT_VM_INIT)
+            continue;
+        if ((events[i] == JVMTI_EVENT_CLASS_LOAD ||
+             events[i] == JVMTI_EVENT_COMPILED_METHOD_LOAD) && !use_agct)
             continue;
         if ((*ss_jvmti)->SetEventNotificationMode(ss_jvmti, JVMTI_ENABLE, events[i],
                                                   NULL) != JVMTI_ERROR_NONE)
@@ -259,6 +289,8 @@ static void load(JavaVM *vm, const char *options, bool live) {
         return;
     }
     ss_jvmti = j;
+    use_agct = strcmp(ss_config_str("STACKSHOT_JAVA_STACKS", "mixed"), "safepoint") != 0 &&
+               ss_agct_find();
     if (!request_capabilities())
         return;
     if (!install_events(live)) {
@@ -272,6 +304,8 @@ static void load(JavaVM *vm, const char *options, bool live) {
             return;
         }
         ss_jspan_scan_loaded(env); /* after ClassPrepare is on: none missed */
+        if (use_agct)
+            ss_agct_preload(env); /* the classes loaded before the attach */
         go_live(env);
     }
 }

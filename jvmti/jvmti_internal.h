@@ -71,11 +71,12 @@ void ss_jthreads_note_current(jthread thread);
 
 /* Fill a sample for one platform thread. Returns 1 to keep it, 0 to leave it
  * out (an agent thread, or an internal one when !include_internal). The
- * name is added to the builder here, so the caller adds frames after. */
+ * name is added to the builder here, so the caller adds frames after.
+ * *nid: the thread's kernel tid when known (kept or not), else 0. */
 typedef struct ss_nid_matcher ss_nid_matcher;
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
                        jint state, bool include_internal, ss_nid_matcher *nids,
-                       ss_thread_sample **out);
+                       ss_thread_sample **out, pid_t *nid);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 
@@ -131,6 +132,30 @@ uint32_t ss_vthreads_snapshot(JNIEnv *env, jthread *out, uint32_t max,
                               uint64_t *dropped);
 bool ss_vthreads_active(void);
 uint32_t ss_vthreads_cap(void);
+
+/* ---- agct.c ------------------------------------------------------- */
+
+/* HotSpot's AsyncGetCallTrace: found (dlsym), the walker installed in the
+ * sampling handler, the events that give it jmethodIDs. */
+#define SS_AGCT_NO_ENV (-100) /* the walker's own code: no JNIEnv on the thread */
+#define SS_AGCT_STUB_MARK (-1000) /* first frame's lineno: a stub was on top */
+bool ss_agct_find(void);
+void ss_agct_enable(void);
+/* The walk's first frame is the mark of a HotSpot stub on top (the Java
+ * frames follow it). */
+bool ss_agct_stub_on_top(const void *frames);
+/* Frame i of a walk: false when its method has no jmethodID. */
+bool ss_agct_frame(const void *frames, int32_t i, jmethodID *m, jlocation *bci);
+void JNICALL ss_agct_class_load_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread thread, jclass cls);
+void JNICALL ss_agct_compiled_cb(jvmtiEnv *jvmti, jmethodID m, jint size, const void *code,
+                                 jint map_length, const jvmtiAddrLocationMap *map,
+                                 const void *compile_info);
+/* ClassPrepare: jmethodIDs of the class, then jspan.c's callback. */
+void JNICALL ss_agct_class_prepare_cb(jvmtiEnv *jvmti, JNIEnv *env, jthread thread,
+                                      jclass cls);
+/* The classes already loaded (VMInit, attach). */
+void ss_agct_preload(JNIEnv *env);
+uint64_t ss_agct_preloaded(void);
 
 /* ---- jspan.c ------------------------------------------------------ */
 

@@ -24,9 +24,19 @@
  * against 3421 us for GetAllStackTraces (0.45 ms stop-the-world each
  * round), 346 vs 442 us when idle; the workload's overall slowdown at
  * 10 ms stays about the same (the agent's CPU on a full 2-core machine).
- * Not the default: thread states are read a moment after their stacks.
+ * It is the default while running threads are walked where they run
+ * (STACKSHOT_JAVA_STACKS mixed or java): a thread walked this round needs
+ * no JVMTI stack at all, so only the threads not running are handshaked
+ * (each one's state is read just before its stack); with
+ * STACKSHOT_JAVA_STACKS=safepoint the default stays GetAllStackTraces.
+ *
+ * Before the JVMTI stacks, the native pass (ss_native_gather): the VM's
+ * own threads, and the running Java threads signalled and walked by
+ * AsyncGetCallTrace in the handler (agct.c); the VM's threads are added
+ * to the round after the Java ones (ss_native_emit).
  */
 #include "jvmti_internal.h"
+#include "../samplers/ss_samplers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,6 +59,9 @@ static struct {
     bool use_each; /* one GetStackTrace per thread */
     jvmtiFrameInfo *each_frames; /* their frames, max_depth+1 per thread */
     jint each_cap;
+    bool vm_threads; /* STACKSHOT_JAVA_VM_THREADS: the VM's own threads too */
+    int java_stacks; /* STACKSHOT_JAVA_STACKS */
+    ss_config cfg;   /* for the native pass */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* CPU time of each thread in the previous round, by Java thread id (never
@@ -59,6 +72,9 @@ typedef struct cpu_table {
     uint64_t *cpu;
     uint32_t cap, n;
 } cpu_table;
+
+/* STACKSHOT_JAVA_STACKS: how a running Java thread's stack is taken. */
+enum { JS_SAFEPOINT = 0, JS_JAVA, JS_MIXED };
 
 typedef struct sampler {
     ss_round_builder *builder;
@@ -72,6 +88,13 @@ typedef struct sampler {
     uint64_t rounds, last_invalid_report;
     cpu_table cpu[2]; /* [prev_ix]: the previous round's */
     int prev_ix;
+    pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
+    uint32_t n_java_nids, cap_java_nids;
+    bool native_failed; /* the native pass could not start: said once */
+    bool walk;          /* this round: running Java threads walked by AGCT */
+    uint64_t walked, walk_fell; /* stacks from AGCT; AGCT failed: safepoint stack */
+    uint64_t stubs;             /* ... walked from a stub's caller */
+    uint64_t fell_by[12];       /* ... by its code: -1 .. -10, [0] other, [11] no env */
     bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
@@ -158,6 +181,21 @@ static void cpu_tables_swap(sampler *s) {
 
 /* ---- one round -------------------------------------------------------- */
 
+/* This round's walk of the thread gave its Java frames (and JVMTI says it
+ * runs): no other stack is needed. */
+static bool walk_this_round;
+
+static bool walked_ok(jthread t, jint state) {
+    const void *jf;
+    int32_t n;
+    const ss_frame *nf;
+    uint32_t nn;
+    pid_t nid = walk_this_round ? ss_jthreads_known_nid(t) : 0;
+    return nid && (state & JVMTI_THREAD_STATE_ALIVE) &&
+           !(state & (JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER | JVMTI_THREAD_STATE_WAITING)) &&
+           ss_native_walked(nid, &jf, &n, &nf, &nn) && n > 0;
+}
+
 /* STACKSHOT_JVMTI_STACKS=each: GetAllThreads, then GetStackTrace and
  * GetThreadState thread by thread. On JDK 15+ a stack of another thread is
  * taken in a handshake with that thread alone instead of a safepoint of
@@ -188,10 +226,19 @@ static jvmtiError take_stacks_each(jint depth, jvmtiStackInfo **si, jint *n) {
         jvmtiStackInfo *o = &out[i];
         o->thread = ts[i];
         o->frame_buffer = S.each_frames + (size_t)i * (size_t)depth;
-        if ((*ss_jvmti)->GetStackTrace(ss_jvmti, ts[i], 0, depth, o->frame_buffer,
-                                       &o->frame_count) != JVMTI_ERROR_NONE ||
-            (*ss_jvmti)->GetThreadState(ss_jvmti, ts[i], &o->state) != JVMTI_ERROR_NONE)
+        if ((*ss_jvmti)->GetThreadState(ss_jvmti, ts[i], &o->state) != JVMTI_ERROR_NONE) {
             o->state = 0; /* exited meanwhile: counted as skipped */
+            continue;
+        }
+        /* a running thread walked where it ran this round needs no
+         * handshake: its stack is AsyncGetCallTrace's (add_walked) */
+        if (walked_ok(ts[i], o->state)) {
+            o->frame_count = 0;
+            continue;
+        }
+        if ((*ss_jvmti)->GetStackTrace(ss_jvmti, ts[i], 0, depth, o->frame_buffer,
+                                       &o->frame_count) != JVMTI_ERROR_NONE)
+            o->state = 0;
     }
     (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
     *si = out;
@@ -237,6 +284,61 @@ static void add_frames(sampler *s, JNIEnv *env, ss_thread_sample *t,
     }
 }
 
+/* "at [stub].unknown(code cache)": a HotSpot stub on top of the Java
+ * frames (an intrinsic, an array copy), when no perf map names it. */
+static const ss_funcinfo *stub_fn;
+
+/* The stack AGCT gave for a running thread, with its native frames above
+ * the Java ones (STACKSHOT_JAVA_STACKS=mixed). false: not walked, or AGCT
+ * could not (counted by its code): the safepoint stack is used. */
+static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t) {
+    const void *jf;
+    int32_t n;
+    const ss_frame *nf;
+    uint32_t nn;
+    /* a thread blocked, waiting or parked by JVMTI's state keeps the
+     * safepoint stack, jstack's (it may have been running, e.g. spinning
+     * for a monitor, when /proc was read just before) */
+    if (!s->walk || !t->nid || t->state != SS_STATE_RUNNABLE ||
+        !ss_native_walked(t->nid, &jf, &n, &nf, &nn))
+        return false;
+    if (n <= 0) {
+        s->walk_fell++;
+        int code = n == SS_AGCT_NO_ENV ? 11 : (n < 0 && n >= -10) ? -n : 0;
+        s->fell_by[code]++;
+        return false;
+    }
+    s->walked++;
+    uint32_t kept = 0;
+    int32_t first = 0;
+    if (ss_agct_stub_on_top(jf)) {
+        first = 1;
+        s->stubs++;
+        if (S.java_stacks == JS_MIXED && stub_fn && !(nn && nf[0].map == NULL)) {
+            ss_frame st; /* the stub itself, unnamed without a perf map */
+            memset(&st, 0, sizeof st);
+            st.fn = stub_fn;
+            ss_round_builder_add_frame(s->builder, &st);
+            kept++;
+        }
+    }
+    if (S.java_stacks == JS_MIXED)
+        for (uint32_t i = 0; i < nn && kept < S.max_depth; i++, kept++)
+            ss_round_builder_add_frame(s->builder, &nf[i]);
+    for (int32_t i = first; i < n && kept < S.max_depth; i++, kept++) {
+        jmethodID m;
+        jlocation bci;
+        ss_frame fr;
+        if (ss_agct_frame(jf, i, &m, &bci))
+            ss_jresolve(s->resolver, env, m, bci, &fr);
+        else
+            memset(&fr, 0, sizeof fr); /* no jmethodID yet: "unknown.unknown(unknown)" */
+        ss_round_builder_add_frame(s->builder, &fr);
+    }
+    t->truncated = kept < (S.java_stacks == JS_MIXED ? nn : 0) + (uint32_t)(n - first);
+    return true;
+}
+
 static int grow_order(sampler *s, uint32_t n) {
     if (n <= s->cap_order)
         return 0;
@@ -256,6 +358,67 @@ static int64_t *sort_ids; /* qsort has no context argument */
 static int by_id(const void *a, const void *b) {
     int64_t x = sort_ids[*(const int32_t *)a], y = sort_ids[*(const int32_t *)b];
     return (x > y) - (x < y);
+}
+
+/* A Java thread's kernel tid: the native pass leaves it to us. */
+static void note_java_nid(sampler *s, pid_t nid) {
+    if (s->n_java_nids == s->cap_java_nids) {
+        uint32_t cap = s->cap_java_nids ? s->cap_java_nids * 2 : 256;
+        pid_t *p = realloc(s->java_nids, cap * sizeof *p);
+        if (!p)
+            return; /* the native pass then lists it too */
+        s->java_nids = p;
+        s->cap_java_nids = cap;
+    }
+    s->java_nids[s->n_java_nids++] = nid;
+}
+
+static int by_tid(const void *a, const void *b) {
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* HotSpot names a native thread after its thread, cut to the kernel's 15
+ * bytes; jstack prints the full name. The cut names of the VM's threads
+ * whose full name is fixed are given back (the number of "C2
+ * CompilerThread0" is lost in the cut: it is printed without). */
+static const char *vm_thread_name(const char *comm) {
+    static const char *const full[][2] = {
+        {"VM Periodic Tas", "VM Periodic Task Thread"},
+        {"Monitor Deflati", "Monitor Deflation Thread"},
+        {"C2 CompilerThre", "C2 CompilerThread"},
+        {"C1 CompilerThre", "C1 CompilerThread"},
+        {"G1 Young RemSet", "G1 Young RemSet Sampling"},
+        {"Notification Th", "Notification Thread"},
+        {"Reference Handl", "Reference Handler"},
+        {"Signal Dispatch", "Signal Dispatcher"},
+    };
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++)
+        if (strcmp(comm, full[i][0]) == 0)
+            return full[i][1];
+    return comm;
+}
+
+/* The rest of the process (the VM's own threads: VM Thread, GC and
+ * compiler threads, JNI libraries' threads), with native stacks, listed
+ * after the Java threads as jstack lists them. They are sampled before the
+ * round's safepoint: after it, a GC (which runs at a safepoint too, and
+ * ours waits for it) would never be seen running. The Java threads left
+ * out are the previous round's (sorted then); one new since is left out
+ * when emitted. */
+static void gather_native(sampler *s, uint32_t *skipped, uint32_t *blocked) {
+    int rc = ss_native_gather(&S.cfg, s->java_nids, s->n_java_nids, s->walk, S.vm_threads,
+                              skipped, blocked);
+    if (rc != 0 && !s->native_failed) {
+        s->native_failed = true;
+        ss_warn("jvmti: the VM's own threads are not sampled (native sampler: %s)",
+                strerror(-rc));
+    }
+}
+
+static void emit_native(sampler *s, uint32_t *skipped) {
+    qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+    ss_native_emit(s->builder, s->java_nids, s->n_java_nids, vm_thread_name, skipped);
 }
 
 /* Platform threads, in Java thread id order (jstack's order too). */
@@ -280,15 +443,19 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
             continue;
         }
         ss_thread_sample *t = NULL;
+        pid_t nid = 0;
         int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
-                                      S.include_internal, s->nids, &t);
+                                      S.include_internal, s->nids, &t, &nid);
+        if (nid)
+            note_java_nid(s, nid);
         if (keep < 0)
             break;
         if (keep > 0) {
             if (s->spans)
                 ss_jspan_read(env, info->thread, t);
             cpu_delta(s, t);
-            add_frames(s, env, t, info->frame_buffer, info->frame_count);
+            if (!add_walked(s, env, t))
+                add_frames(s, env, t, info->frame_buffer, info->frame_count);
         }
     }
     return skipped;
@@ -344,6 +511,12 @@ static void take_round(sampler *s, JNIEnv *env) {
     ss_jresolver_round(s->resolver);
     s->spans = ss_jspan_round(env);
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
+    uint32_t skipped = 0, blocked = 0;
+    s->walk = S.java_stacks != JS_SAFEPOINT && !s->native_failed;
+    if (S.vm_threads || s->walk)
+        gather_native(s, &skipped, &blocked);
+    uint64_t tn = ss_mono_ns();
+    walk_this_round = s->walk;
     jvmtiStackInfo *si = NULL;
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
@@ -355,13 +528,16 @@ static void take_round(sampler *s, JNIEnv *env) {
         return;
     }
     cpu_tables_fit(s, (uint32_t)n);
-    uint32_t skipped = add_platform(s, env, si, n);
+    s->n_java_nids = 0;
+    skipped += add_platform(s, env, si, n);
     cpu_tables_swap(s);
     take_stacks_free(si);
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
     (*env)->PopLocalFrame(env, NULL);
-    ss_round *r = ss_round_builder_finish(s->builder, skipped, 0);
+    if (S.vm_threads && !s->native_failed)
+        emit_native(s, &skipped);
+    ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     uint64_t t2 = ss_mono_ns();
     s->rounds++;
     if (!r) {
@@ -375,9 +551,9 @@ static void take_round(sampler *s, JNIEnv *env) {
         on_cpu += r->threads[i].on_cpu;
     if (ss_log_enabled(SS_LOG_DEBUG))
         ss_debug("jvmti: round %llu: %d threads listed, %u kept (%u on CPU), %u frames; "
-                 "stacks %.1f us, total %.1f us, %.2f us/thread",
+                 "native pass %.1f us, stacks %.1f us, total %.1f us, %.2f us/thread",
                  (unsigned long long)r->seq, (int)n, r->n_threads, on_cpu, r->n_frames,
-                 (double)(t1 - t0) / 1e3, (double)(t2 - t0) / 1e3,
+                 (double)(tn - t0) / 1e3, (double)(t1 - tn) / 1e3, (double)(t2 - t0) / 1e3,
                  n > 0 ? (double)(t2 - t0) / 1e3 / n : 0.0);
     pthread_mutex_lock(&S.mu);
     bool stopping = S.stop;
@@ -415,6 +591,7 @@ static void sampler_free(sampler *s) {
     free(s->vthreads);
     free(s->order);
     free(s->ids);
+    free(s->java_nids);
     cpu_table_free(&s->cpu[0]);
     cpu_table_free(&s->cpu[1]);
 }
@@ -458,6 +635,19 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  (unsigned long long)s.rounds, (unsigned long long)methods,
                  (unsigned long long)clears, (unsigned long long)refreshes,
                  (unsigned long long)invalid);
+        char by[256];
+        int at = 0;
+        for (int c = 0; c < 12 && at < (int)sizeof by; c++)
+            if (s.fell_by[c])
+                at += snprintf(by + at, sizeof by - (size_t)at, " %s%d:%llu",
+                               c == 11 ? "no JNIEnv" : c == 0 ? "other" : "", c ? -c : 0,
+                               (unsigned long long)s.fell_by[c]);
+        by[at < (int)sizeof by ? at : (int)sizeof by - 1] = '\0';
+        ss_debug("jvmti: running threads: %llu stacks walked where they ran "
+                 "(AsyncGetCallTrace; %llu from a stub's caller), %llu fell back to the "
+                 "safepoint stack (by code:%s)",
+                 (unsigned long long)s.walked, (unsigned long long)s.stubs,
+                 (unsigned long long)s.walk_fell, by);
         uint64_t reads, with_span, ns_span, ns_none;
         ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
         ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "
@@ -501,12 +691,36 @@ static int jvmti_start(const ss_config *cfg) {
     S.until = ms ? ss_mono_ns() + (uint64_t)ms * 1000000ull : 0;
     S.max_depth = cfg->max_depth;
     S.include_internal = cfg->include_internal;
-    const char *how = ss_config_str("STACKSHOT_JVMTI_STACKS", "all");
+    const char *js = ss_config_str("STACKSHOT_JAVA_STACKS", "mixed");
+    S.java_stacks = strcmp(js, "java") == 0 ? JS_JAVA
+                    : strcmp(js, "safepoint") == 0 ? JS_SAFEPOINT
+                                                   : JS_MIXED;
+    if (strcmp(js, "mixed") != 0 && strcmp(js, "java") != 0 && strcmp(js, "safepoint") != 0)
+        ss_config_bad("STACKSHOT_JAVA_STACKS", js, "not 'mixed', 'java' or 'safepoint'",
+                      "using mixed");
+    if (S.java_stacks != JS_SAFEPOINT && !ss_agct_find()) {
+        ss_info("jvmti: this JVM exports no AsyncGetCallTrace; running threads are taken "
+                "at the safepoint (STACKSHOT_JAVA_STACKS=safepoint)");
+        S.java_stacks = JS_SAFEPOINT;
+    }
+    if (S.java_stacks != JS_SAFEPOINT)
+        ss_agct_enable();
+    /* Running threads walked where they run need no stack from JVMTI: the
+     * others' stacks are then taken thread by thread (handshakes with
+     * those threads only, no safepoint of all: measured on JDK 17 with two
+     * busy workers at 10 ms, the stack part of a round 0.43 ms against
+     * 6.6 ms, and no pause), unless STACKSHOT_JVMTI_STACKS says otherwise */
+    const char *how = ss_config_str("STACKSHOT_JVMTI_STACKS",
+                                    S.java_stacks != JS_SAFEPOINT ? "each" : "all");
     S.use_list = strcmp(how, "list") == 0;
     S.use_each = strcmp(how, "each") == 0;
     if (!S.use_list && !S.use_each && strcmp(how, "all") != 0)
         ss_config_bad("STACKSHOT_JVMTI_STACKS", how, "not 'all', 'list' or 'each'", "using all");
     S.max_vthreads = ss_vthreads_active() ? ss_vthreads_cap() : 0;
+    S.vm_threads = ss_config_bool("STACKSHOT_JAVA_VM_THREADS", true);
+    if (!stub_fn)
+        stub_fn = ss_funcinfo_intern("[stub]", "unknown", "code cache", NULL, SS_FRAME_NATIVE);
+    S.cfg = *cfg;
     S.stop = false;
 
     jclass tc = (*env)->FindClass(env, "java/lang/Thread");

@@ -215,9 +215,25 @@ pid_t ss_jthreads_known_nid(jthread thread) {
     return (pid_t)(tls_get(thread) & TLS_NID_MASK);
 }
 
+/* The thread's kernel tid: recorded, or matched in /proc (a few tries). */
+static pid_t find_nid(ss_nid_matcher *nids, const char *name, uint64_t cpu_ns, uint64_t *tls) {
+    pid_t nid = (pid_t)(*tls & TLS_NID_MASK);
+    unsigned tries = (unsigned)((*tls >> TLS_TRIES_SHIFT) & 0xf);
+    if (nid == 0 && tries < NID_MAX_TRIES) {
+        nid = ss_nid_match(nids, name, cpu_ns);
+        if (nid)
+            *tls = (*tls & ~TLS_NID_MASK) | (uint32_t)nid;
+        else
+            *tls = (*tls & ~(0xfull << TLS_TRIES_SHIFT)) |
+                   ((uint64_t)(tries + 1) << TLS_TRIES_SHIFT);
+    }
+    return nid;
+}
+
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
                        bool include_internal, ss_nid_matcher *nids,
-                       ss_thread_sample **out) {
+                       ss_thread_sample **out, pid_t *nid_out) {
+    *nid_out = 0;
     jvmtiThreadInfo ti;
     memset(&ti, 0, sizeof ti);
     if ((*ss_jvmti)->GetThreadInfo(ss_jvmti, thread, &ti) != JVMTI_ERROR_NONE)
@@ -242,6 +258,14 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
     if (ti.thread_group)
         (*env)->DeleteLocalRef(env, ti.thread_group);
     if (!keep) {
+        /* left out, but its kernel tid still tells the native pass that
+         * this thread is a Java one (an internal thread started before
+         * VMInit is matched in /proc like a kept one) */
+        jlong cpu = -1;
+        if (!(tls & TLS_NID_MASK) && strncmp(name, "stackshot-", 10) != 0)
+            (*ss_jvmti)->GetThreadCpuTime(ss_jvmti, thread, &cpu);
+        *nid_out = cpu >= 0 ? find_nid(nids, name, (uint64_t)cpu, &tls)
+                            : (pid_t)(tls & TLS_NID_MASK);
         if (tls != tls0)
             tls_set(thread, tls);
         return 0;
@@ -260,19 +284,11 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
     if ((*ss_jvmti)->GetThreadCpuTime(ss_jvmti, thread, &cpu) == JVMTI_ERROR_NONE)
         t->cpu_ns = (uint64_t)cpu;
 
-    pid_t nid = (pid_t)(tls & TLS_NID_MASK);
-    unsigned tries = (unsigned)((tls >> TLS_TRIES_SHIFT) & 0xf);
-    if (nid == 0 && tries < NID_MAX_TRIES) {
-        nid = ss_nid_match(nids, name, t->cpu_ns);
-        if (nid)
-            tls = (tls & ~TLS_NID_MASK) | (uint32_t)nid;
-        else
-            tls = (tls & ~(0xfull << TLS_TRIES_SHIFT)) |
-                  ((uint64_t)(tries + 1) << TLS_TRIES_SHIFT);
-    }
+    pid_t nid = find_nid(nids, name, t->cpu_ns, &tls);
     if (tls != tls0)
         tls_set(thread, tls);
     t->nid = nid;
+    *nid_out = nid;
     if (nid) {
         t->start_wall_ms = ss_thread_start_wall_ms(nid, t->number);
         uint64_t now_ms = ss_wall_ns() / 1000000ull;

@@ -87,6 +87,12 @@ typedef struct known {
     char state_letter;
     ss_thread_state state;
     const char *status, *state_detail;
+    /* a runtime's thread walked by its walker (ss_native_gather's walk) */
+    uint64_t walk_gen;       /* the gather it was walked in (0: never) */
+    uint64_t walk_cpu;       /* its CPU clock at the previous gather */
+    bool walk_answered;
+    int32_t walk_n;
+    const uint8_t *walk_frames;
 } known;
 
 /* One thread's work in the current round. */
@@ -136,6 +142,18 @@ typedef struct sampler {
     bool relist;
     uint64_t listed_round;   /* the round of the last listing */
     uint64_t lists_saved;    /* rounds that did not need one */
+    /* ss_native_sample_into: tids a runtime's sampler takes itself (sorted),
+     * and how its round names and numbers the others */
+    const pid_t *skip;
+    uint32_t n_skip;
+    bool in_runtime;
+    const char *(*rename)(const char *comm);
+    bool walk;               /* the runtime's running threads: signalled, walked */
+    bool walk_only;          /* ... and nothing else */
+    uint64_t gathers;
+    known **walking;         /* this gather's walked threads, and their slots */
+    ss_sig_slot **walk_slots;
+    uint32_t n_walking, cap_walking;
 } sampler;
 
 /* Stop handshake with the sampler thread. */
@@ -590,6 +608,21 @@ static ss_sig_slot *assign_slot(sampler *s, known *k) {
 
 /* ---- one round ---------------------------------------------------- */
 
+/* A thread the runtime's own sampler takes (ss_native_sample_into). */
+static bool skipped_by_runtime(const sampler *s, pid_t tid) {
+    uint32_t lo = 0, hi = s->n_skip;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->skip[mid] == tid)
+            return true;
+        if (s->skip[mid] < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
@@ -613,7 +646,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
-        if (k->tid == me || ss_internal_thread_is(k->tid)) {
+        if (k->tid == me || ss_internal_thread_is(k->tid) || skipped_by_runtime(s, k->tid)) {
             /* still there? (the list is kept while no thread is gone) */
             if (k->tid != me && ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
                 s->relist = true;
@@ -815,6 +848,9 @@ static void fill_facts(const pending *p, ss_thread_sample *t, uint64_t now_boot,
     known *k = p->k;
     t->number = k->number;
     t->nid = k->tid;
+    if (active && active->in_runtime)
+        t->number = -(int64_t)k->tid; /* not the runtime's: no id of its own,
+                                         negative, apart from the runtime's ids */
     t->tid = k->pthread;
     t->prio = 0;
     t->os_prio = k->st.nice;
@@ -878,7 +914,7 @@ static bool take_answer(sampler *s, pending *p) {
 /* The thread's span attributes as text on the sample being built. An
  * index the key map lacks makes the map be read again, as OTEP 4947 asks
  * of readers (at most every 16 rounds). */
-static void span_attrs(sampler *s, const known *k) {
+static void span_attrs(sampler *s, ss_round_builder *b, const known *k) {
     char text[SS_OTEL_ATTRS_MAX * 2 + 256];
     bool unknown;
     size_t n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
@@ -889,11 +925,12 @@ static void span_attrs(sampler *s, const known *k) {
         ss_otel_keymap_refresh(ss_uw_read_memory);
         n = ss_otel_attrs_text(k->attrs, k->n_attrs, text, sizeof text, &unknown);
     }
-    ss_round_builder_set_span_attrs(s->builder, text, n);
+    ss_round_builder_set_span_attrs(b, text, n);
 }
 
 /* Put one planned thread into the round. false: it gets no entry. */
-static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
+static bool emit(sampler *s, ss_round_builder *b, pending *p, uint64_t now_boot,
+                 uint64_t now_wall) {
     known *k = p->k;
     if (p->slot) {
         if (!take_answer(s, p))
@@ -905,12 +942,13 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     } else {
         s->reused++;
     }
-    ss_thread_sample *t = ss_round_builder_add_thread(s->builder, k->st.name);
+    const char *name = s->rename ? s->rename(k->st.name) : k->st.name;
+    ss_thread_sample *t = ss_round_builder_add_thread(b, name);
     if (!t)
         return false;
     fill_facts(p, t, now_boot, now_wall);
     if (k->has_span && k->n_attrs)
-        span_attrs(s, k);
+        span_attrs(s, b, k);
     uint32_t n = k->have_stack ? k->n_frames : 0;
     t->truncated = k->truncated;
     /* its identity: exporters reuse what they made of it last time */
@@ -931,7 +969,124 @@ static bool emit(sampler *s, pending *p, uint64_t now_boot, uint64_t now_wall) {
     t->state = k->state;
     t->status = k->status;
     t->state_detail = k->state_detail;
-    ss_round_builder_add_frames(s->builder, k->frames, n); /* a failure fails the round */
+    ss_round_builder_add_frames(b, k->frames, n); /* a failure fails the round */
+    return true;
+}
+
+/* ---- a runtime's running threads ---------------------------------- */
+
+/* The runtime's threads running now (their syscall file says "running")
+ * get a signal whose handler runs the runtime's walker too (copy mode
+ * only). The others are the runtime's to sample (blocked, waiting,
+ * parked: no signal). */
+static void plan_walks(sampler *s) {
+    s->n_walking = 0;
+    if (!s->walk || s->mode != SS_UNWIND_COPY || !s->n_skip)
+        return;
+    if (s->cap_walking < s->n_skip) {
+        known **w = realloc(s->walking, s->n_skip * sizeof *w);
+        if (w)
+            s->walking = w;
+        ss_sig_slot **sl = realloc(s->walk_slots, s->n_skip * sizeof *sl);
+        if (sl)
+            s->walk_slots = sl;
+        if (!w || !sl)
+            return;
+        s->cap_walking = s->n_skip;
+    }
+    for (uint32_t i = 0; i < s->n_threads && s->n_walking < s->n_skip; i++) {
+        known *k = &s->threads[i];
+        if (!skipped_by_runtime(s, k->tid))
+            continue;
+        /* a thread whose CPU clock stood since the last look did not run:
+         * one clock read instead of a /proc read (most of a JVM's threads
+         * are parked) */
+        uint64_t cpu = ss_thread_cpu_ns(k->tid), last = k->walk_cpu;
+        k->walk_cpu = cpu;
+        if (cpu == SS_UNKNOWN_U64 || cpu == last)
+            continue;
+        ss_proc_syscall sc;
+        if (ss_task_read_syscall(k->tid, &k->files, &sc) != 0 || !sc.running || sc.unknown)
+            continue;
+        if (deaf(s, k) || no_altstack(s, k))
+            continue;
+        ss_sig_slot *slot = assign_slot(s, k);
+        if (!slot)
+            break;
+        ss_sig_want_runtime(slot);
+        k->read_asleep = false;
+        s->walking[s->n_walking] = k;
+        s->walk_slots[s->n_walking++] = slot;
+    }
+}
+
+/* Native frames of a walked thread, leaf first, up to the runtime's own
+ * code: the first address in no module (a JIT's code: the runtime's
+ * walker has those frames) ends them; a leaf there named by a perf map
+ * (an intrinsic, a stub) is kept. */
+static uint32_t resolve_native_part(sampler *s, const uint64_t *ips, uint32_t depth) {
+    uint32_t max = s->cfg.max_depth, n = 0;
+    for (uint32_t i = 0; i < depth && n < max; i++) {
+        if (grow_scratch(s, n + RESOLVE_MAX + 1) != 0)
+            break;
+        uint64_t ip = ips[i] & ~SS_IP_EXACT;
+        uint32_t room = max - n < RESOLVE_MAX ? max - n : RESOLVE_MAX;
+        int got = ss_symbols_resolve(s->symbols, ip, !(ips[i] & SS_IP_EXACT), s->scratch + n,
+                                     (int)room);
+        if (got <= 0)
+            break;
+        if (!s->scratch[n].map) {
+            const ss_funcinfo *fn = s->scratch[n].fn;
+            if (i == 0 && fn && fn->ns && strcmp(fn->ns, "unknown") != 0)
+                n += (uint32_t)got;
+            break;
+        }
+        n += (uint32_t)got;
+    }
+    return n;
+}
+
+static void take_walks(sampler *s) {
+    for (uint32_t i = 0; i < s->n_walking; i++) {
+        known *k = s->walking[i];
+        ss_sig_answer a;
+        k->walk_gen = s->gathers;
+        k->walk_answered = ss_sig_result(s->walk_slots[i], &a);
+        if (!k->walk_answered) {
+            k->have_stack = false;
+            continue;
+        }
+        keep_stack(k, s->scratch, resolve_native_part(s, a.ips, a.depth), false);
+        k->walk_n = a.rt_n;
+        k->walk_frames = a.rt;
+        s->signalled++;
+    }
+}
+
+void ss_native_set_runtime_walk(ss_sig_runtime_fn fn) { ss_sig_set_runtime_walk(fn); }
+
+bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
+                      uint32_t *n_native) {
+    sampler *s = active;
+    if (!s)
+        return false;
+    uint32_t lo = 0, hi = s->n_threads;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->threads[mid].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == s->n_threads || s->threads[lo].tid != tid)
+        return false;
+    known *k = &s->threads[lo];
+    if (k->walk_gen != s->gathers || !k->walk_answered)
+        return false;
+    *frames = k->walk_frames;
+    *n = k->walk_n;
+    *native = k->have_stack ? k->frames : NULL;
+    *n_native = k->have_stack ? k->n_frames : 0;
     return true;
 }
 
@@ -954,15 +1109,15 @@ static bool must_list(sampler *s) {
     return n <= 0 || (uint32_t)n != s->n_threads;
 }
 
-static ss_round *take_round(sampler *s) {
-    uint64_t t0 = ss_mono_ns();
-    uint64_t now_wall = ss_wall_ns();
-    uint32_t skipped = 0, blocked = 0;
+/* The stacks of every thread of the round: listed, planned, signalled,
+ * deferred ones looked at again. Returns how many were planned, -1 when the
+ * round is lost. */
+static int gather(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
     if (must_list(s)) {
         int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
         if (n < 0 || merge_known(s, s->tids, (uint32_t)n) != 0)
-            return NULL;
+            return -1;
         s->relist = false;
         s->listed_round = s->rounds;
     } else {
@@ -971,28 +1126,37 @@ static ss_round *take_round(sampler *s) {
     if (s->n_threads > s->cap_work) {
         pending *w = realloc(s->work, (size_t)s->n_threads * sizeof *w);
         if (!w)
-            return NULL;
+            return -1;
         s->work = w;
         s->cap_work = s->n_threads;
     }
     if (ss_sig_begin(s->n_threads) != 0)
-        return NULL;
+        return -1;
     ss_otel_refresh(); /* modules publishing thread context (OTEP 4947) */
     ss_walker_round(s->walker);
     s->fallbacks_round = 0;
     s->no_altstack_round = 0;
-    uint32_t planned = plan(s, &skipped, &blocked);
+    uint32_t planned = s->walk_only ? 0 : plan(s, skipped, blocked);
+    s->gathers++;
+    plan_walks(s);
     ss_sig_collect(ss_mono_ns() + (uint64_t)s->cfg.answer_ms * 1000000ull, unwind_copy, s);
+    take_walks(s);
     take_deferred(s, planned);
     if (ss_sig_lost())
-        return NULL; /* the host took the signal over: said once, no round */
+        return -1; /* the host took the signal over: said once, no round */
+    return (int)planned;
+}
 
-    ss_round_builder_begin(s->builder, now_wall, s->cfg.interval_ms, SS_RUNTIME_NATIVE);
+/* The planned threads into b, then the round's bookkeeping. */
+static void emit_all(sampler *s, ss_round_builder *b, uint32_t planned, uint64_t now_wall,
+                     uint32_t *skipped) {
     uint64_t now_boot = ss_boottime_ns();
     for (uint32_t i = 0; i < planned; i++) {
         pending *p = &s->work[i];
-        if (!emit(s, p, now_boot, now_wall))
-            skipped++;
+        if (skipped_by_runtime(s, p->k->tid))
+            continue; /* the runtime's own thread (new since the gather) */
+        if (!emit(s, b, p, now_boot, now_wall))
+            (*skipped)++;
     }
     /* Our own signal costs a thread some CPU: compare the next round with
      * the clock as it is after the handler (read last, once the threads
@@ -1015,7 +1179,18 @@ static ss_round *take_round(sampler *s) {
                  (unsigned long long)s->rounds + 1, s->no_altstack_round);
     s->rounds++;
     ss_symbols_idle(s->symbols); /* libdw's tables go once no address missed for a while */
-    s->skipped_total += skipped;
+    s->skipped_total += *skipped;
+}
+
+static ss_round *take_round(sampler *s) {
+    uint64_t t0 = ss_mono_ns();
+    uint64_t now_wall = ss_wall_ns();
+    uint32_t skipped = 0, blocked = 0;
+    int planned = gather(s, &skipped, &blocked);
+    if (planned < 0)
+        return NULL;
+    ss_round_builder_begin(s->builder, now_wall, s->cfg.interval_ms, SS_RUNTIME_NATIVE);
+    emit_all(s, s->builder, (uint32_t)planned, now_wall, &skipped);
     ss_round *r = ss_round_builder_finish(s->builder, skipped, blocked);
     if (r)
         r->took_ns = ss_mono_ns() - t0;
@@ -1034,6 +1209,8 @@ static void sampler_free(sampler *s) {
     free(s->work);
     free(s->tids);
     free(s->scratch);
+    free(s->walking);
+    free(s->walk_slots);
     ss_round_builder_destroy(s->builder);
     ss_symbols_destroy(s->symbols);
     ss_walker_destroy(s->walker);
@@ -1394,6 +1571,64 @@ int ss_native_sample_once(const ss_config *cfg, ss_round **out) {
         return rc;
     *out = take_round(active);
     return *out ? 0 : ss_sig_lost() ? -EBUSY : -ENOMEM;
+}
+
+/* The signal mask every agent thread has (ss_thread_start blocks all), as
+ * /proc shows it: what maybe_agents compares young threads with (a gRPC
+ * thread before it registers). The native sampler thread reads its own;
+ * a runtime's sampler thread has the runtime's mask, so the caller's mask
+ * is read for a moment with everything blocked. 0: unknown. */
+static uint64_t agents_mask(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    uint64_t mask = 0;
+    if (pthread_sigmask(SIG_SETMASK, &all, &old) != 0)
+        return 0;
+    if (ss_proc_sigblk(ss_gettid(), &mask) != 0)
+        mask = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return mask;
+}
+
+/* ss_native_gather's planned threads, for ss_native_emit. */
+static int gathered = -1;
+
+int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip, bool walk,
+                     bool others, uint32_t *skipped, uint32_t *blocked) {
+    gathered = -1;
+    if (thread_running)
+        return -EBUSY;
+    /* set up once (the handler, the sampler's state); later rounds reuse it */
+    if (!active || !active->in_runtime) {
+        int rc = prepare(cfg);
+        if (rc != 0)
+            return rc;
+        active->in_runtime = true;
+        active->agent_mask = agents_mask();
+    }
+    sampler *s = active;
+    s->skip = skip;
+    s->n_skip = n_skip;
+    s->walk = walk;
+    s->walk_only = !others;
+    gathered = gather(s, skipped, blocked);
+    s->skip = NULL;
+    s->n_skip = 0;
+    return gathered < 0 ? (ss_sig_lost() ? -EBUSY : -ENOMEM) : 0;
+}
+
+void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,
+                    const char *(*rename)(const char *comm), uint32_t *skipped) {
+    if (gathered < 0 || !active)
+        return;
+    sampler *s = active;
+    s->skip = skip;
+    s->n_skip = n_skip;
+    s->rename = rename;
+    emit_all(s, b, (uint32_t)gathered, ss_wall_ns(), skipped);
+    s->skip = NULL;
+    s->n_skip = 0;
+    gathered = -1;
 }
 
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused) {

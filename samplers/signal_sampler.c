@@ -84,6 +84,11 @@ struct ss_sig_slot {
     uint32_t copy_len;
     uint32_t cycles;             /* time in the handler (TSC) */
     uint64_t gregs[NGREG];
+    /* copy mode, a runtime's thread (ss_sig_want_runtime): the runtime's
+     * own walk from the interrupted context, SS_SIG_RT_FRAME bytes a frame */
+    bool want_rt;
+    int32_t rt_n;                /* frames, the walker's code (< 0), or SS_SIG_RT_NONE */
+    uint8_t *rt;                 /* cap - HANDLER_FRAMES frames */
 };
 
 #define CHUNK_SLOTS 64u
@@ -125,6 +130,9 @@ static uint32_t copy_cap;        /* copy mode: bytes of stack a handler copies a
 /* copy mode: where glibc's thread descriptor keeps the thread's tid and
  * its stack (learned outside any handler; -1 unknown) */
 static int pd_tid_off = -1, pd_stack_off = -1, pd_stack_size_off = -1;
+/* copy mode: a runtime's stack walker (the JVM's AsyncGetCallTrace), run
+ * for the slots marked with ss_sig_want_runtime */
+static _Atomic(ss_sig_runtime_fn) runtime_walk;
 /* libgcc's unwinder, bound by handle: libunwind (linked into the agent)
  * exports _Unwind_Backtrace and _Unwind_GetIPInfo too, and the global
  * names may resolve to libunwind's (which steps with unw_step). */
@@ -417,6 +425,17 @@ static void copy_context(ss_sig_slot *s, const ucontext_t *uc) {
     s->copy_hi = hi;
 }
 
+/* A runtime's thread: its own walker (HotSpot's AsyncGetCallTrace) from
+ * the interrupted context, given the room an unwinder needs on an
+ * alternate stack (on the thread's own stack, the runtime keeps its own
+ * margins). The walker is the runtime's promise to be async-signal-safe. */
+static void walk_runtime(ss_sig_slot *s, void *uc) {
+    ss_sig_runtime_fn fn = atomic_load_explicit(&runtime_walk, memory_order_acquire);
+    if (!fn || stack_room(uc, SS_SIG_STACK_NEED) == ROOM_SHORT)
+        return; /* rt_n stays SS_SIG_RT_NONE */
+    s->rt_n = fn(uc, s->copy, s->copy_sp, s->copy_len, s->rt, s->cap - HANDLER_FRAMES);
+}
+
 /* Copy mode: the signal names its slot (si_value: generation << 32 |
  * index), so the handler needs no gettid; a signal of an earlier round
  * finds another generation and does nothing. */
@@ -444,6 +463,8 @@ static void handler_copy(siginfo_t *si, void *uc) {
         s->has_span = ss_otel_read_self(s->trace_id, s->span_id, &s->trace_flags, s->attrs,
                                            sizeof s->attrs, &s->n_attrs);
         s->pthread = (uint64_t)pthread_self();
+        if (s->want_rt)
+            walk_runtime(s, uc);
     } else {
         count_refused(room);
     }
@@ -612,7 +633,8 @@ static int add_chunk(void) {
         return -ENOMEM;
     size_t head = CHUNK_SLOTS * sizeof(ss_sig_slot);
     head = (head + 63) & ~(size_t)63;
-    size_t size = head + (size_t)CHUNK_SLOTS * slot_cap * sizeof(uint64_t);
+    size_t ips_size = (size_t)CHUNK_SLOTS * slot_cap * sizeof(uint64_t);
+    size_t size = head + ips_size + (size_t)CHUNK_SLOTS * slot_cap * SS_SIG_RT_FRAME;
     /* mmap: pages of ip arrays become resident only when written */
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -622,6 +644,7 @@ static int add_chunk(void) {
     for (uint32_t i = 0; i < CHUNK_SLOTS; i++) {
         c[i].cap = slot_cap;
         c[i].ips = ips + (size_t)i * slot_cap;
+        c[i].rt = (uint8_t *)m + head + ips_size + (size_t)i * slot_cap * SS_SIG_RT_FRAME;
         c[i].index = n_chunks * CHUNK_SLOTS + i;
     }
     atomic_store_explicit(&chunks[n_chunks++], c, memory_order_release);
@@ -744,6 +767,8 @@ ss_sig_slot *ss_sig_assign(pid_t tid, uint64_t stack_lo, uint64_t stack_hi, void
     s->stack_lo = stack_lo;
     s->stack_hi = stack_hi;
     s->user = user;
+    s->want_rt = false;
+    s->rt_n = SS_SIG_RT_NONE;
     atomic_store_explicit(&s->gen, round_gen, memory_order_release);
     uint32_t idx = next_slot - 1;
     sig_table *t = atomic_load(&table);
@@ -990,6 +1015,8 @@ bool ss_sig_result(ss_sig_slot *s, ss_sig_answer *out) {
     out->ips = s->ips;
     out->cut_copy = s->cut_copy;
     out->has_span = s->has_span;
+    out->rt_n = s->rt_n;
+    out->rt = s->rt;
     memcpy(out->trace_id, s->trace_id, 16);
     memcpy(out->span_id, s->span_id, 8);
     out->trace_flags = s->trace_flags;
@@ -1026,6 +1053,12 @@ void ss_sig_after_fork(void) {
 }
 
 uint32_t ss_sig_quarantined(void) { return n_quarantined; }
+
+void ss_sig_set_runtime_walk(ss_sig_runtime_fn fn) {
+    atomic_store_explicit(&runtime_walk, fn, memory_order_release);
+}
+
+void ss_sig_want_runtime(ss_sig_slot *s) { s->want_rt = true; }
 
 uint64_t ss_sig_sent(void) { return sent_total; }
 

@@ -45,7 +45,17 @@ typedef struct ss_sig_answer {
     uint8_t trace_flags;
     uint16_t n_attrs;         /* the span's attrs-data (OTEP 4947) */
     const uint8_t *attrs;     /* valid until the next round */
+    int32_t rt_n;             /* the runtime's walk: frames, its code (< 0), or SS_SIG_RT_NONE */
+    const uint8_t *rt;        /* its frames, SS_SIG_RT_FRAME bytes each */
 } ss_sig_answer;
+
+/* A runtime's walker (ss_native_set_runtime_walk): called in the handler
+ * of a slot marked with ss_sig_want_runtime, copy mode only, after the
+ * copy; writes at most cap frames of SS_SIG_RT_FRAME bytes. */
+#define SS_SIG_RT_FRAME 16u
+#define SS_SIG_RT_NONE INT32_MIN
+void ss_sig_set_runtime_walk(ss_sig_runtime_fn fn);
+void ss_sig_want_runtime(ss_sig_slot *s);
 
 /* Copy mode: what the handler saved, for the sampler to unwind (valid in
  * the ss_sig_collect callback only). */

@@ -24,6 +24,41 @@ extern const ss_source_ops ss_native_source;
  * handler on first use. 0 and *out (one reference) or -errno; -EBUSY when
  * the sampler thread runs. */
 int ss_native_sample_once(const ss_config *cfg, ss_round **out);
+/* A runtime's own sampler (the JVMTI one) takes the rest of the process
+ * into its round, in two steps. ss_native_gather samples now, as the
+ * native sampler does, every thread of the process but the agent's and
+ * those in skip (sorted ascending: the runtime's own threads, as last
+ * known); with walk, those of them running now (R in /proc) are
+ * signalled too and walked by the runtime's walker (ss_native_walked);
+ * without others, only those (nothing for ss_native_emit).
+ * The handler and the sampler's state are set up on first use and kept. ss_native_emit then appends them to b (begun by the caller), with
+ * number -tid, leaving out those in its skip (the runtime's threads as known
+ * now); rename (may be NULL) turns a /proc comm into the name printed.
+ * Caller's thread only; never while the native sampler thread runs
+ * (-EBUSY). 0 or -errno; *skipped and *blocked are added to. */
+int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip, bool walk,
+                     bool others, uint32_t *skipped, uint32_t *blocked);
+void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,
+                    const char *(*rename)(const char *comm), uint32_t *skipped);
+/* A runtime's stack walker, run inside the sampling signal's handler on
+ * the runtime's running threads (ss_native_gather's `walk`): from the
+ * interrupted context (ucontext_t *), at most cap frames of 16 bytes into
+ * frames; returns the count or the walker's own negative code. `stack`:
+ * the copy the handler just made of the thread's stack, len bytes from
+ * sp (memory it may read without fault). Must be async-signal-safe.
+ * NULL: none. */
+typedef int32_t (*ss_sig_runtime_fn)(void *ucontext, const uint8_t *stack, uint64_t sp,
+                                     uint32_t len, void *frames, uint32_t cap);
+void ss_native_set_runtime_walk(ss_sig_runtime_fn fn);
+
+/* After ss_native_gather with walk: what the walker gave for a running
+ * runtime thread (*n frames at *frames, or its code < 0; INT32_MIN: not
+ * walked), and its native frames unwound from the same signal (leaf
+ * first, resolved). false: the thread was not signalled or did not
+ * answer. Valid until the next gather. */
+bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
+                      uint32_t *n_native);
+
 /* Counters of the native sampler: rounds, stacks taken by signal, stacks
  * reused because the thread was idle. */
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);

@@ -6,11 +6,18 @@
 Workload: 2 CPU-bound workers doing fixed work (Workload.java) beside 100
 idle parked threads. Each configuration runs BENCH_RUNS times (default 3),
 interleaved, and the median work time is reported as a ratio to the median
-of the no-agent runs of this same invocation. Then, with the agent at 10 ms
-and debug logging, the cost of one sampling round (measured inside the
-agent: "jvmti: round ...") and the pause it causes (-Xlog:safepoint), for
-GetAllStackTraces and GetThreadListStackTraces, with the workers busy and
-with them absent (idle process). Takes about 1.5 minutes on 2 cores.
+of the no-agent runs of this same invocation: the agent as it is (running
+threads walked where they run, mixed stacks, the VM's threads), the agent
+as it was (STACKSHOT_JAVA_STACKS=safepoint, STACKSHOT_JAVA_VM_THREADS=false),
+and the JDK's Flight Recorder sampling at the same periods
+(jdk.ExecutionSample and jdk.NativeMethodSample, nothing else recorded).
+Then the share of samples in the right leaf for threads whose leaf is
+known (tests/java/MixedHost.java: CRC32, a compiled loop, read(2) under a
+native method), agent vs JFR at 10 ms. Then, with the agent at 10 ms and
+debug logging, the cost of one sampling round (measured inside the agent:
+"jvmti: round ...") and the pause it causes (-Xlog:safepoint), with the
+workers busy and with them absent (idle process). BENCH_QUICK=1 leaves out
+the older STACKSHOT_JVMTI_STACKS variants. Takes about 3 minutes on 2 cores.
 """
 import os
 import re
@@ -35,9 +42,26 @@ base_env = {k: v for k, v in os.environ.items()
             if not k.startswith(('SPLUNK_', 'STACKSHOT_', 'OTEL_'))}
 
 
+def jfc(period_ms):
+    """JFR settings: execution samples (Java and native) only, at period_ms."""
+    path = os.path.join(tmp, 'sample-%d.jfc' % period_ms)
+    with open(path, 'w') as f:
+        f.write('<?xml version="1.0" encoding="UTF-8"?>\n<configuration version="2.0">\n'
+                '<event name="jdk.ExecutionSample"><setting name="enabled">true</setting>'
+                '<setting name="period">%d ms</setting></event>\n'
+                '<event name="jdk.NativeMethodSample"><setting name="enabled">true</setting>'
+                '<setting name="period">%d ms</setting></event>\n</configuration>\n'
+                % (period_ms, period_ms))
+    return path
+
+
 def run(agent_env, workers=2, log=None):
     env = dict(base_env)
     cmd = [java]
+    if isinstance(agent_env, tuple):  # ('jfr', period_ms)
+        cmd.append('-XX:StartFlightRecording:filename=%s/rec.jfr,settings=%s'
+                   % (tmp, jfc(agent_env[1])))
+        agent_env = None
     if agent_env is not None:
         env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_EXPORTERS': 'text',
                     'STACKSHOT_OUTPUT_DIR': tmp + '/out'})
@@ -56,18 +80,24 @@ def run(agent_env, workers=2, log=None):
     return int(m.group(1)), p.stderr, cpu_ms
 
 
+OLD = {'STACKSHOT_JAVA_STACKS': 'safepoint', 'STACKSHOT_JAVA_VM_THREADS': 'false'}
 configs = [
     ('no agent', None),
     ('agent every 1 s (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '1000'}),
     ('agent every 10 ms (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'}),
     ('agent every 10 ms (no exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
                                          'STACKSHOT_EXPORTERS': 'none'}),
-    ('agent every 10 ms, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
-                                        'STACKSHOT_EXPORTERS': 'text',
-                                        'STACKSHOT_JVMTI_STACKS': 'each'}),
-    ('agent every 1 s, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '1000',
-                                      'STACKSHOT_JVMTI_STACKS': 'each'}),
+    ('safepoint only, every 1 s', dict(OLD, SPLUNK_PROFILER_CALL_STACK_INTERVAL='1000')),
+    ('safepoint only, every 10 ms', dict(OLD, SPLUNK_PROFILER_CALL_STACK_INTERVAL='10')),
+    ('JFR samples every 1 s', ('jfr', 1000)),
+    ('JFR samples every 10 ms', ('jfr', 10)),
 ]
+if not os.environ.get('BENCH_QUICK'):
+    configs += [
+        ('agent every 10 ms, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                            'STACKSHOT_EXPORTERS': 'text',
+                                            'STACKSHOT_JVMTI_STACKS': 'each'}),
+    ]
 times = {name: [] for name, _ in configs}
 cpus = {name: [] for name, _ in configs}
 for i in range(runs):
@@ -90,26 +120,55 @@ for name, _ in configs:
     print('%-36s %8d %7.3f %8.0f %7.3f  %s' % (name, med, med / base, cmed, cmed / cbase,
                                               times[name]))
 
+# The right leaf: agent (10 ms) vs JFR (10 ms) on the same program.
+sys.path.insert(0, os.path.join(here, '..', '..', 'tests', 'java'))
+import jvm_whole  # noqa: E402
+
+
+class Args:
+    java_home = jh
+    jvm_args = []
+
+
+classes = jvm_whole.compile_host(jh, tmp)
+out = os.path.join(tmp, 'leaf')
+os.makedirs(out, exist_ok=True)
+p = jvm_whole.start(jh, lib, classes, out, 6000, {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'},
+                    [], ['crc,spin,reader,sleeper'])
+p.communicate(timeout=300)
+timed = jvm_whole.rounds_of(jvm_whole.the_file(out), True)
+agent = jvm_whole.agent_shares([r for when, r in timed if when >= timed[0][0] + 1.0])
+jfr = jvm_whole.run_jfr(Args, classes, tmp, 6000, 10)
+print()
+print('Share of samples in the right leaf, 10 ms, 6 s (the first second left out for the agent):')
+print('%-8s %18s %18s' % ('thread', 'agent', 'JFR'))
+for name in agent:
+    a, j = agent[name], jfr.get(name, (0, 0))
+    print('%-8s %10d/%-4d %3.0f%% %10d/%-4d %3.0f%%' % (
+        name, a[0], a[1], 100.0 * a[0] / a[1] if a[1] else 0,
+        j[0], j[1], 100.0 * j[0] / j[1] if j[1] else 0))
+
 print()
 print('One sampling round at 10 ms (medians over the run):')
 print('%-46s %8s %9s %9s %10s %9s' % ('stacks via, busy workers', 'threads', 'stacks us',
                                         'round us', 'us/thread', 'pause us'))
-for how in ('all', 'list', 'each'):
+for how in ('each', 'all') if os.environ.get('BENCH_QUICK') else ('each', 'all', 'list'):
     for workers in (2, 0):
         log = os.path.join(tmp, 'sp-%s-%d.log' % (how, workers))
         _, err, _ = run({'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10', 'STACKSHOT_EXPORTERS': 'none',
                       'STACKSHOT_LOG_LEVEL': 'debug', 'STACKSHOT_JVMTI_STACKS': how},
                      workers, log)
         rows = re.findall(r'jvmti: round \d+: (\d+) threads listed, (\d+) kept \(\d+ on CPU\), \d+ frames; '
-                          r'stacks ([0-9.]+) us, total ([0-9.]+) us, ([0-9.]+) us/thread', err)
+                          r'native pass [0-9.]+ us, stacks ([0-9.]+) us, total ([0-9.]+) us, '
+                          r'([0-9.]+) us/thread', err)
         rows = rows[2:]  # the first rounds resolve methods for the first time
         with open(log) as f:
             pauses = [int(m.group(1)) / 1000 for m in re.finditer(
-                r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces)".*Total: (\d+) ns',
+                r'Safepoint "(?:GetAllStackTraces|GetThreadListStackTraces|GetStackTrace)".*Total: (\d+) ns',
                 f.read())]
         name = '%s, %d' % ({'all': 'GetAllStackTraces',
                             'list': 'GetAllThreads+GetThreadListStackTraces',
-                            'each': 'GetAllThreads+GetStackTrace each'}[how], workers)
+                            'each': 'each (default): walked + GetStackTrace'}[how], workers)
         print('%-46s %8d %9.0f %9.0f %10.2f %9s' % (
             name, int(statistics.median(int(r[1]) for r in rows)),
             statistics.median(float(r[2]) for r in rows),

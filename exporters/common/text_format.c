@@ -22,9 +22,19 @@ static void put_name(ss_buf *out, const char *name) {
         ss_buf_putc(out, (*p == '\n' || *p == '\r') ? ' ' : *p);
 }
 
+/* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
+ * threads: number -tid). The body grammar (specs/splunk-profiling.md) asks
+ * every thread for "#<n>" and a state line, which OTLP logs, Qubership and
+ * Zorka readers parse: "#0" (no Java id) and the native state line, where
+ * jstack prints neither for these threads. */
+static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
+    return r->runtime == SS_RUNTIME_JVM && t->number <= 0 && !t->is_virtual;
+}
+
 static void put_state_line(ss_buf *out, const ss_round *r, const ss_thread_sample *t) {
-    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM ? "   java.lang.Thread.State: "
-                                                  : "   native.Thread.State: ");
+    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM && !vm_thread(r, t)
+                         ? "   java.lang.Thread.State: "
+                         : "   native.Thread.State: ");
     ss_buf_puts(out, ss_thread_state_name(t->state));
     if (t->state_detail) {
         ss_buf_puts(out, " (");
@@ -116,12 +126,12 @@ static void l_fixed2(line *l, uint64_t ns, uint64_t unit) {
 /* The metadata line: "name" #<number> [[<nid>] ][daemon ]prio=... nid=<nid>
  * <status> (JDK 21 added the bracketed os thread id and prints nid in
  * decimal). */
-static void put_header(ss_buf *out, const ss_thread_sample *t, bool jdk21) {
+static void put_header(ss_buf *out, const ss_round *r, const ss_thread_sample *t, bool jdk21) {
     ss_buf_putc(out, '"');
     put_name(out, t->name);
     line l = {.n = 0};
     l_str(&l, "\" #");
-    l_i64(&l, t->number);
+    l_i64(&l, vm_thread(r, t) ? 0 : t->number);
     l_str(&l, " ");
     if (jdk21) {
         l_str(&l, "[");
@@ -167,13 +177,13 @@ static int format_frames(const ss_round *r, const ss_thread_sample *t, ss_buf *o
 
 static int format_thread(const ss_round *r, const ss_thread_sample *t, bool jdk21,
                          ss_buf *out) {
-    put_header(out, t, jdk21);
+    put_header(out, r, t, jdk21);
     put_state_line(out, r, t);
     return format_frames(r, t, out);
 }
 
 int ss_text_format_thread_head(const ss_round *r, const ss_thread_sample *t, ss_buf *out) {
-    put_header(out, t, false);
+    put_header(out, r, t, false);
     put_state_line(out, r, t);
     return out->failed ? -12 : 0;
 }

@@ -164,7 +164,9 @@ depth)
         fail "no truncation marker"
     ;;
 vthreads)
+    # exact thread counts: the VM's own threads (sampled natively) left out
     SPLUNK_PROFILER_ENABLED=true SPLUNK_PROFILER_CALL_STACK_INTERVAL=100 \
+        STACKSHOT_JAVA_VM_THREADS=false \
         STACKSHOT_MAX_VIRTUAL_THREADS=100 STACKSHOT_OUTPUT_DIR=$tmp/o \
         "$java" "-agentpath:$lib" -cp "$classes" VThreads 2000 >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 0 ] || fail "JVM failed: $(cat "$tmp/err")"
