@@ -226,6 +226,12 @@ const ss_config *ss_config_current(void);
  * Returns the signal number or -1. */
 int ss_parse_signal(const char *s);
 
+/* Call fn with each name in the directory path (relative to dirfd), "."
+ * and ".." left out, without opendir (which allocates on the calling
+ * thread: agent/dir.c). fn returns 0 to go on, anything else to stop.
+ * 0, or -errno when the directory cannot be read. */
+int ss_dir_each(int dirfd, const char *path, int (*fn)(const char *name, void *arg), void *arg);
+
 /* ------------------------------------------------------------------ */
 /* Memory accounting                                                    */
 /* ------------------------------------------------------------------ */

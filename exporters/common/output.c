@@ -18,7 +18,6 @@
  * same refusal again (a periodic writer) is told at debug level only. */
 #include "common.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -240,40 +239,50 @@ static int by_mtime(const void *a, const void *b) {
     return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
+/* The directory's files as retention sees them (ss_dir_each callback). */
+typedef struct retention_scan {
+    int dfd;
+    old_file *files;
+    size_t n;
+    int64_t total;
+    uid_t me;
+    pid_t self;
+} retention_scan;
+
+static int retention_add(const char *name, void *arg) {
+    retention_scan *rs = arg;
+    if (rs->n == RETENTION_MAX)
+        return 1;
+    long pid = pid_of_name(name);
+    struct stat st;
+    if (!pid || strlen(name) >= sizeof rs->files[0].name ||
+        fstatat(rs->dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != rs->me || st.st_nlink != 1)
+        return 0;
+    old_file *f = &rs->files[rs->n++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->mtime = st.st_mtime;
+    f->size = st.st_size;
+    f->dead = pid != (long)rs->self && !pid_alive(pid);
+    rs->total += st.st_size;
+    return 0;
+}
+
 int ss_output_retention(int dfd, const char *dir) {
     int64_t max_age = ss_config_int("STACKSHOT_OUTPUT_MAX_AGE", 7 * 86400, 0, INT64_MAX / 2);
     int64_t max_total = ss_config_int("STACKSHOT_OUTPUT_MAX_TOTAL", 1073741824ll, 0,
                                       INT64_MAX / 2);
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return 0;
-    }
     old_file *files = calloc(RETENTION_MAX, sizeof *files);
-    size_t n = 0;
-    int64_t total = 0;
-    uid_t me = geteuid();
-    pid_t self = getpid();
-    for (struct dirent *e; files && n < RETENTION_MAX && (e = readdir(d));) {
-        long pid = pid_of_name(e->d_name);
-        struct stat st;
-        if (!pid || strlen(e->d_name) >= sizeof files[0].name ||
-            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            st.st_uid != me || st.st_nlink != 1)
-            continue;
-        snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
-        files[n].mtime = st.st_mtime;
-        files[n].size = st.st_size;
-        files[n].dead = pid != (long)self && !pid_alive(pid);
-        total += st.st_size;
-        n++;
-    }
-    closedir(d);
     if (!files)
         return 0;
+    /* ss_dir_each, not opendir: no malloc arena for this thread */
+    retention_scan rs = {.dfd = dfd, .files = files, .me = geteuid(), .self = getpid()};
+    if (ss_dir_each(dfd, ".", retention_add, &rs) != 0) {
+        free(files);
+        return 0;
+    }
+    size_t n = rs.n;
+    int64_t total = rs.total;
     qsort(files, n, sizeof *files, by_mtime);
     time_t now = time(NULL);
     int removed = 0;
