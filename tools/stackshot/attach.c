@@ -565,15 +565,22 @@ static int send_load(target *t, const char *lib, const char *opts, long long tim
     return judge(t, reply);
 }
 
-static int attach(target *t, const ss_cmd_settings *s, char *lib) {
-    char comm[64] = "?", path[64];
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)t->pid);
+/* The process's name from /proc/PID/comm, for messages ("?" unknown). */
+static void read_comm(pid_t pid, char *comm, size_t size) {
+    char path[64];
+    snprintf(comm, size, "?");
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
     FILE *f = fopen(path, "r");
-    if (f) {
-        if (fgets(comm, sizeof comm, f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-    }
+    if (!f)
+        return;
+    if (fgets(comm, (int)size, f))
+        comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+}
+
+static int attach(target *t, const ss_cmd_settings *s, char *lib) {
+    char comm[64];
+    read_comm(t->pid, comm, sizeof comm);
     int jvm = maps_has(t->pid, "/libjvm.so");
     if (jvm < 0)
         return fail(t->pid, "cannot read its memory map: %s (attach as its user or as root)",
@@ -678,14 +685,8 @@ int ss_cmd_attach(int argc, char **argv) {
 /* `stackshot stop PID`: "stop" as the option string of a load of the
  * library the JVM has (jvmti/agent.c). */
 static int stop(target *t, long long timeout_ms) {
-    char comm[64] = "?", path[64];
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)t->pid);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (fgets(comm, sizeof comm, f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-    }
+    char comm[64];
+    read_comm(t->pid, comm, sizeof comm);
     int jvm = maps_has(t->pid, "/libjvm.so");
     if (jvm < 0)
         return fail(t->pid, "cannot read its memory map: %s (run as its user or as root)",
