@@ -2,7 +2,11 @@
  * sampled every 10 ms for LOAD_SECONDS (default 60; 600 for the full
  * run). The point is the agent over time: no hang, no growth, every
  * round accounted for. Prints its memory at a quarter of the run and at
- * the end, so growth shows. */
+ * the end, so growth shows: the peak (VmHWM) too, since the resolver
+ * gives libdw's tables back when no new address came for a while and
+ * takes them again at the next one (the threads' exit is one), so the
+ * resident size at a given moment goes down and up again; a leak raises
+ * the peak. */
 #include "load_common.h"
 
 #include <pthread.h>
@@ -41,6 +45,7 @@ int main(int argc, char **argv) {
         pthread_create(&th[i], NULL, i < 4 ? busyish : idle, (void *)i);
     nap(secs / 4);
     report("quarter_rss_kb", status_kb("VmRSS"));
+    report("quarter_hwm_kb", status_kb("VmHWM"));
     nap(secs - secs / 4);
     stop = 1;
     for (int i = 0; i < 8; i++)
