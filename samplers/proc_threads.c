@@ -34,7 +34,6 @@
 #include "proc_threads.h"
 #include "../agent/kept_fd.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -339,50 +338,37 @@ static int cmp_tid(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
+typedef struct tid_list {
+    pid_t **tids;
+    size_t *cap, n;
+} tid_list;
 
-/* getdents64 into a stack buffer rather than opendir (which allocates
- * 32 KiB per call in glibc). */
-int ss_proc_list_tids(pid_t **tids, size_t *cap) {
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t n = 0;
-    char buf[4096] __attribute__((aligned(8)));
-    for (;;) {
-        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        for (long off = 0; off < got;) {
-            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
-            off += d->d_reclen;
-            if (d->d_name[0] < '0' || d->d_name[0] > '9')
-                continue;
-            if (n == *cap) {
-                size_t nc = *cap ? *cap * 2 : 256;
-                pid_t *p = realloc(*tids, nc * sizeof *p);
-                if (!p) {
-                    close(fd);
-                    return -ENOMEM;
-                }
-                *tids = p;
-                *cap = nc;
-            }
-            (*tids)[n++] = (pid_t)atoi(d->d_name);
-        }
+static int add_tid(const char *name, void *arg) {
+    tid_list *l = arg;
+    if (name[0] < '0' || name[0] > '9')
+        return 0;
+    if (l->n == *l->cap) {
+        size_t nc = *l->cap ? *l->cap * 2 : 256;
+        pid_t *p = realloc(*l->tids, nc * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        *l->tids = p;
+        *l->cap = nc;
     }
-    close(fd);
+    (*l->tids)[l->n++] = (pid_t)atoi(name);
+    return 0;
+}
+
+/* Through ss_dir_each (getdents64 into a stack buffer) rather than
+ * opendir, which allocates 32 KiB per call in glibc. */
+int ss_proc_list_tids(pid_t **tids, size_t *cap) {
+    tid_list l = {.tids = tids, .cap = cap, .n = 0};
+    int rc = ss_dir_each(AT_FDCWD, "/proc/self/task", add_tid, &l);
+    if (rc < 0)
+        return rc;
     /* kernel order; sorted so every round lists threads alike */
-    qsort(*tids, n, sizeof **tids, cmp_tid);
-    return (int)n;
+    qsort(*tids, l.n, sizeof **tids, cmp_tid);
+    return (int)l.n;
 }
 
 int ss_proc_thread_count(void) {
