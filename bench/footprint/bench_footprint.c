@@ -29,8 +29,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <dirent.h>
-#include <fcntl.h>
 #define _GNU_SOURCE
 #include <errno.h>
 #include <spawn.h>
@@ -42,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+
+#include "../../tests/common/host_threads.h"
 
 extern char **environ;
 
@@ -171,27 +171,6 @@ static void *spin(void *arg) {
     return NULL;
 }
 
-/* Is a thread of this process named stackshot-start (the agent armed,
- * not started yet)? */
-static bool start_thread_exists(void) {
-    DIR *d = opendir("/proc/self/task");
-    bool found = false;
-    struct dirent *e;
-    while (d && !found && (e = readdir(d)) != NULL) {
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, comm, sizeof comm - 1);
-        close(fd);
-        found = n > 0 && strncmp(comm, "stackshot-start", 15) == 0;
-    }
-    if (d)
-        closedir(d);
-    return found;
-}
-
 /* Two threads compute; once the agent (if any) has started, n children
  * that exit(0) at once, one after the other. */
 static int child_busy_children(int n) {
@@ -199,7 +178,7 @@ static int child_busy_children(int n) {
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
     sleep_ms(200);
-    for (int i = 0; i < 400 && start_thread_exists(); i++)
+    for (int i = 0; i < 400 && thread_named("stackshot-start"); i++)
         sleep_ms(10);
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {

@@ -9,8 +9,6 @@
  * threads compute meanwhile (a busy host). Prints each child's pid, then
  * the mean cost of a child in microseconds ("per child N us"); exits 0
  * when every child exited 0. */
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -21,6 +19,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../common/host_threads.h"
 
 static atomic_bool done;
 
@@ -41,26 +41,6 @@ static void sleep_ms(long ms) {
     struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
     while (nanosleep(&d, &d) != 0)
         ;
-}
-
-/* Does a thread named `name` exist in this process? */
-static bool thread_named(const char *name) {
-    DIR *d = opendir("/proc/self/task");
-    bool found = false;
-    struct dirent *e;
-    while (d && !found && (e = readdir(d)) != NULL) {
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, comm, sizeof comm - 1);
-        close(fd);
-        found = n > 0 && strncmp(comm, name, strlen(name)) == 0;
-    }
-    if (d)
-        closedir(d);
-    return found;
 }
 
 int main(int argc, char **argv) {
