@@ -227,8 +227,6 @@ bool ss_otel_have_sources(void) {
 
 typedef struct scan {
     unsigned long long adds, subs;
-    table *t;
-    uint64_t tp, static_size;
 } scan;
 
 static int count_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -399,13 +397,11 @@ void ss_otel_refresh(void) {
      * rescan per round), long past any handler that could read it */
     table *t = &tables[n_tables++ % MAX_TABLES];
     memset(t, 0, sizeof *t);
-    sc.t = t;
-    sc.tp = (uint64_t)(uintptr_t)pthread_self();
-    sc.static_size = static_tls_size();
+    uint64_t tp = (uint64_t)(uintptr_t)pthread_self(), static_size = static_tls_size();
     found f = {.n = 0};
     dl_iterate_phdr(module_cb, &f);
     for (uint32_t i = 0; i < f.n; i++) {
-        place_source(&f.s[i], sc.tp, sc.static_size);
+        place_source(&f.s[i], tp, static_size);
         add_source(t, &f.s[i]);
     }
     if (own) {
