@@ -37,6 +37,11 @@ int ss_text_format_thread_jdk21(const ss_round *r, const ss_thread_sample *t, ss
 
 /* Append the round header line of the text file:
  * "Full thread dump stackshot round <seq> at <ISO-8601 UTC> (pid <pid>, <n> threads)\n" */
+/* The frame lines of t from memo (a stack unchanged since the last round)
+ * or formatted, fixed by fix (may be NULL) and kept in memo. */
+typedef size_t (*ss_text_fix_fn)(char *s, size_t n);
+void ss_text_format_frames_memo(const ss_round *r, const ss_thread_sample *t,
+                                ss_stack_memo *memo, ss_text_fix_fn fix, ss_buf *out);
 int ss_text_format_round_header(const ss_round *r, ss_buf *out);
 
 /* Create the output directory (mode 0700) if needed and open `name` in it

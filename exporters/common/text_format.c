@@ -200,6 +200,27 @@ int ss_text_format_thread_jdk21(const ss_round *r, const ss_thread_sample *t, ss
     return format_thread(r, t, true, out);
 }
 
+/* The frame lines of t appended to out: the bytes kept in memo from an
+ * earlier round when t's stack did not change, otherwise formatted, passed
+ * through fix (when not NULL; it must keep whole lines whole) and kept for
+ * the next round. The text exporter and the OTLP logs body share this. */
+void ss_text_format_frames_memo(const ss_round *r, const ss_thread_sample *t,
+                                ss_stack_memo *memo, ss_text_fix_fn fix, ss_buf *out) {
+    const ss_memo_entry *m = ss_stack_memo_get(memo, t->stack_id);
+    if (m) {
+        ss_buf_append(out, m->data, m->len);
+        return;
+    }
+    size_t mark = out->len;
+    ss_text_format_thread_frames(r, t, out);
+    if (out->failed)
+        return;
+    if (fix)
+        fix(out->data + mark, out->len - mark);
+    if (t->stack_id)
+        ss_stack_memo_put(memo, t->stack_id, 0, out->data + mark, out->len - mark);
+}
+
 int ss_text_format_round_header(const ss_round *r, ss_buf *out) {
     char when[20]; /* not gmtime_r: its tzset mallocs on this thread (agent/time.c) */
     ss_utc_format(r->time_ns / 1000000000ull, when);

@@ -95,18 +95,7 @@ static void format_body(ss_logs_encoder *e, const ss_round *r, const ss_thread_s
     ss_text_format_thread_head(r, t, &e->text);
     if (!e->text.failed)
         ss_utf8_fix(e->text.data, e->text.len);
-    const ss_memo_entry *m = ss_stack_memo_get(e->memo, t->stack_id);
-    if (m) {
-        ss_buf_append(&e->text, m->data, m->len);
-        return;
-    }
-    size_t mark = e->text.len;
-    ss_text_format_thread_frames(r, t, &e->text);
-    if (e->text.failed)
-        return;
-    ss_utf8_fix(e->text.data + mark, e->text.len - mark);
-    if (t->stack_id)
-        ss_stack_memo_put(e->memo, t->stack_id, 0, e->text.data + mark, e->text.len - mark);
+    ss_text_format_frames_memo(r, t, e->memo, ss_utf8_fix, &e->text);
 }
 
 /* The span's attributes (OTEP 4947 thread context: "key=value" lines) as

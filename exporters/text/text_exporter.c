@@ -46,26 +46,13 @@ static int text_open(void **state, const ss_config *cfg, ss_exporter_stats *stat
     return 0;
 }
 
-/* The frame lines of t: kept from an earlier round, or formatted (and kept). */
-static void put_frames(text_state *s, const ss_round *r, const ss_thread_sample *t) {
-    const ss_memo_entry *e = ss_stack_memo_get(s->memo, t->stack_id);
-    if (e) {
-        ss_buf_append(&s->buf, e->data, e->len);
-        return;
-    }
-    size_t mark = s->buf.len;
-    ss_text_format_thread_frames(r, t, &s->buf);
-    if (t->stack_id && !s->buf.failed)
-        ss_stack_memo_put(s->memo, t->stack_id, 0, s->buf.data + mark, s->buf.len - mark);
-}
-
 static void text_consume(void *state, ss_round *r) {
     text_state *s = state;
     ss_buf_reset(&s->buf);
     ss_text_format_round_header(r, &s->buf);
     for (uint32_t i = 0; i < r->n_threads; i++) {
         ss_text_format_thread_head(r, &r->threads[i], &s->buf);
-        put_frames(s, r, &r->threads[i]);
+        ss_text_format_frames_memo(r, &r->threads[i], s->memo, NULL, &s->buf);
         ss_buf_putc(&s->buf, '\n');
     }
     ss_stack_memo_sweep(s->memo); /* keeps this round's stacks only */
