@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes docs/man/stackshot.7 from README.md's tables (exporters, core keys,
-keys by area). Run it from the repository root after changing those tables;
-tests/packaging/package.py checks that every core key of the README is in the page."""
+"""Writes docs/man/stackshot.7 from docs/configuration.md's tables (exporters, core
+keys, keys by area). Run it from the repository root after changing those tables;
+tests/packaging/command.py checks that every core key of that page is in the man page."""
 import re
 
-readme = open("README.md").read()
+readme = open("docs/configuration.md").read()
 
 
 def table(after):
@@ -19,6 +19,8 @@ def table(after):
 
 
 def roff(s):
+    # links of docs/configuration.md are relative to docs/; the page names them from the root
+    s = re.sub(r"\]\((?![a-z]+:|/|#)", "](docs/", s)
     s = re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r"\1 (\2)", s)
     s = s.replace("\\", "\\\\")
     s = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", s)
@@ -27,7 +29,7 @@ def roff(s):
 
 
 out = [
-    '.\\" stackshot(7): written by docs/man/keys7.py from README.md\'s tables',
+    '.\\" stackshot(7): written by docs/man/keys7.py from docs/configuration.md\'s tables',
     '.TH STACKSHOT 7 "2026-11" "stackshot 0.1.0" "stackshot"',
     ".SH NAME\nstackshot \\- the environment keys of the stackshot profiling agent",
     ".SH DESCRIPTION",
@@ -46,7 +48,7 @@ out = [
     "program. Read the risks in \\fBstackshot\\fR(1), HOST\\-WIDE USE, first.",
     ".SH CORE KEYS",
 ]
-for k, d, m in table("### Core"):
+for k, d, m in table("## Core"):
     out.append(".TP\n" + roff(k) + " (default " + roff(d) + ")\n" + roff(m))
 out.append(".SH EXPORTERS")
 out.append("\\fBSTACKSHOT_EXPORTERS\\fR is a comma list of:")

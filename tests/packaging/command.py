@@ -92,10 +92,10 @@ def case_cli(a):
         lines = r.stderr.splitlines()
         check(r.returncode == 2 and len(lines) in (1, 2) and not r.stdout,
               "stackshot %s: exit 2, a usage line: %r" % (" ".join(argv), r.stderr[:120]))
-    # stackshot(7) has every key of README's core table (docs/man/keys7.py writes it)
+    # stackshot(7) has every key of docs/configuration.md's core table (docs/man/keys7.py writes it)
     root = os.path.dirname(os.path.dirname(a.src))
-    readme = open(os.path.join(root, "README.md")).read()
-    core = readme[readme.index("### Core"):readme.index("### Every other key")]
+    conf = open(os.path.join(root, "docs/configuration.md")).read()
+    core = conf[conf.index("## Core"):conf.index("## Every other key")]
     page = open(os.path.join(root, "docs/man/stackshot.7")).read().replace("\\-", "-")
     keys = re.findall(r"^\| `([A-Z_]+)`", core, re.M)
     missing = [k for k in keys if k.replace("_", "_") not in page]
