@@ -8,7 +8,7 @@
  *   	at Workload.main(Workload.java:53)
  *
  * Native threads use the same shape; their state line starts with
- * "native.Thread.State:" (see README, "Native thread states"). */
+ * "native.Thread.State:" (see docs/how-it-works.md, "Thread states"). */
 #include "common.h"
 
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /*
  * settings.c: the options `stackshot run` and `stackshot attach` share.
- * Each maps to one documented key of the agent (README, stackshot(7)); the
+ * Each maps to one documented key of the agent (docs/configuration.md, stackshot(7)); the
  * command never invents settings of its own that the agent would not see.
  */
 #include "stackshot.h"
