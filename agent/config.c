@@ -4,7 +4,10 @@
  * keys and wins over the environment. A bad value never stops the host
  * program: it gets one line ("stackshot: KEY=value: why; what instead") and
  * the default is used. */
-#include "ss_agent.h"
+#include "agent/config.h"
+#include "agent/enabled.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
 
 #include <ctype.h>
 #include <errno.h>

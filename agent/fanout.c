@@ -6,8 +6,17 @@
  * is bounded globally: after a push, while everything queued (rounds and
  * whatever exporters charged) exceeds STACKSHOT_MAX_MEMORY, the oldest
  * rounds are dropped from the queues, and each drop is counted. */
-#include "agent_internal.h"
-#include "kept_fd.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/process.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "agent/kept_fd.h"
 #include "exporters/common/common.h"
 
 #include <errno.h>

@@ -40,9 +40,18 @@
  * set*id call or capset, if one of its threads holds a capability the
  * caller does not (capset changes the caller alone; PR_SET_KEEPCAPS, per
  * thread, decides what a uid change keeps), it stops and starts again. */
-#include "agent_internal.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/process.h"
+#include "agent/span.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "agent/version.h"
 #include "loader/ss_core_api.h"
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
  * /proc/self/task/<tid>/status of each thread the agent registered as its
  * own (ss_internal_thread_is: the agent's stackshot-* threads and gRPC's).
  */
-#include "agent_internal.h"
+#include "agent/thread.h"
 
 #include <dirent.h>
 #include <errno.h>

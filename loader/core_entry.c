@@ -6,10 +6,14 @@
  * loader's stubs forward to. Everything else in the core is local (see
  * loader/core.map). */
 #include "loader/ss_core_api.h"
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "agent/process.h"
+#include "agent/thread.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
 #include <stdatomic.h>

@@ -31,8 +31,11 @@
  *     copies it inherited (they name the parent's threads) before the
  *     host's code runs again (ss_proc_close_all from the at-fork child
  *     handler), each after the same check. */
-#include "proc_threads.h"
-#include "../agent/kept_fd.h"
+#include "agent/dir.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "samplers/proc_threads.h"
+#include "agent/kept_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>

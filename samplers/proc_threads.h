@@ -14,7 +14,8 @@
 #ifndef SS_PROC_THREADS_H
 #define SS_PROC_THREADS_H
 
-#include "ss_samplers.h"
+#include "agent/round.h"
+#include "samplers/ss_samplers.h"
 
 #include <stddef.h>
 #include <stdint.h>

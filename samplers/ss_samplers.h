@@ -13,7 +13,11 @@
 #ifndef SS_SAMPLERS_H
 #define SS_SAMPLERS_H
 
-#include "../agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/lifecycle.h"
+#include "agent/round.h"
+
+#include <sys/types.h>
 
 /* The native sampler: a "stackshot-sampler" thread that takes the stack
  * of every thread of the process once per interval. */

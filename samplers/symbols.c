@@ -35,9 +35,13 @@
  *
  * Not thread-safe (one resolver per sampler thread), never called from a
  * signal handler: libdw allocates and takes locks. */
-#include "symbols_internal.h"
-#include "symbols_demangle.h"
-#include "proc_threads.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "samplers/symbols_internal.h"
+#include "samplers/symbols_demangle.h"
+#include "samplers/proc_threads.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

@@ -16,7 +16,8 @@
  * gRPC starts have names of their own ("grpc_global_tim", "event_engine")
  * but inherit the exporter thread's all-blocked signal mask, which is how
  * they are found and registered as internal (register_grpc_threads). */
-#include "grpc_module.h"
+#include "agent/module_abi.h"
+#include "exporters/otlp/grpc_module.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>

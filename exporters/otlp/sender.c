@@ -7,7 +7,12 @@
  * backoff there: a failed call only sets a gate that later ticks respect.
  * The request a call is sending (the head) is never touched until the
  * call ends. */
-#include "transport.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/round_loss.h"
+#include "agent/time.h"
+#include "exporters/otlp/transport.h"
 #include "exporters/common/backend.h"
 
 #include <errno.h>

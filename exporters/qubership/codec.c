@@ -1,5 +1,6 @@
 /* codec.c: primitive encodings of the Qubership streams (spec §2). */
-#include "codec.h"
+#include "agent/buf.h"
+#include "exporters/qubership/codec.h"
 
 #include <errno.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 #ifndef SS_QB_CODEC_H
 #define SS_QB_CODEC_H
 
-#include "../../agent/ss_agent.h"
+#include "agent/buf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,7 +15,8 @@
 #ifndef SS_QB_DECODE_H
 #define SS_QB_DECODE_H
 
-#include "codec.h"
+#include "agent/buf.h"
+#include "exporters/qubership/codec.h"
 
 #define SS_QB_CALLS_MAGIC 0xFFFEFDFCu
 

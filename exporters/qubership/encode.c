@@ -1,7 +1,8 @@
 /* encode.c: records back to bytes (spec §4). The agent's stream writers
  * use ss_qb_write_call / ss_qb_write_event; ss_qb_encode re-encodes a
  * whole decoded file, phrase framing included. */
-#include "decode.h"
+#include "agent/buf.h"
+#include "exporters/qubership/decode.h"
 
 #include <errno.h>
 

@@ -10,7 +10,16 @@
  * pending (counted), and the next attempt comes after the reconnect delay
  * with everything re-sent from the start: dictionary from id 0, params,
  * new files. A blacklist reply stops the exporter for good. */
-#include "qb.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/qubership/qb.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -18,7 +18,9 @@
  * covers the time since the exporter started. %Cpu(s) is the machine's
  * over the same interval. Rows are sorted by %CPU, then TIME+. Names are
  * the kernel's (15 bytes), never cut further (top's -w 512). */
-#include "dumps.h"
+#include "agent/buf.h"
+#include "agent/time.h"
+#include "exporters/qubership/dumps.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -11,7 +11,8 @@
  * exported (the collector answered 2xx to its trc), rejected (it kept
  * answering non-2xx until the retries ran out) or dropped (unreachable,
  * queue bound, shutdown deadline). */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -11,6 +11,9 @@
 
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/round.h"
+#include "agent/thread.h"
 #include "samplers/proc_threads.h"
 #include "samplers/ss_samplers.h"
 

@@ -25,6 +25,14 @@
 
 #include <cmocka.h>
 
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "agent/thread.h"
 #include "exporters/common/aggregate.h"
 #include "exporters/common/pprof.h"
 #include "exporters/otlp_logs/logs.h"

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "agent/process.h"
+#include "agent/version.h"
 #include "exporters/otlp/otlp.h"
 
 #include <errno.h>

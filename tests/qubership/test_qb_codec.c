@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/buf.h"
 #include "exporters/qubership/codec.h"
 
 static size_t unhex(const char *hex, uint8_t *out) {

@@ -18,6 +18,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/buf.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/time.h"
 #include "exporters/qubership/qb.h"
 
 static size_t unhex(const char *hex, uint8_t *out) {

@@ -6,8 +6,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
-#include "stderr_capture.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "tests/unit/stderr_capture.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* print.c: decoded streams as the tables of the spec. */
-#include "qbdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/qbdump.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

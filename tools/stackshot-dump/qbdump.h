@@ -6,6 +6,7 @@
 #ifndef SS_QBDUMP_H
 #define SS_QBDUMP_H
 
+#include "agent/buf.h"
 #include "exporters/qubership/decode.h"
 
 #include <stdio.h>

@@ -23,7 +23,7 @@
  * action would dump core and die of it, so we refuse instead. (-Xrs JVMs
  * ignore SIGQUIT and start their listener at start-up: no signal needed.)
  */
-#include "stackshot.h"
+#include "tools/stackshot/stackshot.h"
 
 #include <dirent.h>
 #include <errno.h>
