@@ -70,8 +70,6 @@ void ss_config_load(ss_config *cfg);
 /* Is `key` one this agent knows (for the option string check)? */
 bool ss_config_known_key(const char *key);
 
-/* The configuration the running agent uses (valid after start). */
-const ss_config *ss_config_current(void);
 
 /* Parse a signal spec ("SIGPROF", "PROF", "SIGRTMIN+5", "SIGRTMAX-2", "34").
  * Returns the signal number or -1. */

@@ -5,6 +5,7 @@
 #ifndef SS_AGENT_ENABLED_H
 #define SS_AGENT_ENABLED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Is the agent turned on (agent/enabled.c, also compiled into the
@@ -20,5 +21,9 @@ typedef enum ss_enabled {
 } ss_enabled;
 ss_enabled ss_enabled_decide(const char *enabled, const char *sdk_disabled, char *why,
                              size_t why_len);
+
+/* Is this process a JVM that loads the agent through JVMTI (so the
+ * preload constructor must stay out of its way)? */
+bool ss_process_is_jvm(void);
 
 #endif /* SS_AGENT_ENABLED_H */

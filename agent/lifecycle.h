@@ -1,23 +1,17 @@
 /*
- * agent/lifecycle.h: the agent's start and stop, and the sources of rounds.
+ * agent/lifecycle.h: the agent's start and stop. Declared here, below every
+ * layer that asks (the JVMTI sampler asks whether the agent runs);
+ * defined by the composition root, core/lifecycle.c.
  */
 #ifndef SS_AGENT_LIFECYCLE_H
 #define SS_AGENT_LIFECYCLE_H
 
 #include "agent/config.h"
+#include "agent/source.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A source of rounds: the native sampler or the JVMTI sampler. */
-typedef struct ss_source_ops {
-    const char *name;
-    int (*start)(const ss_config *cfg);
-    void (*stop)(uint64_t deadline_ns);
-    /* In a forked child, before start() is called again: forget the
-     * parent's threads and state without joining or locking. May be NULL. */
-    void (*after_fork_child)(void);
-} ss_source_ops;
 
 /* Start the agent with a source: load config (already loaded by the
  * caller when cfg is not NULL), start exporters, start the source. */

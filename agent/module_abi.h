@@ -1,6 +1,6 @@
 /*
  * agent/module_abi.h: what a module (libstackshot-<name>.so, opened with
- * dlopen by exporters/common/module_dl.c) may use of the core. A module's
+ * dlopen by core/module_dl.c) may use of the core. A module's
  * sources include this header and no other of agent/.
  *
  * The core exports (loader/core.map: ss_*) exactly the functions whose

@@ -59,9 +59,6 @@ void ss_process_refresh(void);
  * passes &program_invocation_short_name); NULL: the core's own view. */
 void ss_process_set_program_name_ref(char *const *ref);
 
-/* Is this process a JVM that loads the agent through JVMTI (so the
- * preload constructor must stay out of its way)? */
-bool ss_process_is_jvm(void);
 
 #pragma GCC visibility pop
 

@@ -20,7 +20,7 @@
 #include <jvmti.h>
 
 #include "agent/config.h"
-#include "agent/lifecycle.h"
+#include "agent/source.h"
 #include "agent/round.h"
 
 /* JDK 21+ additions, by their published numbers: the agent compiles

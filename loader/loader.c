@@ -25,7 +25,6 @@
 #include "loader/ss_loader.h"
 #include "agent/otel_ctx.h"
 #include "agent/enabled.h"
-#include "agent/process.h"
 #include "agent/version.h"
 #include "include/stackshot.h"
 

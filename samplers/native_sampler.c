@@ -33,7 +33,7 @@
  * caller of ss_native_sample_once), never in a host thread. */
 #include "agent/config.h"
 #include "agent/exporter.h"
-#include "agent/lifecycle.h"
+#include "agent/source.h"
 #include "agent/log.h"
 #include "agent/round.h"
 #include "agent/span.h"

@@ -14,7 +14,7 @@
 #define SS_SAMPLERS_H
 
 #include "agent/config.h"
-#include "agent/lifecycle.h"
+#include "agent/source.h"
 #include "agent/round.h"
 
 #include <sys/types.h>

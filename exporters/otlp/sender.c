@@ -456,7 +456,7 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
     }
     while (s->head)
         drop_head(s);
-    /* for the exit's one accounting line (agent/fanout.c) */
+    /* for the exit's one accounting line (exporters/fanout.c) */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->records_taken);
     s->tr->close(s->t);

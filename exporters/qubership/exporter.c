@@ -361,7 +361,7 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
-    /* for the exit's one accounting line (agent/fanout.c) */
+    /* for the exit's one accounting line (exporters/fanout.c) */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->records_taken);
     ss_buf_free(&s->c.out);

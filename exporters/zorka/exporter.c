@@ -165,7 +165,7 @@ static void zk_close(void *state, uint64_t deadline_ns) {
     zk_state *s = state;
     close_period(s); /* the last, partial period */
     zk_sender_stop(s->sender, deadline_ns);
-    /* for the exit's one accounting line (agent/fanout.c); a record is a trace */
+    /* for the exit's one accounting line (exporters/fanout.c); a record is a trace */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->traces_taken);
     ss_debug("zorka: %" PRIu64 " traces taken hold %" PRIu64 " samples", s->traces_taken,

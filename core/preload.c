@@ -14,8 +14,8 @@
  * shutdown deadline) while gRPC and the other libraries it uses are still
  * alive. */
 #include "agent/config.h"
+#include "agent/enabled.h"
 #include "agent/lifecycle.h"
-#include "agent/process.h"
 #include "samplers/ss_samplers.h"
 #include "loader/ss_core_api.h"
 #include "include/stackshot.h"

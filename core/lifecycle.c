@@ -120,7 +120,6 @@ static void join_restart(pthread_t t, uint64_t deadline_ns) {
         atomic_fetch_add(&waits_given_up, 1);
 }
 
-const ss_config *ss_config_current(void) { return &config; }
 bool ss_agent_running(void) { return atomic_load(&running); }
 
 static void exporter_names(char *out, size_t n, uint32_t bits) {
