@@ -33,5 +33,8 @@
 #include "agent/thread.h"         /* the agent's threads, internal threads */
 #include "agent/time.h"           /* clocks, waits, shutdown deadlines */
 #include "agent/version.h"        /* SS_NAME, SS_VERSION */
+/* The one header of a layer above agent/ that the ABI gathers: the
+ * process as /proc shows it (ss_proc_list_tids, ss_proc_sigblk). */
+#include "proc/threads.h"
 
 #endif /* SS_AGENT_MODULE_ABI_H */

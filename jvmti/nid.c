@@ -18,7 +18,7 @@
  * guessed. */
 #include "agent/round.h"
 #include "jvmti/jvmti_internal.h"
-#include "samplers/ss_samplers.h"
+#include "proc/threads.h"
 
 #include <stdlib.h>
 #include <string.h>

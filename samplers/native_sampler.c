@@ -39,7 +39,7 @@
 #include "agent/span.h"
 #include "agent/thread.h"
 #include "agent/time.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 #include "samplers/signal_sampler.h"
 #include "samplers/stack_walk.h"
 

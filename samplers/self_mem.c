@@ -47,7 +47,7 @@
 #include "agent/kept_fd.h"
 #include "agent/log.h"
 #include "agent/time.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -41,7 +41,7 @@
 #include "agent/time.h"
 #include "samplers/symbols_internal.h"
 #include "samplers/symbols_demangle.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -803,7 +803,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = find_elf_unkept;
     /* libdw keeps each separate debuginfo file open as long as its module:
-     * none under a small RLIMIT_NOFILE (samplers/proc_threads.h) */
+     * none under a small RLIMIT_NOFILE (proc/threads.h) */
     s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true) &&
                                           !ss_proc_fds_tight()
                                       ? ss_find_debuginfo

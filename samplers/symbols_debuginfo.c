@@ -39,7 +39,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "samplers/proc_maps.h"
+#include "proc/maps.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"
 

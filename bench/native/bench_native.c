@@ -52,6 +52,7 @@
 #include "exporters/profiles/encode.h"
 #include "exporters/ss_exporters.h"
 #include "include/stackshot.h"
+#include "proc/threads.h"
 
 extern const ss_exporter_ops ss_text_exporter;
 

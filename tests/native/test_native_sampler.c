@@ -14,7 +14,7 @@
 #include "agent/config.h"
 #include "agent/round.h"
 #include "agent/thread.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 #include "samplers/ss_samplers.h"
 
 #include <errno.h>

@@ -41,7 +41,7 @@
 
 extern const ss_exporter_ops ss_text_exporter; /* exporters/text */
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 #include "samplers/ss_samplers.h"
 
 #include <dirent.h>
