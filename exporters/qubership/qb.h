@@ -16,7 +16,7 @@
 #include "agent/buf.h"
 #include "agent/exporter_stats.h"
 #include "agent/round.h"
-#include "exporters/qubership/decode.h"
+#include "exporters/qubership/records.h"
 #include "agent/kept_fd.h"
 #include "exporters/common/backend.h"
 

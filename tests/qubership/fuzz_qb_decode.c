@@ -3,7 +3,7 @@
  * decodes must re-encode, and the re-encoding must decode to the same
  * number of records (non-canonical varints may change the bytes). */
 #include "agent/buf.h"
-#include "exporters/qubership/decode.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <stdlib.h>
 

@@ -24,6 +24,7 @@
 #include "agent/round.h"
 #include "agent/time.h"
 #include "exporters/qubership/qb.h"
+#include "tools/stackshot-dump/decode.h"
 
 static size_t unhex(const char *hex, uint8_t *out) {
     size_t n = 0;

@@ -4,7 +4,7 @@
  * most with the input; every count read from the input is checked against
  * the bytes left before anything is allocated for it. */
 #include "agent/buf.h"
-#include "exporters/qubership/decode.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <errno.h>
 #include <stdlib.h>

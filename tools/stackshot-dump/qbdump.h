@@ -7,7 +7,7 @@
 #define SS_QBDUMP_H
 
 #include "agent/buf.h"
-#include "exporters/qubership/decode.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <stdio.h>
 
