@@ -27,14 +27,14 @@
 #include "agent/kept_fd.h"        /* descriptors the agent keeps, checked before use */
 #include "agent/log.h"            /* ss_log and its levels */
 #include "agent/mem.h"            /* the account of memory queued */
-#include "agent/process.h"        /* the process being profiled */
 #include "agent/round.h"          /* the round and its samples and frames */
 #include "agent/round_loss.h"     /* rounds lost after they were consumed */
 #include "agent/thread.h"         /* the agent's threads, internal threads */
 #include "agent/time.h"           /* clocks, waits, shutdown deadlines */
 #include "agent/version.h"        /* SS_NAME, SS_VERSION */
-/* The one header of a layer above agent/ that the ABI gathers: the
- * process as /proc shows it (ss_proc_list_tids, ss_proc_sigblk). */
+/* The headers of a layer above agent/ that the ABI gathers: the process
+ * as /proc shows it (ss_process, ss_proc_list_tids, ss_proc_sigblk). */
+#include "proc/process.h"
 #include "proc/threads.h"
 
 #endif /* SS_AGENT_MODULE_ABI_H */

@@ -9,7 +9,7 @@
 #include "agent/config.h"
 #include "agent/lifecycle.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/thread.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */

@@ -34,7 +34,7 @@
 #include "agent/config.h"
 #include "agent/lifecycle.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "jvmti/jvmti_internal.h"
 

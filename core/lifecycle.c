@@ -45,7 +45,7 @@
 #include "agent/lifecycle.h"
 #include "agent/log.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/span.h"
 #include "agent/thread.h"
 #include "agent/time.h"

@@ -12,7 +12,7 @@
 #include "agent/exporter_stats.h"
 #include "agent/log.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/thread.h"
 #include "agent/time.h"

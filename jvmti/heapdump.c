@@ -1,5 +1,5 @@
 /* heapdump.c: what the Qubership dumps exporter needs of the JVM beyond
- * rounds (ss_jvm_services in agent/process.h):
+ * rounds (ss_jvm_services in proc/process.h):
  *
  *   - the VM's name as jstack's "Full thread dump" line spells it;
  *   - heap dumps on OutOfMemoryError: HeapDumpOnOutOfMemoryError and
@@ -22,7 +22,7 @@
 #include "agent/config.h"
 #include "agent/exporter.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "jvmti/jvmti_internal.h"
 
 #include <errno.h>

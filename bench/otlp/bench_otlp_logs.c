@@ -24,7 +24,7 @@
 #include "agent/exporter.h"
 #include "agent/lifecycle.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/thread.h"
 #include "agent/time.h"

@@ -16,7 +16,7 @@
  *   bench_qb_encode [ROUNDS]   (default 200) */
 #include "agent/buf.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "exporters/qubership/qb.h"

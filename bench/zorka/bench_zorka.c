@@ -22,7 +22,7 @@
  */
 #include "agent/buf.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/version.h"
 #include "exporters/profiles/encode.h"

@@ -19,7 +19,7 @@
 #include "agent/config.h"
 #include "agent/dir.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "exporters/common/common.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
  * is "" as Go's parser demands.
  */
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "exporters/common/pprof.h"
 #include "exporters/common/pb.h"

@@ -10,7 +10,7 @@
  * Native threads use the same shape; their state line starts with
  * "native.Thread.State:" (see README, "Native thread states"). */
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "exporters/common/common.h"

@@ -6,7 +6,7 @@
  * native-code value, and backends group and display it correctly, where a
  * custom string ("c") would show up as unknown. */
 #include "agent/config.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/version.h"
 #include "exporters/otlp/otlp.h"

@@ -22,7 +22,7 @@
 #include "agent/exporter.h"
 #include "agent/exporter_stats.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "exporters/profiles/encode.h"
 #include "exporters/profiles/period.h"

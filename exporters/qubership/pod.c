@@ -19,7 +19,7 @@
  * not take the pod's name over), and takes it over otherwise. */
 #include "agent/config.h"
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/time.h"
 #include "exporters/qubership/qb.h"
 

@@ -19,7 +19,7 @@
  * A native process gets the same shape, its threads in
  * "native.Thread.State:" blocks. */
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/version.h"
 #include "exporters/qubership/dumps.h"

@@ -21,7 +21,7 @@
 #include "agent/buf.h"
 #include "agent/log.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "exporters/qubership/dumps.h"

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/version.h"
 #include "exporters/otlp/otlp.h"
 

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "exporters/otlp_logs/logs.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"

@@ -20,7 +20,7 @@
 #include "agent/exporter.h"
 #include "agent/exporter_stats.h"
 #include "agent/mem.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "exporters/ss_exporters.h"

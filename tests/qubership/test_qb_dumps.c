@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "exporters/qubership/dumps.h"
 

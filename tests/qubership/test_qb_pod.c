@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "agent/log.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "exporters/qubership/qb.h"
 
 #define START_MS 1700000000000LL

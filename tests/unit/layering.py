@@ -39,8 +39,8 @@ ALLOWED = {
 # What the loader compiles of agent/ (enabled.c, process_jvm.c) and the
 # record layout it shares with the core.
 # The module ABI gathers the functions a module may call, from agent/ and
-# the one proc/ header.
-ABI_EXTRA = {("agent/module_abi.h", "proc/threads.h")}
+# two proc/ headers.
+ABI_EXTRA = {("agent/module_abi.h", "proc/process.h"), ("agent/module_abi.h", "proc/threads.h")}
 LOADER_AGENT = {"agent/enabled.h", "agent/ms_keys.h", "agent/otel_ctx.h", "agent/version.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -7,7 +7,7 @@
 #include <cmocka.h>
 
 #include "agent/buf.h"
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "exporters/ss_exporters.h"

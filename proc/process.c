@@ -1,5 +1,5 @@
 /* process.c: facts about the process being profiled. */
-#include "agent/process.h"
+#include "proc/process.h"
 #include "agent/time.h"
 
 #include <errno.h> /* program_invocation_short_name */

@@ -1,8 +1,10 @@
 /*
- * agent/process.h: the process being profiled (agent/process.c).
+ * proc/process.h: the process being profiled (proc/process.c): who it is
+ * (pid, exe, command line, host) as /proc says, and what the JVM adds
+ * (jvmti/ fills the runtime fields).
  */
-#ifndef SS_AGENT_PROCESS_H
-#define SS_AGENT_PROCESS_H
+#ifndef SS_PROC_PROCESS_H
+#define SS_PROC_PROCESS_H
 
 #include "agent/round.h"
 
@@ -62,4 +64,4 @@ void ss_process_set_program_name_ref(char *const *ref);
 
 #pragma GCC visibility pop
 
-#endif /* SS_AGENT_PROCESS_H */
+#endif /* SS_PROC_PROCESS_H */
