@@ -1,8 +1,10 @@
 /* buf.c: a growable byte buffer. On allocation failure the buffer keeps
  * what it has, sets `failed`, and every later append is a no-op, so a
  * caller checks once at the end instead of after every append. */
-#include "ss_agent.h"
+#include "agent/buf.h"
 
+#include <stdarg.h>
+#include <stdint.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

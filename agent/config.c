@@ -4,7 +4,11 @@
  * keys and wins over the environment. A bad value never stops the host
  * program: it gets one line ("stackshot: KEY=value: why; what instead") and
  * the default is used. */
-#include "ss_agent.h"
+#include "agent/config.h"
+#include "agent/enabled.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "agent/ms_keys.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -234,6 +238,21 @@ int64_t ss_config_int(const char *key, int64_t def, int64_t min, int64_t max) {
         return def;
     }
     return n;
+}
+
+/* A key the loader reads too (agent/ms_keys.h): its parser, the lines of
+ * ss_config_int. */
+static uint32_t config_ms(const char *key, uint32_t def, uint32_t min, uint32_t max) {
+    const char *v = ss_config_raw(key);
+    uint32_t ms = def;
+    int rc = ss_ms_parse(v, min, max, &ms);
+    if (rc == -EINVAL || rc == -ERANGE) {
+        char fallback[64], why[96];
+        snprintf(fallback, sizeof fallback, "using %u", def);
+        snprintf(why, sizeof why, "out of range [%u, %u]", min, max);
+        ss_config_bad(key, v, rc == -EINVAL ? "not an integer" : why, fallback);
+    }
+    return rc == 0 ? ms : def;
 }
 
 uint64_t ss_config_size(const char *key, uint64_t def, uint64_t min,
@@ -523,8 +542,8 @@ void ss_config_load(ss_config *c) {
     else if (on == SS_ENABLED_SDK_DISABLED)
         ss_error("%s", why);
     c->enabled = on == SS_ENABLED_ON;
-    c->interval_ms = (uint32_t)ss_config_int("SPLUNK_PROFILER_CALL_STACK_INTERVAL",
-                                             1000, 5, 3600000);
+    c->interval_ms = config_ms(SS_INTERVAL_KEY, SS_INTERVAL_DEFAULT_MS, SS_INTERVAL_MIN_MS,
+                               SS_INTERVAL_MAX_MS);
     c->include_internal =
         ss_config_bool("SPLUNK_PROFILER_INCLUDE_INTERNAL_STACKS", false);
     parse_output_dir("STACKSHOT_OUTPUT_DIR", c->output_dir, sizeof c->output_dir);
@@ -542,7 +561,7 @@ void ss_config_load(ss_config *c) {
     c->max_memory = ss_config_size("STACKSHOT_MAX_MEMORY", 64ull << 20, 1ull << 20,
                                    16ull << 30);
     c->signal = parse_signal_key("STACKSHOT_SIGNAL", SIGRTMAX - 3);
-    c->shutdown_ms = (uint32_t)ss_config_int("STACKSHOT_SHUTDOWN_TIMEOUT", 2000, 0,
-                                             60000);
+    c->shutdown_ms = config_ms(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS,
+                               SS_SHUTDOWN_MAX_MS);
     c->answer_ms = (uint32_t)ss_config_int("STACKSHOT_SIGNAL_TIMEOUT", 100, 1, 10000);
 }

@@ -4,7 +4,7 @@
  * calling thread: on an agent thread that is a malloc arena of its own
  * (64 MiB of address space reserved, which a host under an RLIMIT_AS
  * cannot spare). getdents64 into a buffer on the stack needs nothing. */
-#include "ss_agent.h"
+#include "agent/dir.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,7 @@
  * every SDK signal: only `true`, any case, counts) turns it off even then:
  * in OpenTelemetry's SDKs the profiler rides on the SDK, which that switch
  * disables, so a process that says "no OpenTelemetry here" gets none. */
-#include "ss_agent.h"
+#include "agent/enabled.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * class unload never leaves a dangling pointer in a queued round).
  * Records are deduplicated by content, so the table grows with the number
  * of distinct functions ever seen, not with the number of samples. */
-#include "ss_agent.h"
+#include "agent/round.h"
 
 #include <pthread.h>
 #include <stdlib.h>

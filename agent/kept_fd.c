@@ -1,5 +1,5 @@
 /* kept_fd.c: descriptors checked before every use (see kept_fd.h). */
-#include "kept_fd.h"
+#include "agent/kept_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>

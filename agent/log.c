@@ -45,8 +45,10 @@
  *
  * The lock around a line is taken with a bound: a thread stuck in a write
  * to a regular file (a hung NFS mount) makes the others drop, not wait. */
-#include "ss_agent.h"
-#include "kept_fd.h"
+#include "agent/log.h"
+#include "agent/time.h"
+#include "agent/version.h"
+#include "agent/kept_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>

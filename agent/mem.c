@@ -3,7 +3,9 @@
  * The limit is advisory for the accounting itself (charging never fails);
  * the queues consult ss_mem_used() against ss_mem_limit() and drop their
  * oldest data when it is exceeded. */
-#include "agent_internal.h"
+#include "agent/mem.h"
+
+#include <stdatomic.h>
 
 static _Atomic size_t mem_used;
 static _Atomic size_t mem_limit = 64u << 20;

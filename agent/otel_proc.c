@@ -14,7 +14,8 @@
  *                 after the header, in the same mapping, when it fits)
  *
  * The payload is a ProcessContext message (exporters/otlp/process_ctx.c:
- * ss_otel_proc_payload, declared in ss_agent.h as the exporter table is).
+ * ss_otel_proc_payload, declared in agent/span.h: the exporter table is
+ * declared in agent/exporter.h the same way).
  *
  * Publication, as the OTEP's steps but for the order of the first two (see
  * map_new): a shared anonymous mapping named OTEL_CTX, or where the
@@ -33,7 +34,10 @@
  * than the mapping's room goes to a new buffer of its own (the old one is
  * kept: a reader may be reading it). Only the agent's start and stop
  * call these, under the lifecycle lock. */
-#include "ss_agent.h"
+#include "agent/buf.h"
+#include "agent/log.h"
+#include "agent/span.h"
+#include "agent/time.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -39,9 +39,10 @@
  *
  * The sources table is replaced, never changed in place, and the old
  * ones are kept (a late handler may still read one) in a ring of 64. */
-#include "otel_ctx.h"
-#include "ss_agent.h"
+#include "agent/otel_ctx.h"
+#include "agent/span.h"
 
+#include <pthread.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>

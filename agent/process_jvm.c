@@ -1,6 +1,6 @@
 /* process_jvm.c: is this process a JVM? Compiled into the core and into
  * the loader (libc only), which asks before arming a preloaded start. */
-#include "ss_agent.h"
+#include "agent/enabled.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,11 @@
  * (header, threads, frames, thread names) that every exporter shares by
  * reference count. One allocation per round keeps the memory accounting
  * exact and freeing trivial. */
-#include "ss_agent.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/time.h"
 
 #include <stdlib.h>
 #include <string.h>

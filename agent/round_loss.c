@@ -1,6 +1,7 @@
 /* round_loss.c: rounds an exporter lost after consuming them, each counted
- * once (ss_agent.h, ss_round_loss). */
-#include "agent/ss_agent.h"
+ * once (agent/round_loss.h). */
+#include "agent/exporter_stats.h"
+#include "agent/round_loss.h"
 
 #include <string.h>
 

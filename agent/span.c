@@ -8,10 +8,11 @@
  * which the reader (otel_thread.c) registers as one more source once a
  * thread has set a span. The TLS uses the initial-exec model: no
  * allocation on first access, a fixed offset from every thread pointer. */
-#include "otel_ctx.h"
-#include "ss_agent.h"
-#include "stackshot.h"
+#include "agent/otel_ctx.h"
+#include "agent/span.h"
+#include "include/stackshot.h"
 
+#include <pthread.h>
 #include <string.h>
 
 static __thread ss_otel_rec *_Atomic own_ptr __attribute__((tls_model("initial-exec")));

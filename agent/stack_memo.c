@@ -7,8 +7,10 @@
  * index over it; a sweep at the end of each round drops the entries that
  * round did not use and rebuilds the index, so the memo never holds more
  * than one round's stacks. Everything it holds is charged to ss_mem. */
-#include "ss_agent.h"
+#include "agent/mem.h"
+#include "agent/stack_memo.h"
 
+#include <stdbool.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,8 +12,10 @@
  * about 100 bytes per character of a name: names of 4 KiB or more are
  * not demangled, samplers/symbols_demangle.c). gRPC's threads are
  * gRPC's own. */
-#include "agent_internal.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

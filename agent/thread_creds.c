@@ -1,5 +1,5 @@
 /* thread_creds.c: do the agent's threads have the calling thread's
- * credentials? (asked by agent/lifecycle.c when the loader's set*id and
+ * credentials? (asked by core/lifecycle.c when the loader's set*id and
  * capset wrappers step aside, loader/loader_ids.c)
  *
  * Credentials are per thread in Linux. glibc makes the set*id family
@@ -17,7 +17,7 @@
  * /proc/self/task/<tid>/status of each thread the agent registered as its
  * own (ss_internal_thread_is: the agent's stackshot-* threads and gRPC's).
  */
-#include "agent_internal.h"
+#include "agent/thread.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* time.c: the two clocks the agent uses, and waits on the monotonic one. */
-#include "ss_agent.h"
+#include "agent/time.h"
 
 #include <errno.h>
 #include <stdio.h>

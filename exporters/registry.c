@@ -11,13 +11,14 @@
  * Compiled with SS_EXPORTER_TABLE_ONLY (the configuration fuzzers), the
  * rows keep their names and keys but no ops, so nothing else of exporters/
  * needs to be linked. */
-#include "ss_exporters.h"
+#include "agent/exporter.h"
+#include "exporters/ss_exporters.h"
 
 #ifdef SS_EXPORTER_TABLE_ONLY
 #define OPS(x) NULL
 #define CHECK(x) NULL
 #else
-#include "otlp/otlp.h"
+#include "exporters/otlp/otlp.h"
 #define OPS(x) (&(x))
 #define CHECK(x) (x)
 /* the OTLP exporters' destinations, checked before anything starts */

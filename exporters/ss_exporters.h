@@ -2,7 +2,7 @@
  * ss_exporters.h: what exporters/ offers the rest of the agent and its
  * tests.
  *
- *   - the exporter table (ss_exporter_table, declared in ss_agent.h, filled
+ *   - the exporter table (ss_exporter_table, declared in agent/exporter.h, filled
  *     in registry.c): one row per exporter;
  *   - the shared pieces of exporters/common/ (common.h): the thread-dump
  *     text of one thread, safe local output files, gzip.
@@ -16,6 +16,6 @@
 #ifndef SS_EXPORTERS_H
 #define SS_EXPORTERS_H
 
-#include "common/common.h"
+#include "exporters/common/common.h"
 
 #endif /* SS_EXPORTERS_H */

@@ -27,8 +27,8 @@
  * (negative for native methods), resolved off the handler by
  * resolve.c's per-method cache (lines from the bci, as for GetStackTrace).
  */
-#include "jvmti_internal.h"
-#include "../samplers/ss_samplers.h"
+#include "jvmti/jvmti_internal.h"
+#include "samplers/ss_samplers.h"
 
 #include <dlfcn.h>
 #include <signal.h>

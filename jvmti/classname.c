@@ -8,7 +8,7 @@
  * ("LDemo$$Lambda$14.0x0000000800c03000;", JVMTI spec, GetClassSignature),
  * so turning package slashes into dots and that dot into a slash gives
  * exactly what jstack prints. */
-#include "jvmti_internal.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <string.h>
 

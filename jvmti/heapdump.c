@@ -1,5 +1,5 @@
 /* heapdump.c: what the Qubership dumps exporter needs of the JVM beyond
- * rounds (ss_jvm_services in ss_agent.h):
+ * rounds (ss_jvm_services in proc/process.h):
  *
  *   - the VM's name as jstack's "Full thread dump" line spells it;
  *   - heap dumps on OutOfMemoryError: HeapDumpOnOutOfMemoryError and
@@ -19,7 +19,11 @@
  * agent thread, attached to the VM as a daemon thread ("stackshot-qbd",
  * which the sampler leaves out) for the call only; they are made by the
  * dumps exporter, never once the VM is dying. */
-#include "jvmti_internal.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

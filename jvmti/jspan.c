@@ -46,7 +46,10 @@
  * with it the field IDs of that class. StackshotSpan's natives are bound
  * (RegisterNatives) in the ClassPrepare callback, before any of its code
  * runs. */
-#include "jvmti_internal.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <stdatomic.h>
 #include <string.h>

@@ -15,10 +15,13 @@
 #ifndef SS_JVMTI_INTERNAL_H
 #define SS_JVMTI_INTERNAL_H
 
+#include <sys/types.h>
 #include <jni.h>
 #include <jvmti.h>
 
-#include "../agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/source.h"
+#include "agent/round.h"
 
 /* JDK 21+ additions, by their published numbers: the agent compiles
  * against the JDK 17 headers. */

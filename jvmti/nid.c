@@ -16,8 +16,9 @@
  * only when a thread renames itself), and ties between idle threads with
  * equal names and equal CPU times, which are left unassigned rather than
  * guessed. */
-#include "jvmti_internal.h"
-#include "../samplers/ss_samplers.h"
+#include "agent/round.h"
+#include "jvmti/jvmti_internal.h"
+#include "proc/threads.h"
 
 #include <stdlib.h>
 #include <string.h>

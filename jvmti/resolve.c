@@ -28,7 +28,10 @@
  * (generated proxies, scripts, a class-unloading loop) would grow it
  * forever, so at MAX_METHODS entries it is emptied and refilled from the
  * next stacks (the strings stay interned; only line tables are re-read). */
-#include "jvmti_internal.h"
+#include "agent/config.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -35,8 +35,15 @@
  * AsyncGetCallTrace in the handler (agct.c); the VM's threads are added
  * to the round after the Java ones (ss_native_emit).
  */
-#include "jvmti_internal.h"
-#include "../samplers/ss_samplers.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "jvmti/jvmti_internal.h"
+#include "samplers/ss_samplers.h"
 
 #include <errno.h>
 #include <pthread.h>

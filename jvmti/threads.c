@@ -31,7 +31,11 @@
  * threads that are not Java threads (compiler, GC, VM Thread, Service
  * Thread, ...) are never visible to JVMTI and so never sampled. The agent's
  * own threads (name "stackshot-...") are always left out. */
-#include "jvmti_internal.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,7 +14,7 @@
  * exist: the capability is bit 44 of jvmtiCapabilities (right after
  * can_generate_sampled_object_alloc_events) and the events are 87 and 88,
  * the numbers the JDK 21 jvmti.h publishes. */
-#include "jvmti_internal.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

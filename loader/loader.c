@@ -24,8 +24,9 @@
  * STACKSHOT_CORE=<path> names another core file (tests). */
 #include "loader/ss_loader.h"
 #include "agent/otel_ctx.h"
-#include "agent/ss_agent.h" /* SS_VERSION, ss_enabled_decide (agent/enabled.c, compiled in here too) */
-#include "stackshot.h"
+#include "agent/enabled.h"
+#include "agent/version.h"
+#include "include/stackshot.h"
 
 #include <dlfcn.h>
 #include <errno.h> /* program_invocation_short_name */

@@ -21,7 +21,7 @@
  *     spawned again after the call by the caller, whose credentials it
  *     inherits (microseconds; setpriv and daemons that drop privileges at
  *     start meet only this);
- *   - a forked child's restart thread likewise (agent/lifecycle.c);
+ *   - a forked child's restart thread likewise (core/lifecycle.c);
  *   - a running agent: for the set*id family its threads take part in
  *     the call when their credentials are the caller's (same result, and
  *     they follow the host's change, with nothing stopped); otherwise the

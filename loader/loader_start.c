@@ -56,6 +56,7 @@
  * the interval: a short-lived child leaves nothing). A child of a
  * started process is the core's business (agent/lifecycle.c), reached
  * through api->fork_child. */
+#include "agent/ms_keys.h"
 #include "loader/ss_loader.h"
 
 #include <ctype.h>
@@ -74,9 +75,6 @@
 #include <unistd.h>
 
 #define FORK_DELAY_NS 100000000ull /* a forked child: at least this after fork */
-#define INTERVAL_DEFAULT_MS 1000u
-#define INTERVAL_MIN_MS 5u
-#define INTERVAL_MAX_MS 3600000u
 
 typedef enum start_state {
     START_OFF = 0, /* disabled, a JVM, a sandboxed helper, or no longer armed */
@@ -122,24 +120,13 @@ static void init_cond(void) {
 /* A key in ms as the core reads it; a bad value is the core's to report
  * (at start), here it means the default. */
 static uint32_t ms_from_env(const char *key, uint32_t def, uint32_t min, uint32_t max) {
-    const char *v = getenv(key);
-    if (!v)
-        return def;
-    while (isspace((unsigned char)*v))
-        v++;
-    char *end;
-    errno = 0;
-    unsigned long ms = strtoul(v, &end, 10);
-    while (isspace((unsigned char)*end))
-        end++;
-    if (errno || end == v || *end || ms < min || ms > max)
-        return def;
-    return (uint32_t)ms;
+    uint32_t ms = def;
+    return ss_ms_parse(getenv(key), min, max, &ms) == 0 ? ms : def;
 }
 
 static uint32_t interval_from_env(void) {
-    return ms_from_env("SPLUNK_PROFILER_CALL_STACK_INTERVAL", INTERVAL_DEFAULT_MS,
-                       INTERVAL_MIN_MS, INTERVAL_MAX_MS);
+    return ms_from_env(SS_INTERVAL_KEY, SS_INTERVAL_DEFAULT_MS, SS_INTERVAL_MIN_MS,
+                       SS_INTERVAL_MAX_MS);
 }
 
 /* ---- who is a launcher at rest ---------------------------------------- */
@@ -515,7 +502,7 @@ void ss_start_arm(int argc, char **argv) {
         return;
     init_cond();
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
-    shutdown_ns = (uint64_t)ms_from_env("STACKSHOT_SHUTDOWN_TIMEOUT", 2000, 0, 60000) * 1000000ull;
+    shutdown_ns = (uint64_t)ms_from_env(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS, SS_SHUTDOWN_MAX_MS) * 1000000ull;
     ss_start_fork_handler();
     pthread_mutex_lock(&lock);
     due_ns = mono_ns() + interval_ns;

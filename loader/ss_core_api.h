@@ -112,25 +112,25 @@ enum {
 
 typedef const ss_core_api *(*ss_core_entry_fn)(const ss_core_host *host);
 
-/* Core side (agent/preload.c): the preload start, run by the core's
+/* Core side (core/preload.c): the preload start, run by the core's
  * entry table once the loader has handed over the allocator. */
 void ss_preload_autostart(void);
-/* Core side (loader/core_alloc.c): point the core's malloc family at the
+/* Core side (core/core_alloc.c): point the core's malloc family at the
  * host's allocator. 0, or -EINVAL if `a` lacks malloc/free/calloc/realloc
  * or points back at the core itself. */
 int ss_core_alloc_install(const ss_core_alloc *a);
 /* Bytes the dependencies' constructors took from the bootstrap arena. */
 size_t ss_core_alloc_arena_used(void);
-/* The core allocates from its own heap (an RLIMIT_AS: loader/core_heap.c). */
+/* The core allocates from its own heap (an RLIMIT_AS: core/core_heap.c). */
 bool ss_core_alloc_own_heap(void);
 /* In a forked child, before anything allocates: the core's heap starts
  * afresh (its lock may be held by a thread that is not in the child). */
 void ss_core_alloc_after_fork_child(void);
-/* Core side (agent/lifecycle.c): the core's api->step_aside/step_back. */
+/* Core side (core/lifecycle.c): the core's api->step_aside/step_back. */
 int ss_agent_step_aside(int kind);
 void ss_agent_step_back(int token);
-/* Core side (loader/core_entry.c): was the core opened RTLD_DEEPBIND? Its
- * modules are opened the same way (exporters/common/module_dl.c). */
+/* Core side (core/core_entry.c): was the core opened RTLD_DEEPBIND? Its
+ * modules are opened the same way (core/module_dl.c). */
 bool ss_core_deepbind(void);
 
 #define SS_CORE_ENTRY_NAME "ss_core_entry_v1"

@@ -31,9 +31,17 @@
  * state is decided from /proc and its leaf frames, and the round goes to
  * the exporters. Everything here runs on the sampler thread (or on the
  * caller of ss_native_sample_once), never in a host thread. */
-#include "proc_threads.h"
-#include "signal_sampler.h"
-#include "stack_walk.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/source.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/span.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "proc/threads.h"
+#include "samplers/signal_sampler.h"
+#include "samplers/stack_walk.h"
 
 #include <errno.h>
 #include <link.h>

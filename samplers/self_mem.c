@@ -42,11 +42,12 @@
  *
  * Called from one thread at a time (the walker's: the sampler thread, or
  * the caller of ss_native_sample_once), never from a signal handler. */
-#include "self_mem.h"
+#include "samplers/self_mem.h"
 
-#include "../agent/kept_fd.h"
-#include "../agent/ss_agent.h"
-#include "proc_threads.h"
+#include "agent/kept_fd.h"
+#include "agent/log.h"
+#include "agent/time.h"
+#include "proc/threads.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #ifndef SS_SELF_MEM_H
 #define SS_SELF_MEM_H
 
-#include "unwind.h"
+#include "samplers/unwind.h"
 
 #include <stdint.h>
 

@@ -34,8 +34,13 @@
  * but where a syscall is slow (about 1.3 us on the project's VM) a frame
  * costs about 2.7 us. SS_UNWIND_GCC avoids it: libgcc's unwinder finds a
  * module with glibc's lock-free _dl_find_object and makes no syscall. */
-#include "signal_sampler.h"
-#include "unwind.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/span.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "samplers/signal_sampler.h"
+#include "samplers/unwind.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -20,7 +20,7 @@
 #ifndef SS_SIGNAL_SAMPLER_H
 #define SS_SIGNAL_SAMPLER_H
 
-#include "ss_samplers.h"
+#include "samplers/ss_samplers.h"
 
 #include <stdbool.h>
 #include <stdint.h>

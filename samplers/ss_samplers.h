@@ -13,7 +13,11 @@
 #ifndef SS_SAMPLERS_H
 #define SS_SAMPLERS_H
 
-#include "../agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/source.h"
+#include "agent/round.h"
+
+#include <sys/types.h>
 
 /* The native sampler: a "stackshot-sampler" thread that takes the stack
  * of every thread of the process once per interval. */
@@ -89,41 +93,6 @@ void ss_native_sample_counts(ss_native_counts *c);
 uint32_t ss_native_handler_ns(double *out, uint32_t max);
 /* Free what ss_native_sample_once set up (the handler stays, a no-op). */
 void ss_native_release(void);
-
-/* ---- thread facts from /proc (the native and the JVMTI sampler) ------ */
-
-/* The tids of /proc/self/task, sorted ascending, into *tids (grown with
- * realloc as needed). Returns the count or -errno. */
-int ss_proc_list_tids(pid_t **tids, size_t *cap);
-/* How many threads the process has now (the link count of
- * /proc/self/task, else num_threads of /proc/self/stat: 1.5 us, where
- * listing /proc/self/task costs ~0.35 us per thread). > 0, or -errno. */
-int ss_proc_thread_count(void);
-
-/* The fields of /proc/self/task/<tid>/stat that the samplers use. */
-typedef struct ss_proc_stat {
-    char name[32];        /* comm, as in field 2 (saves reading comm) */
-    char state;           /* R, S, D, T, t, Z, X, ... */
-    int32_t nice;
-    uint64_t start_ticks; /* starttime: clock ticks after boot */
-} ss_proc_stat;
-
-/* 0, or -errno (-ESRCH or -ENOENT when the thread is gone). */
-int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
-
-/* The thread's name (comm) into buf. 0 or -errno. */
-int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
-
-/* CPU time of any thread of this process from its CPU clock, ns;
- * SS_UNKNOWN_U64 when gone. */
-uint64_t ss_thread_cpu_ns(pid_t tid);
-
-/* Nanoseconds since the thread started; SS_UNKNOWN_U64 when unknown. */
-uint64_t ss_proc_elapsed_ns(uint64_t start_ticks, uint64_t now_boot_ns);
-uint64_t ss_boottime_ns(void);
-
-/* When the thread started, epoch ms; 0 when unknown. */
-uint64_t ss_proc_start_wall_ms(pid_t tid);
 
 /* ---- symbols --------------------------------------------------------- */
 

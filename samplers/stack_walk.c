@@ -1,6 +1,7 @@
 /* stack_walk.c: walks of stack copies and of sleeping threads for the
  * native sampler (see stack_walk.h). */
-#include "stack_walk.h"
+#include "agent/span.h"
+#include "samplers/stack_walk.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -8,8 +8,9 @@
 #ifndef SS_STACK_WALK_H
 #define SS_STACK_WALK_H
 
-#include "signal_sampler.h"
-#include "unwind.h"
+#include "agent/span.h"
+#include "samplers/signal_sampler.h"
+#include "samplers/unwind.h"
 
 #include <sys/types.h>
 

@@ -35,9 +35,13 @@
  *
  * Not thread-safe (one resolver per sampler thread), never called from a
  * signal handler: libdw allocates and takes locks. */
-#include "symbols_internal.h"
-#include "symbols_demangle.h"
-#include "proc_threads.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "samplers/symbols_internal.h"
+#include "samplers/symbols_demangle.h"
+#include "proc/threads.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -799,7 +803,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
     s->callbacks.find_elf = find_elf_unkept;
     /* libdw keeps each separate debuginfo file open as long as its module:
-     * none under a small RLIMIT_NOFILE (samplers/proc_threads.h) */
+     * none under a small RLIMIT_NOFILE (proc/threads.h) */
     s->callbacks.find_debuginfo = ss_config_bool("STACKSHOT_SYMBOLS_DEBUGINFO", true) &&
                                           !ss_proc_fds_tight()
                                       ? ss_find_debuginfo

@@ -22,8 +22,8 @@
  * .gnu_debuglink. A dwz-compressed debug file names its shared part in
  * .gnu_debugaltlink (a path and that part's build id); libdwfl asks for it
  * through this callback too, and it is found the same way. */
-#include "symbols_internal.h"
-#include "../agent/kept_fd.h"
+#include "samplers/symbols_internal.h"
+#include "agent/kept_fd.h"
 
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -39,7 +39,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "proc_maps.h"
+#include "proc/maps.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"
 

@@ -15,7 +15,7 @@
  * separators, and stepping over operator names ("operator<",
  * "operator()", "operator new[]", "operator std::string") whose
  * characters would otherwise look like brackets. */
-#include "symbols_demangle.h"
+#include "samplers/symbols_demangle.h"
 
 #include <dlfcn.h>
 #include <stdint.h>

@@ -3,7 +3,10 @@
 #ifndef SS_SYMBOLS_INTERNAL_H
 #define SS_SYMBOLS_INTERNAL_H
 
-#include "ss_samplers.h"
+#include "agent/round.h"
+#include "samplers/ss_samplers.h"
+
+#include <sys/types.h>
 
 /* Most frames one address resolves to (inline chain + the function). */
 #define SS_SYMBOLS_MAX_INLINE 8

@@ -15,8 +15,8 @@
  * each resolved as the address the same file offset has in the load.
  *
  * The maps are read and parsed by proc_maps.c, as for the unwinder. */
-#include "proc_maps.h"
-#include "symbols_internal.h"
+#include "proc/maps.h"
+#include "samplers/symbols_internal.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>

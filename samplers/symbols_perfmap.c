@@ -14,7 +14,8 @@
  *
  * Like perf, it trusts only a regular file owned by this user (or root),
  * opened without following a symlink: anyone can create files in /tmp. */
-#include "symbols_internal.h"
+#include "agent/round.h"
+#include "samplers/symbols_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

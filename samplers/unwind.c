@@ -21,7 +21,7 @@
  * The caller's rbp is then read from F's frame and the rest is exact. The
  * walk is used only when it reaches the thread's entry (the caller checks,
  * and that the thread did not run meanwhile). */
-#include "unwind.h"
+#include "samplers/unwind.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proc_maps.h"
+#include "proc/maps.h"
 
 /* DWARF register numbers of x86-64 (System V psABI, figure 3.36). */
 enum {

@@ -22,7 +22,7 @@
  * the headers may be read directly. Everything read later (the table, the
  * FDEs and CIEs) is read with ss_uw_read_memory (self_mem.c): a module
  * unloaded meanwhile gives an error, not a fault. */
-#include "unwind.h"
+#include "samplers/unwind.h"
 
 #include <errno.h>
 #include <link.h>

@@ -41,7 +41,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "../../tests/common/host_threads.h"
+#include "tests/common/host_threads.h"
 
 extern char **environ;
 

@@ -37,12 +37,22 @@
  * table; asserts nothing. Run it alone on the machine for meaningful
  * figures. */
 #define _GNU_SOURCE
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 #include "samplers/ss_samplers.h"
 #include "exporters/common/aggregate.h"
 #include "exporters/otlp_logs/logs.h"
 #include "exporters/profiles/encode.h"
 #include "exporters/ss_exporters.h"
-#include "stackshot.h"
+#include "include/stackshot.h"
+#include "proc/threads.h"
 
 extern const ss_exporter_ops ss_text_exporter;
 

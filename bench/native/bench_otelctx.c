@@ -7,6 +7,9 @@
  *   2. per round: ss_native_sample_once over 100 threads that wake every
  *      20 ms (each round reads each of them asleep), with no span set,
  *      then with a span set on every thread. */
+#include "agent/config.h"
+#include "agent/round.h"
+#include "agent/span.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/unwind.h"
 

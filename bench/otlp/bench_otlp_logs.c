@@ -19,6 +19,15 @@
  *      20 ms) against the agent running with no exporter at all: the ratio
  *      of the workload's time.
  * Timings are never asserted; they vary with the machine. */
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 #include "exporters/otlp_logs/logs.h"
 #include "exporters/otlp/transport.h"
 

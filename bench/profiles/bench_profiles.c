@@ -11,6 +11,11 @@
  * thread-dump text of every thread (the body of the Splunk call-stack
  * logs), measured in the same run. Nothing is asserted.
  */
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/version.h"
 #include "exporters/profiles/encode.h"
 #include "tests/profiles/synth.h"
 #if __has_include("exporters/qubership/qb.h")

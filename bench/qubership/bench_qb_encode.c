@@ -14,6 +14,11 @@
  * against the text baseline of the same run; nothing is asserted.
  *
  *   bench_qb_encode [ROUNDS]   (default 200) */
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
 #include "exporters/qubership/qb.h"
 #include "exporters/ss_exporters.h"
 #if __has_include("exporters/otlp_logs/logs.h")

@@ -10,6 +10,9 @@
  * addresses (a dynamic-symbol lookup, no files or lines). Figures are
  * lookups per second and ratios to the baseline; nothing is asserted. */
 #define _GNU_SOURCE /* dladdr */
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/round.h"
 #include "samplers/symbols_internal.h"
 
 #include <dlfcn.h>

@@ -20,6 +20,11 @@
  * the two others. The first period of zorka carries the definitions; the
  * steady state (later periods) is printed apart. Nothing is asserted.
  */
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/version.h"
 #include "exporters/profiles/encode.h"
 #include "exporters/qubership/qb.h"
 #include "exporters/zorka/zorka.h"

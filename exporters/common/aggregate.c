@@ -8,7 +8,11 @@
  * stack and sample lookups; nothing is allocated once the tables have grown
  * to the period's working set.
  */
-#include "aggregate.h"
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "exporters/common/aggregate.h"
 
 #include <errno.h>
 #include <stdio.h>

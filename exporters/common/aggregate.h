@@ -22,7 +22,10 @@
 #ifndef SS_PROFILES_AGGREGATE_H
 #define SS_PROFILES_AGGREGATE_H
 
-#include "common.h"
+#include "agent/buf.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "exporters/common/common.h"
 
 typedef struct agg_slot {
     uint32_t hash;

@@ -1,5 +1,8 @@
 /* backend.c: a network backend's state from its last calls (backend.h). */
-#include "backend.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/time.h"
+#include "exporters/common/backend.h"
 
 #include <errno.h>
 

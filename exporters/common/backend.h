@@ -25,7 +25,6 @@
 #ifndef SS_BACKEND_H
 #define SS_BACKEND_H
 
-#include "agent/ss_agent.h"
 
 typedef enum ss_backend_state {
     SS_BACKEND_UNKNOWN = 0,

@@ -15,8 +15,10 @@
 #ifndef SS_EXPORTERS_COMMON_H
 #define SS_EXPORTERS_COMMON_H
 
-#include "../../agent/kept_fd.h"
-#include "../../agent/ss_agent.h"
+#include "agent/kept_fd.h"
+#include "agent/buf.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
 
 /* Append the thread-dump block of one thread: the metadata line, the state
  * line, one "\tat ..." line per frame, each ending in "\n" (no blank line

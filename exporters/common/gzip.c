@@ -1,6 +1,7 @@
 /* gzip.c: RFC 1952 gzip in one call (zlib), for pprof files and pprof log
  * bodies. */
-#include "common.h"
+#include "agent/buf.h"
+#include "exporters/common/common.h"
 
 #include <errno.h>
 #include <string.h>

@@ -4,8 +4,9 @@
  * call that needs it; these functions forward to its table. They have
  * default visibility: modules (an exporter that is a module, like zorka)
  * call the client through the core too (loader/core.map exports ss_*). */
-#include "common.h"
-#include "http_module.h"
+#include "agent/log.h"
+#include "exporters/common/common.h"
+#include "exporters/common/http_module.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -27,9 +27,9 @@
  * by the caller like any failed export. An abandoned pair costs some
  * memory (tens of KiB, more with TLS), so at most SS_HTTP_ABANDON_MAX are
  * abandoned over the process's life; then the client refuses calls. */
-#include "http_client.h"
-#include "http_redact.h"
-#include "../../agent/kept_fd.h"
+#include "agent/module_abi.h"
+#include "exporters/common/http_client.h"
+#include "exporters/common/http_redact.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent/ss_agent.h"
+#include "agent/buf.h"
 
 typedef struct ss_http_tls {
     bool insecure;          /* https without verifying the server (OTLP *_INSECURE=true on https) */

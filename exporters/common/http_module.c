@@ -1,7 +1,8 @@
 /* http_module.c: the entry of libstackshot-http.so, the HTTP client module:
  * the table of http_module.h over the client of http_client.c (compiled in
  * the module under the names of http_module_names.h, like this file). */
-#include "http_module.h"
+#include "agent/module_abi.h"
+#include "exporters/common/http_module.h"
 
 static const ss_http_module module = {
     .size = sizeof(ss_http_module),

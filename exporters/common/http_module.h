@@ -11,7 +11,7 @@
 #ifndef SS_HTTP_MODULE_H
 #define SS_HTTP_MODULE_H
 
-#include "http_client.h"
+#include "exporters/common/http_client.h"
 
 typedef struct ss_http_module {
     size_t size; /* sizeof(ss_http_module) of the module */

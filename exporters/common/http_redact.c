@@ -4,7 +4,7 @@
  * ("?access_token=..."); a header's value may be a token. None of them may
  * reach a log line, so every message the client builds from libcurl's
  * words is scrubbed of them here. No libcurl in this file. */
-#include "http_redact.h"
+#include "exporters/common/http_redact.h"
 
 #include <stdio.h>
 #include <string.h>

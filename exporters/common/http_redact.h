@@ -2,7 +2,7 @@
 #ifndef SS_HTTP_REDACT_H
 #define SS_HTTP_REDACT_H
 
-#include "http_client.h"
+#include "exporters/common/http_client.h"
 
 /* Replace in msg (a NUL-terminated string in a buffer of cap bytes) every
  * piece of the URL's userinfo, its query and fragment, and every header

@@ -6,7 +6,9 @@
  * none of them. The core opens a module when an exporter that needs it
  * starts; the module links against the core (its ss_* API, loader/
  * core.map) and hands back one table of functions. */
-#include "common.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "exporters/common/common.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -16,7 +16,11 @@
  *
  * Every refusal is counted (ss_output_refused) and told in one line; the
  * same refusal again (a periodic writer) is told at debug level only. */
-#include "common.h"
+#include "agent/config.h"
+#include "agent/dir.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "exporters/common/common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 /* pb.c: the protobuf writer of pb.h. */
-#include "pb.h"
+#include "agent/buf.h"
+#include "exporters/common/pb.h"
 
 #include <string.h>
 

@@ -16,7 +16,8 @@
 #ifndef SS_PROFILES_PB_H
 #define SS_PROFILES_PB_H
 
-#include "common.h"
+#include "agent/buf.h"
+#include "exporters/common/common.h"
 
 enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
 

@@ -7,8 +7,11 @@
  * exactly pprof's rule. The string table is the aggregate's, whose entry 0
  * is "" as Go's parser demands.
  */
-#include "pprof.h"
-#include "pb.h"
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "exporters/common/pprof.h"
+#include "exporters/common/pb.h"
 
 #include <errno.h>
 #include <stdlib.h>

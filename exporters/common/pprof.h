@@ -13,7 +13,9 @@
 #ifndef SS_PROFILES_PPROF_H
 #define SS_PROFILES_PPROF_H
 
-#include "aggregate.h"
+#include "agent/buf.h"
+#include "agent/round.h"
+#include "exporters/common/aggregate.h"
 
 typedef enum ss_pprof_view {
     /* samples/count, wall/nanoseconds, cpu/nanoseconds: every thread of

@@ -9,7 +9,11 @@
  *
  * Native threads use the same shape; their state line starts with
  * "native.Thread.State:" (see docs/how-it-works.md, "Thread states"). */
-#include "common.h"
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/common/common.h"
 
 #include <inttypes.h>
 #include <stdio.h>

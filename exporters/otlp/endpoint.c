@@ -3,7 +3,9 @@
  * The OpenTelemetry exporter variables, each with a per-signal variant that
  * wins (OTEL_EXPORTER_OTLP_LOGS_HEADERS over OTEL_EXPORTER_OTLP_HEADERS).
  * Header values are secrets (x-sf-token): no message ever prints them. */
-#include "otlp.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "exporters/otlp/otlp.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -5,7 +5,9 @@
  * (grpc_client.c), opened by the first ss_grpc_client_create. What needs
  * no gRPC stays here: status names, results, and the decoding of the
  * RetryInfo the module hands over raw (retry.c). */
-#include "grpc_module.h"
+#include "agent/buf.h"
+#include "agent/log.h"
+#include "exporters/otlp/grpc_module.h"
 
 #include <errno.h>
 #include <stdlib.h>

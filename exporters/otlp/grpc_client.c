@@ -16,7 +16,8 @@
  * gRPC starts have names of their own ("grpc_global_tim", "event_engine")
  * but inherit the exporter thread's all-blocked signal mask, which is how
  * they are found and registered as internal (register_grpc_threads). */
-#include "grpc_module.h"
+#include "agent/module_abi.h"
+#include "exporters/otlp/grpc_module.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -26,7 +27,6 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,25 +65,6 @@ struct ss_grpc_client {
 
 static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
 
-/* The "SigBlk:" mask of /proc/<self>/task/<tid>/status, or "" */
-static void sigblk_of(const char *status_path, char *out, size_t n) {
-    out[0] = '\0';
-    FILE *f = fopen(status_path, "re");
-    if (!f)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "SigBlk:", 7) == 0) {
-            size_t len = strcspn(line + 7, "\n");
-            if (len >= n)
-                len = n - 1;
-            memcpy(out, line + 7, len);
-            out[len] = '\0';
-            break;
-        }
-    fclose(f);
-}
-
 /* gRPC names its threads ("grpc_global_tim", "event_engine", ...) and
  * starts some of them lazily, from whichever agent thread first needs
  * them; they inherit that thread's mask, which blocks every signal. A
@@ -114,27 +95,26 @@ static uint64_t candidate_since(pid_t tid, uint64_t now) {
     return now;
 }
 
-/* Returns true while some thread awaits its confirming scan. */
+/* Returns true while some thread awaits its confirming scan. The masks
+ * and the thread list come from proc/ (SigBlk of each task's status). */
 static bool register_grpc_threads(void) {
-    char own[64], path[96], mask[64];
-    sigblk_of("/proc/thread-self/status", own, sizeof own);
-    if (!own[0])
+    uint64_t own, mask;
+    if (ss_proc_sigblk(ss_gettid(), &own) != 0)
         return false;
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    pid_t *tids = NULL;
+    size_t cap = 0;
+    int n = ss_proc_list_tids(&tids, &cap);
+    if (n < 0)
         return false;
     pthread_mutex_lock(&scan_lock);
     grpc_candidate next[MAX_CANDIDATES];
     size_t n_next = 0;
     uint64_t now = ss_mono_ns();
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        pid_t tid = (pid_t)atoi(e->d_name);
+    for (int i = 0; i < n; i++) {
+        pid_t tid = tids[i];
         if (tid <= 0 || ss_internal_thread_is(tid))
             continue;
-        snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-        sigblk_of(path, mask, sizeof mask);
-        if (strcmp(mask, own) != 0)
+        if (ss_proc_sigblk(tid, &mask) != 0 || mask != own)
             continue;
         uint64_t since = candidate_since(tid, now);
         if (now - since >= CONFIRM_NS)
@@ -142,10 +122,10 @@ static bool register_grpc_threads(void) {
         else if (n_next < MAX_CANDIDATES)
             next[n_next++] = (grpc_candidate){tid, since};
     }
-    closedir(d);
     memcpy(candidates, next, n_next * sizeof next[0]);
     n_candidates = n_next;
     pthread_mutex_unlock(&scan_lock);
+    free(tids);
     return n_next > 0;
 }
 

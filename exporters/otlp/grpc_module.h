@@ -10,7 +10,7 @@
 #ifndef SS_OTLP_GRPC_MODULE_H
 #define SS_OTLP_GRPC_MODULE_H
 
-#include "otlp.h"
+#include "exporters/otlp/otlp.h"
 
 typedef struct ss_grpc_module {
     size_t size; /* sizeof(ss_grpc_module) of the module */

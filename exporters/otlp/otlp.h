@@ -27,8 +27,9 @@
 #ifndef SS_OTLP_H
 #define SS_OTLP_H
 
-#include "../common/common.h"
-#include "../common/pb.h"
+#include "agent/buf.h"
+#include "exporters/common/common.h"
+#include "exporters/common/pb.h"
 
 /* The opentelemetry-proto tag whose wire the .proto files of
  * exporters/otlp/proto follow (each file says so too). */

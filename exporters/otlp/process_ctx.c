@@ -10,8 +10,10 @@
  *                       (an array of strings: the agent's own writer puts
  *                       no attributes in its records, so the list is
  *                       empty), which OTEP 4947 keeps here. */
-#include "otlp.h"
-#include "../common/pb.h"
+#include "agent/buf.h"
+#include "agent/span.h"
+#include "exporters/otlp/otlp.h"
+#include "exporters/common/pb.h"
 
 #include <errno.h>
 

@@ -5,7 +5,11 @@
  * is C, which has no well-known value; "cpp" is the registry's nearest
  * native-code value, and backends group and display it correctly, where a
  * custom string ("c") would show up as unknown. */
-#include "otlp.h"
+#include "agent/config.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/version.h"
+#include "exporters/otlp/otlp.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * what is left before anything is read, and nothing is written beyond
  * `msg_len`. It is a libFuzzer target
  * (tests/hardening/fuzz/fuzz_otlp_response.c). */
-#include "otlp.h"
+#include "exporters/otlp/otlp.h"
 
 #include <errno.h>
 #include <string.h>

@@ -8,7 +8,8 @@
  * The RetryInfo is decoded with the protobuf reader of common/pb.h: it is
  * three tiny messages (google.rpc.Status, google.protobuf.Any,
  * google.rpc.RetryInfo with a google.protobuf.Duration). */
-#include "otlp.h"
+#include "agent/config.h"
+#include "exporters/otlp/otlp.h"
 
 #include <string.h>
 

@@ -7,7 +7,12 @@
  * backoff there: a failed call only sets a gate that later ticks respect.
  * The request a call is sending (the head) is never touched until the
  * call ends. */
-#include "transport.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/round_loss.h"
+#include "agent/time.h"
+#include "exporters/otlp/transport.h"
 #include "exporters/common/backend.h"
 
 #include <errno.h>
@@ -451,7 +456,7 @@ void ss_otlp_sender_close(ss_otlp_sender *s, uint64_t deadline_ns) {
     }
     while (s->head)
         drop_head(s);
-    /* for the exit's one accounting line (agent/fanout.c) */
+    /* for the exit's one accounting line (exporters/fanout.c) */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->records_taken);
     s->tr->close(s->t);

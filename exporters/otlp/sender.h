@@ -24,7 +24,8 @@
 #ifndef SS_OTLP_SENDER_H
 #define SS_OTLP_SENDER_H
 
-#include "otlp.h"
+#include "agent/exporter_stats.h"
+#include "exporters/otlp/otlp.h"
 
 /* What the sender needs to know of the signal it sends. */
 typedef struct ss_otlp_signal {

@@ -12,7 +12,8 @@
 #ifndef SS_OTLP_TRANSPORT_H
 #define SS_OTLP_TRANSPORT_H
 
-#include "sender.h"
+#include "agent/buf.h"
+#include "exporters/otlp/sender.h"
 
 typedef struct ss_otlp_outcome {
     bool ok;                  /* delivered; body holds the Export answer */

@@ -4,7 +4,8 @@
  * Retryable, by the OTLP specification: CANCELLED, DEADLINE_EXCEEDED,
  * ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS, and RESOURCE_EXHAUSTED
  * when the status carries a RetryInfo, whose delay is the floor. */
-#include "transport.h"
+#include "agent/buf.h"
+#include "exporters/otlp/transport.h"
 
 #include <errno.h>
 #include <stdio.h>

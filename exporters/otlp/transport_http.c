@@ -17,9 +17,14 @@
  * for its answer at most as long as the sender wants, cancel cuts the call
  * through ss_http_client_cancel. The client is created on that thread,
  * which alone uses it. */
-#include "transport.h"
-#include "../common/http_module.h"
-#include "../common/http_redact.h"
+#include "agent/buf.h"
+#include "agent/log.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "agent/version.h"
+#include "exporters/otlp/transport.h"
+#include "exporters/common/http_module.h"
+#include "exporters/common/http_redact.h"
 
 #include <errno.h>
 #include <stdio.h>

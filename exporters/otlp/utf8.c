@@ -6,7 +6,7 @@
  * /proc (any bytes) and from JVMTI (modified UTF-8: supplementary
  * characters as surrogate pairs, NUL as C0 80), so strings are checked and
  * every byte of an invalid sequence becomes '?'. */
-#include "otlp.h"
+#include "exporters/otlp/otlp.h"
 
 #include <string.h>
 

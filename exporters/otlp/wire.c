@@ -3,7 +3,8 @@
  * (opentelemetry/proto/common/v1/common.proto and resource.proto). Fields go
  * in field-number order, zero scalars are left out (proto3), a oneof member
  * is always written. */
-#include "otlp.h"
+#include "agent/buf.h"
+#include "exporters/otlp/otlp.h"
 
 #include <string.h>
 

@@ -7,7 +7,10 @@
 #ifndef SS_OTLP_LOGS_H
 #define SS_OTLP_LOGS_H
 
-#include "../otlp/otlp.h"
+#include "agent/buf.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "exporters/otlp/otlp.h"
 
 #define SS_LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 #define SS_LOGS_HTTP_PATH "/v1/logs"

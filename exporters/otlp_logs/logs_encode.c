@@ -12,8 +12,12 @@
  * (common/pb.h), record after record, each kept only while the request
  * stays within its byte limit (opentelemetry/proto/logs/v1/logs.proto and
  * collector/logs/v1/logs_service.proto give the field numbers). */
-#include "logs.h"
-#include "../common/pprof.h"
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "exporters/otlp_logs/logs.h"
+#include "exporters/common/pprof.h"
 
 #include <errno.h>
 #include <stdlib.h>

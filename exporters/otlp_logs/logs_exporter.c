@@ -5,8 +5,15 @@
  * STACKSHOT_LOGS_BATCH_SIZE records and 4 MiB each) and handed to the OTLP
  * sender (exporters/otlp/sender.h), which queues, merges, sends, retries
  * and accounts for them. */
-#include "logs.h"
-#include "../otlp/sender.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/otlp_logs/logs.h"
+#include "exporters/otlp/sender.h"
 
 #include <errno.h>
 #include <inttypes.h>

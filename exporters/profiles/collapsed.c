@@ -13,7 +13,8 @@
  * and equal lines (same stack and thread name, different thread state or
  * id) are merged.
  */
-#include "encode.h"
+#include "agent/buf.h"
+#include "exporters/profiles/encode.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,8 +7,9 @@
 #ifndef SS_PROFILES_ENCODE_H
 #define SS_PROFILES_ENCODE_H
 
-#include "../common/aggregate.h"
-#include "../common/pprof.h"
+#include "agent/buf.h"
+#include "exporters/common/aggregate.h"
+#include "exporters/common/pprof.h"
 
 /* Collapsed stacks ("thread;root;...;leaf count\n"), lines sorted. cpu:
  * only observations on CPU, else all (wall). */

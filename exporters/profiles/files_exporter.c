@@ -17,8 +17,15 @@
  * once per kind of failure (then at debug), and the period's rounds are
  * counted lost.
  */
-#include "encode.h"
-#include "period.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "exporters/profiles/encode.h"
+#include "exporters/profiles/period.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -25,7 +25,8 @@
  * data-kind attributes; the svg has data-focus, data-view and
  * data-inverted: the tests read them.
  */
-#include "encode.h"
+#include "agent/buf.h"
+#include "exporters/profiles/encode.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -17,8 +17,10 @@
  * (the same ones, zero elements included so indices carry over) and three
  * sample types: samples/count, wall/nanoseconds, cpu/nanoseconds.
  */
-#include "encode.h"
-#include "../common/pb.h"
+#include "agent/buf.h"
+#include "agent/time.h"
+#include "exporters/profiles/encode.h"
+#include "exporters/common/pb.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -14,9 +14,16 @@
  * one dictionary that all its indices point into, and two requests one
  * after the other would merge their dictionaries, not append them.
  */
-#include "../otlp/sender.h"
-#include "encode.h"
-#include "period.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/version.h"
+#include "exporters/otlp/sender.h"
+#include "exporters/profiles/encode.h"
+#include "exporters/profiles/period.h"
 
 #include <errno.h>
 #include <inttypes.h>

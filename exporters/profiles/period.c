@@ -1,5 +1,10 @@
 /* period.c: export periods over an aggregate (period.h). */
-#include "period.h"
+#include "agent/config.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/profiles/period.h"
 
 #include <errno.h>
 #include <string.h>

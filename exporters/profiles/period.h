@@ -11,7 +11,10 @@
 #ifndef SS_PROFILES_PERIOD_H
 #define SS_PROFILES_PERIOD_H
 
-#include "../common/aggregate.h"
+#include "agent/config.h"
+#include "agent/exporter_stats.h"
+#include "agent/round.h"
+#include "exporters/common/aggregate.h"
 
 typedef struct ss_period ss_period;
 typedef void (*ss_period_flush_fn)(void *owner, ss_agg *a);

@@ -16,8 +16,12 @@
  * is forgotten without being touched and the call fails as on a dropped
  * connection (-EPIPE): the exporter's reconnect path takes over, and what
  * was in flight is counted lost as after any dropped connection. */
-#include "qb.h"
-#include "dumps.h"
+#include "agent/buf.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/time.h"
+#include "exporters/qubership/qb.h"
+#include "exporters/qubership/dumps.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * the commands came on. A result for an older connection is discarded, as
  * the Java agent forgets its commands when it reconnects. When the dumps
  * exporter is not running, every command fails. */
-#include "dumps.h"
+#include "exporters/qubership/dumps.h"
 
 #include <string.h>
 #include <sys/syscall.h>

@@ -7,7 +7,8 @@
  * file by that path alone, and only when its time is within about five
  * minutes of its arrival, so the directory time is taken when the request
  * is made (again on every retry). */
-#include "dumps.h"
+#include "agent/config.h"
+#include "exporters/qubership/dumps.h"
 
 #include <ctype.h>
 #include <errno.h>

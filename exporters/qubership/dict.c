@@ -3,7 +3,9 @@
  * re-sent from id 0 after every reconnect. Two hash tables: word -> id,
  * and a cache funcinfo pointer -> method id (funcinfos are interned, so
  * the pointer identifies the method). */
-#include "qb.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "exporters/qubership/qb.h"
 
 #include <stdio.h>
 #include <stdlib.h>

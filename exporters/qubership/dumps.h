@@ -14,7 +14,9 @@
 #ifndef SS_QB_DUMPS_H
 #define SS_QB_DUMPS_H
 
-#include "qb.h"
+#include "agent/buf.h"
+#include "agent/round.h"
+#include "exporters/qubership/qb.h"
 
 #include <time.h>
 

@@ -17,7 +17,15 @@
  * uploader thread (upload.c), so that a slow collector never holds rounds
  * here. The first dumps come one interval after the start, as diagtools'
  * ticker fires. */
-#include "dumps.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/qubership/dumps.h"
 
 #include <errno.h>
 #include <stdlib.h>

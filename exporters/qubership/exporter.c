@@ -10,7 +10,16 @@
  * pending (counted), and the next attempt comes after the reconnect delay
  * with everything re-sent from the start: dictionary from id 0, params,
  * new files. A blacklist reply stops the exporter for good. */
-#include "qb.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "exporters/qubership/qb.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -352,7 +361,7 @@ static void qb_close(void *state, uint64_t deadline_ns) {
         s->window_rounds = 0;
         qb_client_close(&s->c, false, 0);
     }
-    /* for the exit's one accounting line (agent/fanout.c) */
+    /* for the exit's one accounting line (exporters/fanout.c) */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->records_taken);
     ss_buf_free(&s->c.out);

@@ -19,7 +19,10 @@
  * The folder may be shared with diagtools (or another agent): a scan runs
  * only while it holds diagtools' lock file (.diagnostic.exclusivelock in
  * NC_DIAGNOSTIC_FOLDER, else in the logs folder), taken without waiting. */
-#include "dumps.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/time.h"
+#include "exporters/qubership/dumps.h"
 
 #include <dirent.h>
 #include <errno.h>

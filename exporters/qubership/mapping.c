@@ -13,7 +13,10 @@
  * sample (its delta since the previous round) count for the root on the
  * stack at that sample. A thread whose stack did not change and that used
  * no CPU during the whole window writes nothing. */
-#include "qb.h"
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "exporters/qubership/qb.h"
 
 #include <inttypes.h>
 #include <stdio.h>

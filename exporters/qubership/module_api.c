@@ -4,8 +4,9 @@
  * never maps OpenSSL or minizip for them. A module that cannot be opened
  * is said once (ss_module_api); TLS then cannot be set up (the exporter
  * stays off rather than speak plain) and heap dumps stay unzipped on disk. */
-#include "dumps.h"
-#include "qb_module.h"
+#include "agent/log.h"
+#include "exporters/qubership/dumps.h"
+#include "exporters/qubership/qb_module.h"
 
 #include "exporters/common/common.h"
 

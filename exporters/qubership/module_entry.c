@@ -1,6 +1,7 @@
 /* module_entry.c: the one symbol libstackshot-qubership.so exports,
  * ss_module_qubership_entry: its table (qb_module.h). */
-#include "qb_module.h"
+#include "agent/module_abi.h"
+#include "exporters/qubership/qb_module.h"
 
 static const qb_module module = {
     .size = sizeof(qb_module),

@@ -17,7 +17,11 @@
  * a process leaves the file alone while the process named in it still
  * holds its claim (a helper program started under the same LD_PRELOAD must
  * not take the pod's name over), and takes it over otherwise. */
-#include "qb.h"
+#include "agent/config.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/time.h"
+#include "exporters/qubership/qb.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
  * fork() (the holder is not among its threads) and takes it over. Critical
  * sections are short (no I/O but a bind() or a memcpy), so waiters spin
  * with sched_yield. */
-#include "qb.h"
+#include "exporters/qubership/qb.h"
 
 #include <sched.h>
 #include <sys/syscall.h>

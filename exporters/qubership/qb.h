@@ -13,9 +13,12 @@
 #ifndef SS_QB_H
 #define SS_QB_H
 
-#include "decode.h"
-#include "../../agent/kept_fd.h"
-#include "../common/backend.h"
+#include "agent/buf.h"
+#include "agent/exporter_stats.h"
+#include "agent/round.h"
+#include "exporters/qubership/records.h"
+#include "agent/kept_fd.h"
+#include "exporters/common/backend.h"
 
 /* ---- dictionary ------------------------------------------------------ */
 

@@ -13,7 +13,7 @@
 #ifndef SS_QB_MODULE_H
 #define SS_QB_MODULE_H
 
-#include "qb.h"
+#include "exporters/qubership/qb.h"
 
 typedef struct qb_module {
     size_t size; /* sizeof(qb_module) of the module */

@@ -1,6 +1,6 @@
 /* reply.c: the collector's replies (spec §3.4), parsed from bytes so that
  * hostile input can be fuzzed without a socket. */
-#include "qb.h"
+#include "exporters/qubership/qb.h"
 
 #include <errno.h>
 #include <string.h>

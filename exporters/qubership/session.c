@@ -5,7 +5,9 @@
  * of its current rolling file, which is what offsets in calls records and
  * trace tags refer to. Headers are written when a file opens, exactly as
  * the real agent writes them on rotation. */
-#include "qb.h"
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "exporters/qubership/qb.h"
 
 #include <errno.h>
 #include <stdlib.h>

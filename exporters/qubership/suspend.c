@@ -7,7 +7,9 @@
  * length is the lateness. Adjacent pauses merge, as the agent merges them.
  * Pauses wait in a fixed ring until the exporter takes them; when the
  * ring is full the oldest is lost and counted. */
-#include "qb.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "exporters/qubership/qb.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,7 +18,11 @@
  * line. Virtual threads, which jstack does not list, are left out too.
  * A native process gets the same shape, its threads in
  * "native.Thread.State:" blocks. */
-#include "dumps.h"
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/version.h"
+#include "exporters/qubership/dumps.h"
 
 #include "exporters/common/common.h"
 

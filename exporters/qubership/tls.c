@@ -22,7 +22,8 @@
  * polls for that, within its deadlines. This file is in the module
  * libstackshot-qubership.so (qb_module.h): OpenSSL is mapped only by a
  * process that uses TLS (or a zip, zip.c). */
-#include "qb_module.h"
+#include "agent/module_abi.h"
+#include "exporters/qubership/qb_module.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -18,10 +18,11 @@
  * covers the time since the exporter started. %Cpu(s) is the machine's
  * over the same interval. Rows are sorted by %CPU, then TIME+. Names are
  * the kernel's (15 bytes), never cut further (top's -w 512). */
-#include "dumps.h"
+#include "agent/buf.h"
+#include "agent/time.h"
+#include "exporters/qubership/dumps.h"
+#include "proc/threads.h"
 
-#include <ctype.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,33 +71,17 @@ static int by_cpu(const void *a, const void *b) {
     return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
-/* One thread's stat: name, state, utime + stime, priority, nice. */
+/* One thread's stat (proc/): name, state, utime + stime, priority, nice. */
 static bool read_task(pid_t tid, row *r) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    if (qb_read_small(path, buf, sizeof buf) <= 0)
+    ss_proc_stat st;
+    if (ss_proc_read_stat(tid, &st) != 0)
         return false;
-    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
-    if (!open || !close || close < open)
-        return false;
-    size_t len = (size_t)(close - open - 1);
-    if (len >= sizeof r->name)
-        len = sizeof r->name - 1;
-    memcpy(r->name, open + 1, len);
-    r->name[len] = '\0';
-    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime stime cutime cstime priority nice */
-    char state;
-    unsigned long long utime, stime;
-    long prio, nice;
-    if (sscanf(close + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %ld %ld",
-               &state, &utime, &stime, &prio, &nice) != 5)
-        return false;
+    snprintf(r->name, sizeof r->name, "%s", st.name);
     r->tid = tid;
-    r->state = state;
-    r->ticks = utime + stime;
-    r->prio = prio;
-    r->nice = nice;
+    r->state = st.state;
+    r->ticks = st.utime + st.stime;
+    r->prio = st.priority;
+    r->nice = st.nice;
     return true;
 }
 
@@ -114,27 +99,15 @@ static void read_cpu(cpu_times *c) {
 
 /* Every thread of the process, each with the ticks it had at snapshot time. */
 static row *read_rows(size_t *n) {
-    DIR *d = opendir("/proc/self/task");
     *n = 0;
-    if (!d)
-        return NULL;
-    size_t cap = 64;
-    row *rows = malloc(cap * sizeof *rows);
-    struct dirent *e;
-    while (rows && (e = readdir(d))) {
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        if (*n == cap) {
-            row *grown = realloc(rows, cap * 2 * sizeof *rows);
-            if (!grown)
-                break;
-            rows = grown;
-            cap *= 2;
-        }
-        if (read_task((pid_t)atoi(e->d_name), &rows[*n]))
+    pid_t *tids = NULL;
+    size_t cap = 0;
+    int count = ss_proc_list_tids(&tids, &cap);
+    row *rows = count > 0 ? malloc((size_t)count * sizeof *rows) : NULL;
+    for (int i = 0; rows && i < count; i++)
+        if (read_task(tids[i], &rows[*n]))
             (*n)++;
-    }
-    closedir(d);
+    free(tids);
     return rows;
 }
 

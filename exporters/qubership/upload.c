@@ -18,7 +18,13 @@
  * thread starts with the first dump (a process that lives less than one
  * interval has none) and runs at nice +10: zipping a heap dump is
  * background work. */
-#include "dumps.h"
+#include "agent/buf.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "exporters/qubership/dumps.h"
 
 #include "exporters/common/http_client.h"
 

@@ -12,7 +12,8 @@
  * half-written zip never looks like one to upload. This file is in the
  * module libstackshot-qubership.so (qb_module.h): minizip is mapped only
  * when a heap dump is zipped (or TLS is used, tls.c). */
-#include "qb_module.h"
+#include "agent/module_abi.h"
+#include "exporters/qubership/qb_module.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,15 @@
  * then (a memo of the last round's stacks), not formatted again; the
  * metadata and state lines, whose CPU time and state move while a thread
  * sleeps in one place, are formatted every round. */
-#include "../common/common.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "exporters/common/common.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -12,7 +12,8 @@
  *      child records, and c4 [tstop, calls(, flags)] ff.
  * Values are text, as the agent sends them (§5.6); integers are written
  * in their shortest form, which every reader accepts (§2). */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 
 #include <cbor.h>
 #include <errno.h>

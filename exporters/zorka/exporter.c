@@ -11,7 +11,8 @@
  * exported (the collector answered 2xx to its trc), rejected (it kept
  * answering non-2xx until the retries ran out) or dropped (unreachable,
  * queue bound, shutdown deadline). */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -164,7 +165,7 @@ static void zk_close(void *state, uint64_t deadline_ns) {
     zk_state *s = state;
     close_period(s); /* the last, partial period */
     zk_sender_stop(s->sender, deadline_ns);
-    /* for the exit's one accounting line (agent/fanout.c); a record is a trace */
+    /* for the exit's one accounting line (exporters/fanout.c); a record is a trace */
     atomic_store(&s->stats->rounds_consumed, s->rounds_consumed);
     atomic_store(&s->stats->records_taken, s->traces_taken);
     ss_debug("zorka: %" PRIu64 " traces taken hold %" PRIu64 " samples", s->traces_taken,

@@ -18,7 +18,8 @@
  * BACKOFF_MAX_MS) and one line. Waiting traces are bounded in bytes; past
  * the bound the oldest go (counted). At exit what is left goes only to a
  * collector whose last call succeeded (exporters/common/backend.h). */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 #include "exporters/common/backend.h"
 
 #include <errno.h>

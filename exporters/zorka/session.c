@@ -10,7 +10,8 @@
  *
  * ZICO keeps symbol IDs in 21 bits (spec §14.1): before an ID would pass
  * 2^21 - 1 the whole registry starts again from 1, with a reset. */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -17,7 +17,8 @@
  * round (a gap would make the durations lie), when its span context or
  * the interval changes, when it reaches ZK_MAX_RECORDS records, and at the
  * end of every period (zk_builder_close_all). */
-#include "zorka.h"
+#include "agent/module_abi.h"
+#include "exporters/zorka/zorka.h"
 
 #include <errno.h>
 #include <stdio.h>

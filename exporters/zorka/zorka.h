@@ -23,7 +23,7 @@
 #ifndef SS_ZORKA_H
 #define SS_ZORKA_H
 
-#include "agent/ss_agent.h"
+#include "agent/module_abi.h"
 #include "exporters/common/http_client.h"
 
 /* ---- traces (traces.c) ---------------------------------------------------- */

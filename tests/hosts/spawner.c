@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/host_threads.h"
+#include "tests/common/host_threads.h"
 
 static atomic_bool done;
 

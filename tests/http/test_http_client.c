@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/buf.h"
+#include "agent/time.h"
 #include "exporters/common/http_client.h"
 #include "exporters/common/http_redact.h"
 

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 #include "jvmti/jvmti_internal.h"
 
 static void name_is(const char *sig, const char *want) {

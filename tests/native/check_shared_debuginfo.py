@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """libelf's decompressed debuginfo lives in memory shared with forked
-children (loader/core_alloc.c): a fork does not copy its page tables, and
+children (core/core_alloc.c): a fork does not copy its page tables, and
 a child that keeps its parent's symbol resolver reads the same bytes.
 
 The host is python3 (Debian's): it sleeps 1 s at a 50 ms interval (the

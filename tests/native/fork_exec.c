@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/host_clock.h"
+#include "tests/common/host_clock.h"
 
 /* durations are multiplied by argv[1] (sanitizer builds run slower) */
 static double scale = 1.0;

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/host_clock.h"
+#include "tests/common/host_clock.h"
 
 #define SPINNERS 2
 #define PARKED 200

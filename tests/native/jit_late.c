@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "../common/host_clock.h"
+#include "tests/common/host_clock.h"
 
 static long spin_ms;
 

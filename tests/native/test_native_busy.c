@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/round.h"
 #include "samplers/ss_samplers.h"
 
 #include <errno.h>

@@ -11,7 +11,10 @@
 
 #include <cmocka.h>
 
-#include "samplers/proc_threads.h"
+#include "agent/config.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "proc/threads.h"
 #include "samplers/ss_samplers.h"
 
 #include <errno.h>
@@ -126,6 +129,18 @@ static void test_proc_readers(void **state) {
         b = ss_thread_cpu_ns(tid_spinner);
     }
     assert_true(a != SS_UNKNOWN_U64 && b > a);
+    /* utime, stime and priority (the Qubership top reads them here): the
+     * spinner's ticks grow; a SCHED_OTHER thread's priority is 20 + nice */
+    assert_int_equal(ss_proc_read_stat(tid_spinner, &st), 0);
+    uint64_t t0 = st.utime + st.stime, t1 = t0;
+    for (int i = 0; i < 200 && t1 == t0; i++) {
+        nap_ms(20);
+        assert_int_equal(ss_proc_read_stat(tid_spinner, &st), 0);
+        t1 = st.utime + st.stime;
+    }
+    assert_true(t1 > t0);
+    assert_int_equal(ss_proc_read_stat(tid_sleeper, &st), 0);
+    assert_int_equal(st.priority, 20 + st.nice);
     assert_int_equal(ss_proc_read_stat(999999999, &st), -ENOENT);
     pid_t *tids = NULL;
     size_t cap = 0;

@@ -25,6 +25,14 @@
 
 #include <cmocka.h>
 
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/stack_memo.h"
+#include "agent/thread.h"
 #include "exporters/common/aggregate.h"
 #include "exporters/common/pprof.h"
 #include "exporters/otlp_logs/logs.h"
@@ -33,7 +41,7 @@
 
 extern const ss_exporter_ops ss_text_exporter; /* exporters/text */
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
-#include "samplers/proc_threads.h"
+#include "proc/threads.h"
 #include "samplers/ss_samplers.h"
 
 #include <dirent.h>

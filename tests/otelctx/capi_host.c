@@ -4,7 +4,7 @@
  * on stdin; then clears the span, prints "cleared" and waits for another.
  * With "fork", a child does the same with its own span (printed with the
  * word "child"), and the parent then waits for it. */
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
+#include "agent/span.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -19,8 +19,10 @@
 
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/round.h"
 #include "samplers/ss_samplers.h"
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <dlfcn.h>
 #include <sys/mman.h>

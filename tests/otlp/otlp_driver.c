@@ -23,7 +23,12 @@
  *
  * It makes the exporter tests independent of the native sampler; the
  * preload tests (otlp_demo) cover the sampler's side. */
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 
 #include <dirent.h>
 #include <pthread.h>

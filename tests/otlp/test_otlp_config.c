@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "proc/process.h"
+#include "agent/version.h"
 #include "exporters/otlp/otlp.h"
 
 #include <errno.h>

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
 #include "exporters/otlp_logs/logs.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 

@@ -16,8 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
 #include "exporters/ss_exporters.h"
-#include "synth.h"
+#include "tests/profiles/synth.h"
 
 #define XSS_FUNCTION "<script>alert(1)</script>"
 #define XSS_THREAD "\"><img src=x onerror=alert(2)>"

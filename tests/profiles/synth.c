@@ -1,5 +1,6 @@
 /* synth.c: synthetic rounds (synth.h). */
-#include "synth.h"
+#include "agent/round.h"
+#include "tests/profiles/synth.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #ifndef SS_TEST_PROFILES_SYNTH_H
 #define SS_TEST_PROFILES_SYNTH_H
 
-#include "agent/ss_agent.h"
+#include "agent/round.h"
 
 ss_round *ss_synth_known(uint32_t i);
 

@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "agent/round.h"
 #include "exporters/common/aggregate.h"
 #include "exporters/profiles/encode.h"
-#include "synth.h"
+#include "tests/profiles/synth.h"
 
 static ss_agg *agg_of(uint32_t rounds) {
     ss_agg *a = ss_agg_create(64u << 20);

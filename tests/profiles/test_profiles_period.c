@@ -9,8 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/config.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "agent/round.h"
 #include "exporters/profiles/period.h"
-#include "synth.h"
+#include "tests/profiles/synth.h"
 
 typedef struct seen {
     int flushes;

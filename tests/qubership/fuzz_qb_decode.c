@@ -2,7 +2,8 @@
  * byte picks the stream and the framing; the rest is the file. Whatever
  * decodes must re-encode, and the re-encoding must decode to the same
  * number of records (non-canonical varints may change the bytes). */
-#include "exporters/qubership/decode.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <stdlib.h>
 

@@ -10,7 +10,13 @@
  * "busy-worker" in compute_primes (leaf alternates is_prime), 3 "changer"
  * whose root method changes every 3 rounds, and EXTRA_THREADS more busy
  * ones. Prints "max_mem=<bytes>" (peak ss_mem_used) at the end. */
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 
 #include <stdio.h>
 #include <stdlib.h>

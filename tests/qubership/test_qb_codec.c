@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/buf.h"
 #include "exporters/qubership/codec.h"
+#include "tools/stackshot-dump/codec_read.h"
 
 static size_t unhex(const char *hex, uint8_t *out) {
     size_t n = 0;

@@ -15,6 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
 #include "exporters/qubership/dumps.h"
 
 static void test_diag_base(void **state) {

@@ -18,7 +18,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/buf.h"
+#include "agent/exporter_stats.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/time.h"
 #include "exporters/qubership/qb.h"
+#include "tools/stackshot-dump/decode.h"
 
 static size_t unhex(const char *hex, uint8_t *out) {
     size_t n = 0;

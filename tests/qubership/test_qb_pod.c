@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/log.h"
+#include "proc/process.h"
 #include "exporters/qubership/qb.h"
 
 #define START_MS 1700000000000LL

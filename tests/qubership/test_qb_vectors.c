@@ -13,7 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "qbdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/qbdump.h"
 
 #ifndef QB_VECTORS
 #define QB_VECTORS "../shared/vectors/qubership"

@@ -3,6 +3,8 @@
 #ifndef STDERR_CAPTURE_H
 #define STDERR_CAPTURE_H
 
+#include "agent/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "agent/time.h"
 #include "exporters/common/backend.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdlib.h>
 

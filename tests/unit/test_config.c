@@ -6,9 +6,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
-#include "stderr_capture.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "agent/ms_keys.h"
+#include "tests/unit/stderr_capture.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +321,33 @@ static void test_options_errors(void **state) {
     ss_config_set_options(NULL);
 }
 
+/* The loader reads the interval and the shutdown timeout before the core
+ * is opened, with the parser the configuration uses (agent/ms_keys.c): a
+ * value the configuration takes is the loader's, one it refuses (and
+ * says so) is the default for both. */
+static void test_loader_agrees(void **state) {
+    (void)state;
+    static const char *values[] = {" 250 ", "+7", "5", "4", "3600000", "3600001", "5x",
+                                   "", "  ", "-5", "99999999999999999999", "0x10", "1e3"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        setenv(SS_INTERVAL_KEY, values[i], 1);
+        ss_config cfg;
+        ss_config_load(&cfg);
+        uint32_t ms = SS_INTERVAL_DEFAULT_MS;
+        int rc = ss_ms_parse(values[i], SS_INTERVAL_MIN_MS, SS_INTERVAL_MAX_MS, &ms);
+        assert_int_equal(rc == 0 ? ms : SS_INTERVAL_DEFAULT_MS, cfg.interval_ms);
+    }
+    uint32_t ms = 0;
+    assert_int_equal(ss_ms_parse(" 250 ", 5, 3600000, &ms), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(ss_ms_parse(NULL, 5, 10, &ms), -ENOENT);
+    assert_int_equal(ss_ms_parse(" ", 5, 10, &ms), -ENOENT);
+    assert_int_equal(ss_ms_parse("5x", 5, 10, &ms), -EINVAL);
+    assert_int_equal(ss_ms_parse("11", 5, 10, &ms), -ERANGE);
+    assert_int_equal(ss_ms_parse("99999999999999999999", 0, 60000, &ms), -ERANGE);
+    assert_int_equal(ms, 250);
+}
+
 static void test_typed_readers(void **state) {
     (void)state;
     setenv("STACKSHOT_PROFILES_PERIOD", "12", 1);
@@ -352,6 +383,7 @@ int main(void) {
         cmocka_unit_test_setup(test_options_override_env, clean_env),
         cmocka_unit_test_setup(test_options_errors, clean_env),
         cmocka_unit_test_setup(test_typed_readers, clean_env),
+        cmocka_unit_test_setup(test_loader_agrees, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

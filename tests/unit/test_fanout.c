@@ -10,7 +10,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "agent/round.h"
+#include "agent/round_loss.h"
+#include "agent/time.h"
 
 #include <string.h>
 

@@ -5,7 +5,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
+#include "agent/buf.h"
+#include "agent/mem.h"
+#include "agent/round.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,8 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
-#include "stackshot.h"
+#include "agent/span.h"
+#include "agent/time.h"
+#include "include/stackshot.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -6,7 +6,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/ss_agent.h"
+#include "agent/buf.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/time.h"
 #include "exporters/ss_exporters.h"
 
 #include <stdio.h>

@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/buf.h"
 #include "tests/hardening/fuzz/fuzz_check.h"
-#include "zkdump.h"
+#include "tools/stackshot-dump/zkdump.h"
 
 static void check_text(const ss_buf *out) {
     if (!out->data)

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/buf.h"
+#include "agent/round.h"
 #include "exporters/zorka/zorka.h"
-#include "zkdump.h"
+#include "tools/stackshot-dump/zkdump.h"
 
 #define T0 1700000000000000000ull
 #define IV_MS 100u

@@ -17,7 +17,12 @@
  *   "deep"     a stack cut at the root side (truncated) of 3 frames
  * With "steady" only "idle" and "worker" (whose traces end with the
  * periods only, so nothing is sent between them). Prints "rounds=<n>" at the end. */
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
 
 #include <stdio.h>
 #include <stdlib.h>

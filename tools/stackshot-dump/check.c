@@ -1,5 +1,5 @@
 /* check.c: cross-references between decoded streams (spec §4.4-4.6, §7). */
-#include "qbdump.h"
+#include "tools/stackshot-dump/qbdump.h"
 
 #include <inttypes.h>
 

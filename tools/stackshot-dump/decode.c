@@ -3,7 +3,8 @@
  * Every loop consumes at least one byte per record, so the arrays grow at
  * most with the input; every count read from the input is checked against
  * the bytes left before anything is allocated for it. */
-#include "decode.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <errno.h>
 #include <stdlib.h>

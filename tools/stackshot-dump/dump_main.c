@@ -18,8 +18,9 @@
  * gzip input is inflated first. Exit status: 0 all decoded (and checked),
  * 1 a file did not decode or a check failed, 2 usage.
  */
-#include "qbdump.h"
-#include "zkdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/qbdump.h"
+#include "tools/stackshot-dump/zkdump.h"
 
 #include <stdlib.h>
 #include <string.h>

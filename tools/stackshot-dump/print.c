@@ -1,5 +1,7 @@
 /* print.c: decoded streams as the tables of the spec. */
-#include "qbdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/qbdump.h"
+#include "tools/stackshot-dump/codec_read.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -6,7 +6,8 @@
 #ifndef SS_QBDUMP_H
 #define SS_QBDUMP_H
 
-#include "exporters/qubership/decode.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/decode.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,7 @@
 /* read.c: load an input file, inflating gzip (including the unterminated,
  * sync-flushed gzip the collector stores, spec §6.1 test14.calls.bin). */
-#include "qbdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/qbdump.h"
 
 #include <ctype.h>
 #include <errno.h>

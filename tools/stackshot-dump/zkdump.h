@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/ss_agent.h"
+#include "agent/buf.h"
 
 typedef struct zkd zkd;
 

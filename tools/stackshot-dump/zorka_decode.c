@@ -18,7 +18,8 @@
  * their agd, and for every Gen C record with a TraceBegin the span ZICO's
  * indexer would store (spec §5.5, with its quirks: the chunk's tstart is
  * the last tstart seen, calls the largest calls + 1, errors by 0x1000). */
-#include "zkdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/zkdump.h"
 
 #include <cbor.h>
 #include <errno.h>

@@ -15,7 +15,8 @@
  * definitions serve the trc files after it.
  *
  * Exit status: 0 everything decoded, 1 something did not, 2 usage. */
-#include "zkdump.h"
+#include "agent/buf.h"
+#include "tools/stackshot-dump/zkdump.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * attach.c: `stackshot attach PID [options]` and `stackshot stop PID`,
  * HotSpot's dynamic attach protocol, without a JDK on the machine. Stop
  * is a load of the library the JVM already maps with the option string
- * "stop" (jvmti/agent.c); attach loads that library too when there is one.
+ * "stop" (core/jvmti_entry.c); attach loads that library too when there is one.
  *
  * The handshake (OpenJDK's VirtualMachineImpl on Linux and HotSpot's
  * attachListener_linux.cpp): a JVM that has not started its attach
@@ -23,7 +23,7 @@
  * action would dump core and die of it, so we refuse instead. (-Xrs JVMs
  * ignore SIGQUIT and start their listener at start-up: no signal needed.)
  */
-#include "stackshot.h"
+#include "tools/stackshot/stackshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -683,7 +683,7 @@ int ss_cmd_attach(int argc, char **argv) {
 }
 
 /* `stackshot stop PID`: "stop" as the option string of a load of the
- * library the JVM has (jvmti/agent.c). */
+ * library the JVM has (core/jvmti_entry.c). */
 static int stop(target *t, long long timeout_ms) {
     char comm[64];
     read_comm(t->pid, comm, sizeof comm);

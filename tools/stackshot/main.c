@@ -4,8 +4,8 @@
  * attach.c (attach, stop), and the decoder of tools/stackshot-dump/
  * (`stackshot dump`).
  */
-#include "stackshot.h"
-#include "ss_agent.h" /* SS_VERSION */
+#include "tools/stackshot/stackshot.h"
+#include "agent/version.h"
 
 #include <stdio.h>
 #include <string.h>

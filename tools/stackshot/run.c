@@ -11,7 +11,7 @@
  * --duration is the agent's STACKSHOT_DURATION: sampling ends, the program
  * runs on (what async-profiler's -d does to its session).
  */
-#include "stackshot.h"
+#include "tools/stackshot/stackshot.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
  * Each maps to one documented key of the agent (docs/configuration.md, stackshot(7)); the
  * command never invents settings of its own that the agent would not see.
  */
-#include "stackshot.h"
+#include "tools/stackshot/stackshot.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 // harness.js: what the forkload tests share: the OTLP receiver and helpers
 // of tests/otlp/node, the Qubership test collector, running a host with
-// the agent preloaded, and the accounting lines of agent/fanout.c.
+// the agent preloaded, and the accounting lines of exporters/fanout.c.
 'use strict';
 
 const fs = require('fs');

@@ -3,7 +3,7 @@
  * (default 20). Each short-lived thread does a few microseconds of work.
  * Prints the rate achieved and the longest a creator waited between two
  * creations beyond its schedule (a stall the agent would cause). */
-#include "load_common.h"
+#include "tests/hardening/forkload/load_common.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../common/host_clock.h"
+#include "tests/common/host_clock.h"
 
 static inline long long wall_ms(void) {
     struct timespec ts;

@@ -8,7 +8,7 @@
  * leaf's own use (clock_gettime, nanosleep); with it, the kernel's signal
  * frame and our handler on top. Prints "load: stack_use_bytes" (the
  * largest of the four threads). */
-#include "load_common.h"
+#include "tests/hardening/forkload/load_common.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
  * takes them again at the next one (the threads' exit is one), so the
  * resident size at a given moment goes down and up again; a leak raises
  * the peak. */
-#include "load_common.h"
+#include "tests/hardening/forkload/load_common.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>

@@ -4,7 +4,7 @@
  * Prints "load: all_started_ms" once every thread exists and
  * "load: stopping_ms" before any leaves: every round in between must list
  * all 2,000 plus the main thread. */
-#include "load_common.h"
+#include "tests/hardening/forkload/load_common.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>

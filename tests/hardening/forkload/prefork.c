@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../common/host_clock.h"
+#include "tests/common/host_clock.h"
 
 static double scale = 1.0;
 

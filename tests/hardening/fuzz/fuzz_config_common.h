@@ -4,8 +4,10 @@
 #ifndef FUZZ_CONFIG_COMMON_H
 #define FUZZ_CONFIG_COMMON_H
 
-#include "agent/ss_agent.h"
-#include "fuzz_check.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/log.h"
+#include "tests/hardening/fuzz/fuzz_check.h"
 
 #include <signal.h>
 

@@ -3,7 +3,8 @@
  * a record picks the key (one of the keys ss_config_load reads), the rest
  * is its value. Then ss_config_load, twice: no crash, every setting within
  * its range, the same result both times. */
-#include "fuzz_config_common.h"
+#include "agent/config.h"
+#include "tests/hardening/fuzz/fuzz_config_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,7 +5,8 @@
  * byte invented, none read outside the string); parsing the same string
  * again gives the same values; the core configuration loaded from it is
  * within its ranges. */
-#include "fuzz_config_common.h"
+#include "agent/config.h"
+#include "tests/hardening/fuzz/fuzz_config_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>

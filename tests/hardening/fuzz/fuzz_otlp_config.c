@@ -11,8 +11,9 @@
  * gRPC can send, targets "host:port" with a port in 1..65535, valid UTF-8
  * attributes); parsing twice gives the same; what was parsed, written back
  * (percent-encoded) and parsed again, gives the same list (round trip). */
+#include "agent/buf.h"
 #include "exporters/otlp/otlp.h"
-#include "fuzz_check.h"
+#include "tests/hardening/fuzz/fuzz_check.h"
 
 #include <ctype.h>
 #include <errno.h>

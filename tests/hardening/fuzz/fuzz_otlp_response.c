@@ -16,7 +16,7 @@
  * Invariants: no crash, no read past the input, deterministic, a delay of
  * at most a year, values as encoded. */
 #include "exporters/otlp/otlp.h"
-#include "fuzz_check.h"
+#include "tests/hardening/fuzz/fuzz_check.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
  * Built into the host executable (linked -rdynamic: global scope, ahead of
  * every library) and as libiso_fakes.so, a dependency of a host built
  * without -rdynamic (a host's own copy of such a library). */
-#include "fakes.h"
+#include "tests/hardening/isolation/fakes.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

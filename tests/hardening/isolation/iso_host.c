@@ -24,7 +24,7 @@
  *   iso_host: foreign blocks <n>
  *   iso_host: mallocs <total>, <k> of them from the agent's libraries
  * and exits 0 (the test script judges the figures). */
-#include "fakes.h"
+#include "tests/hardening/isolation/fakes.h"
 
 #include <dlfcn.h>
 #include <errno.h>

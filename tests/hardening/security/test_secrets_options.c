@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/log.h"
 #include "exporters/otlp/otlp.h"
 #include "tests/unit/stderr_capture.h"
 

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/round.h"
 #include "samplers/signal_sampler.h"
 #include "samplers/ss_samplers.h"
 

@@ -13,8 +13,10 @@
 
 #include <cmocka.h>
 
+#include "agent/config.h"
+#include "agent/round.h"
 #include "samplers/ss_samplers.h"
-#include "stderr_capture.h"
+#include "tests/unit/stderr_capture.h"
 
 #include <errno.h>
 #include <signal.h>

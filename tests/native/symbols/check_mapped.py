@@ -48,7 +48,7 @@ def run(debuginfo):
         for line in m:
             parts = line.split(None, 5)
             # "/dev/zero (deleted)": shared anonymous memory (libelf's
-            # decompressed sections, loader/core_alloc.c), not a file
+            # decompressed sections, core/core_alloc.c), not a file
             if len(parts) == 6 and parts[5].startswith("/") and \
                     not parts[5].startswith("/dev/zero (deleted)"):
                 files.add(parts[5].strip())

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "agent/round.h"
 #include "samplers/symbols_internal.h"
 
 #include <elfutils/libdwfl.h>

@@ -1,6 +1,9 @@
 /*
- * decode.h: readers of the Qubership streams (spec §4) into plain records,
- * and the writers that turn the same records back into bytes.
+ * records.h: the records of the Qubership streams (spec §4), and the
+ * writers the agent's streams use to turn them into bytes. The readers
+ * (tools/stackshot-dump/decode.h) decode streams into the same records:
+ * only the decoder, the tests and the fuzzers read streams, so the reading
+ * half is not linked into the agent.
  *
  * The decoders work on one rolling file held in memory, already without
  * phrase headers (ss_qb_unphrase strips them and remembers the phrase
@@ -12,10 +15,11 @@
  * crashes, never reads out of bounds, never allocates without bound
  * (every count is checked against the bytes left).
  */
-#ifndef SS_QB_DECODE_H
-#define SS_QB_DECODE_H
+#ifndef SS_QB_RECORDS_H
+#define SS_QB_RECORDS_H
 
-#include "codec.h"
+#include "agent/buf.h"
+#include "exporters/qubership/codec.h"
 
 #define SS_QB_CALLS_MAGIC 0xFFFEFDFCu
 
@@ -30,21 +34,6 @@ typedef enum ss_qb_stream {
     SS_QB_SQL,
     SS_QB_XML,
 } ss_qb_stream;
-
-const char *ss_qb_stream_name(ss_qb_stream s);
-/* From a stream name or a file name ("u5min-service.calls.0.bin"). */
-ss_qb_stream ss_qb_stream_guess(const char *name);
-bool ss_qb_stream_phrased(ss_qb_stream s);
-
-/* ---- phrases ------------------------------------------------------- */
-
-/* Does data look like a whole sequence of phrases (every header 1..10239,
- * ending exactly at len)? */
-bool ss_qb_looks_phrased(const uint8_t *data, size_t len);
-/* Strip phrase headers: payload bytes to *out, phrase sizes to *sizes
- * (array of uint32_t, malloc'd, *n_sizes). 0 or -EBADMSG. */
-int ss_qb_unphrase(const uint8_t *data, size_t len, ss_buf *out, uint32_t **sizes,
-                   size_t *n_sizes);
 
 /* ---- records ------------------------------------------------------- */
 
@@ -163,24 +152,9 @@ typedef struct ss_qb_file {
     size_t n_values;
 } ss_qb_file;
 
-/* Decode one file. `framing`: 1 phrases, 0 none, -1 auto (phrase streams
- * only). The data is copied. Returns f->err. */
-int ss_qb_decode(ss_qb_file *f, ss_qb_stream type, const uint8_t *data, size_t len,
-                 int framing);
-void ss_qb_file_free(ss_qb_file *f);
-
-/* Re-encode the decoded records (the same phrase sizes when it was read
- * framed). For a file of real agent output that holds no long >= 2^28 the
- * result is byte-identical. */
-int ss_qb_encode(const ss_qb_file *f, ss_buf *out);
-
-/* Write one record of each kind (used by the encoder above and by the
- * agent's stream writers). */
+/* Write one record of each kind (used by the agent's stream writers and
+ * by the re-encoder, tools/stackshot-dump/reencode.c). */
 void ss_qb_write_call(ss_buf *b, const ss_qb_call *c, uint32_t format);
 void ss_qb_write_event(ss_buf *b, const ss_qb_event *e);
 
-/* Find the event of a chunk at (offset, record index); NULL if none. */
-const ss_qb_event *ss_qb_trace_event_at(const ss_qb_file *trace, uint32_t offset,
-                                        uint32_t record_index);
-
-#endif /* SS_QB_DECODE_H */
+#endif /* SS_QB_RECORDS_H */

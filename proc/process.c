@@ -1,5 +1,6 @@
 /* process.c: facts about the process being profiled. */
-#include "ss_agent.h"
+#include "proc/process.h"
+#include "agent/time.h"
 
 #include <errno.h> /* program_invocation_short_name */
 #include <fcntl.h>

@@ -40,9 +40,18 @@
  * set*id call or capset, if one of its threads holds a capability the
  * caller does not (capset changes the caller alone; PR_SET_KEEPCAPS, per
  * thread, decides what a uid change keeps), it stops and starts again. */
-#include "agent_internal.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/span.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "agent/version.h"
 #include "loader/ss_core_api.h"
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,7 +120,6 @@ static void join_restart(pthread_t t, uint64_t deadline_ns) {
         atomic_fetch_add(&waits_given_up, 1);
 }
 
-const ss_config *ss_config_current(void) { return &config; }
 bool ss_agent_running(void) { return atomic_load(&running); }
 
 static void exporter_names(char *out, size_t n, uint32_t bits) {

@@ -45,7 +45,7 @@
  * goes on filling: the child never uses it (it drops a resolver caught
  * inside a lookup, samplers/symbols.c). */
 #include "loader/ss_core_api.h"
-#include "loader/core_heap.h"
+#include "core/core_heap.h"
 
 #include <errno.h>
 #include <link.h>

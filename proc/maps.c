@@ -10,7 +10,7 @@
  *     since would make a copy fault;
  *   - the symbol resolver's mappings of files (ss_map_files_read), which
  *     symbols_maps.c groups into modules. */
-#include "proc_maps.h"
+#include "proc/maps.h"
 
 #include <errno.h>
 #include <fcntl.h>

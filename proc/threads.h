@@ -1,8 +1,8 @@
 /*
- * proc_threads.h: facts about the threads of this process, from /proc and
- * the per-thread CPU clocks, as the native sampler reads them round after
- * round. Private to samplers/ (the one-shot readers other folders use are
- * in ss_samplers.h).
+ * proc/threads.h: facts about the threads of this process, from /proc and
+ * the per-thread CPU clocks: one-shot readers any folder may use (the
+ * JVMTI sampler, the Qubership top, the gRPC module's thread scan), and
+ * the kept files the native sampler reads round after round.
  *
  * A round must not cost an open/read/close per file per thread: the files
  * a sampled thread is read from every round (stat, syscall, io) stay open
@@ -14,11 +14,52 @@
 #ifndef SS_PROC_THREADS_H
 #define SS_PROC_THREADS_H
 
-#include "ss_samplers.h"
+#include "agent/round.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* ---- one-shot readers (any thread: every folder that reads the process) */
+
+/* The tids of /proc/self/task, sorted ascending, into *tids (grown with
+ * realloc as needed). Returns the count or -errno. */
+/* Part of the core's API for its modules (agent/module_abi.h). */
+__attribute__((visibility("default"))) int ss_proc_list_tids(pid_t **tids, size_t *cap);
+/* How many threads the process has now (the link count of
+ * /proc/self/task, else num_threads of /proc/self/stat: 1.5 us, where
+ * listing /proc/self/task costs ~0.35 us per thread). > 0, or -errno. */
+int ss_proc_thread_count(void);
+
+/* The fields of /proc/self/task/<tid>/stat that the samplers use. */
+typedef struct ss_proc_stat {
+    char name[32];        /* comm, as in field 2 (saves reading comm) */
+    char state;           /* R, S, D, T, t, Z, X, ... */
+    int32_t nice;
+    int32_t priority;     /* field 18, as the kernel gives it */
+    uint64_t utime, stime; /* fields 14 and 15: CPU time in clock ticks */
+    uint64_t start_ticks; /* starttime: clock ticks after boot */
+} ss_proc_stat;
+
+/* 0, or -errno (-ESRCH or -ENOENT when the thread is gone). */
+int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
+
+/* The thread's name (comm) into buf. 0 or -errno. */
+int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
+
+/* CPU time of any thread of this process from its CPU clock, ns;
+ * SS_UNKNOWN_U64 when gone. */
+uint64_t ss_thread_cpu_ns(pid_t tid);
+
+/* Nanoseconds since the thread started; SS_UNKNOWN_U64 when unknown. */
+uint64_t ss_proc_elapsed_ns(uint64_t start_ticks, uint64_t now_boot_ns);
+uint64_t ss_boottime_ns(void);
+
+/* When the thread started, epoch ms; 0 when unknown. */
+uint64_t ss_proc_start_wall_ms(pid_t tid);
+
+
+/* ---- kept files (the native sampler's thread) ------------------------ */
 
 enum { SS_TASK_STAT = 0, SS_TASK_SYSCALL, SS_TASK_IO, SS_TASK_FILES };
 
@@ -72,8 +113,9 @@ void ss_proc_close_all(void);
 /* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
 int ss_proc_blocks_signal(pid_t tid, int sig);
 
-/* The signals the thread blocks (SigBlk of status) into *mask. 0 or -errno. */
-int ss_proc_sigblk(pid_t tid, uint64_t *mask);
+/* The signals the thread blocks (SigBlk of status) into *mask. 0 or
+ * -errno. Any thread; part of the core's API for its modules. */
+__attribute__((visibility("default"))) int ss_proc_sigblk(pid_t tid, uint64_t *mask);
 
 /* The system call the thread is blocked in (first field of `syscall`),
  * -1 when running or unknown. */

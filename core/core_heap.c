@@ -30,7 +30,7 @@
  * perhaps a list caught mid-update by a thread that is gone: it starts
  * with empty lists and a new lock (the parent's free blocks are left
  * unused in the child). */
-#include "loader/core_heap.h"
+#include "core/core_heap.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -16,7 +16,9 @@
  * static destructors): flushing through gRPC then would use a library
  * already torn down. An exit handler registered after them runs before
  * them. */
-#include "common.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "exporters/common/common.h"
 #include "loader/ss_core_api.h"
 
 #include <dlfcn.h>

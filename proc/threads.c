@@ -31,8 +31,11 @@
  *     copies it inherited (they name the parent's threads) before the
  *     host's code runs again (ss_proc_close_all from the at-fork child
  *     handler), each after the same check. */
-#include "proc_threads.h"
-#include "../agent/kept_fd.h"
+#include "agent/dir.h"
+#include "agent/round.h"
+#include "agent/time.h"
+#include "proc/threads.h"
+#include "agent/kept_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -436,6 +439,9 @@ static int parse_stat(char *buf, ss_proc_stat *out) {
     }
     if (idx < 22)
         return -EINVAL;
+    out->utime = (uint64_t)field[14];
+    out->stime = (uint64_t)field[15];
+    out->priority = (int32_t)field[18];
     out->nice = (int32_t)field[19];
     out->start_ticks = (uint64_t)field[22];
     return 0;

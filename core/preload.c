@@ -13,10 +13,12 @@
  * object before its dependencies, so the agent flushes (within the
  * shutdown deadline) while gRPC and the other libraries it uses are still
  * alive. */
-#include "agent_internal.h"
-#include "../samplers/ss_samplers.h"
+#include "agent/config.h"
+#include "agent/enabled.h"
+#include "agent/lifecycle.h"
+#include "samplers/ss_samplers.h"
 #include "loader/ss_core_api.h"
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <errno.h>
 #include <stdlib.h>

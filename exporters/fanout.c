@@ -6,8 +6,17 @@
  * is bounded globally: after a push, while everything queued (rounds and
  * whatever exporters charged) exceeds STACKSHOT_MAX_MEMORY, the oldest
  * rounds are dropped from the queues, and each drop is counted. */
-#include "agent_internal.h"
-#include "kept_fd.h"
+#include "agent/buf.h"
+#include "agent/config.h"
+#include "agent/exporter.h"
+#include "agent/exporter_stats.h"
+#include "agent/log.h"
+#include "agent/mem.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "agent/thread.h"
+#include "agent/time.h"
+#include "agent/kept_fd.h"
 #include "exporters/common/common.h"
 
 #include <errno.h>
@@ -21,6 +30,7 @@
 typedef struct exporter_slot {
     const ss_exporter_def *def;
     const char *name;
+    ss_config cfg; /* what ss_exporters_start was given: the exporter opens with it */
     const ss_exporter_ops *ops; /* set by its thread (a module's are opened there) */
     void *state;
     ss_exporter_stats stats;
@@ -78,9 +88,8 @@ static void wait_locked(exporter_slot *s, uint64_t wait_ns) {
 static void *exporter_main(void *arg) {
     exporter_slot *s = arg;
     const ss_exporter_ops *ops = ss_exporter_ops_of(s->def);
-    const ss_config *cfg = ss_config_current();
     s->ops = ops;
-    int rc = ops ? ops->open(&s->state, cfg, &s->stats) : -ENOPKG;
+    int rc = ops ? ops->open(&s->state, &s->cfg, &s->stats) : -ENOPKG;
     if (rc != 0) {
         if (rc != -ENOPKG) /* a module it needs is missing: that was said */
             ss_error("%s: exporter disabled (%s)", s->name, strerror(-rc));
@@ -144,6 +153,7 @@ int ss_exporters_start(const ss_config *cfg) {
         }
         s->def = def;
         s->name = def->name;
+        s->cfg = *cfg;
         pthread_mutex_init(&s->mu, NULL);
         ss_cond_init_mono(&s->cv);
         atomic_store(&s->accepting, true);

@@ -6,10 +6,14 @@
  * loader's stubs forward to. Everything else in the core is local (see
  * loader/core.map). */
 #include "loader/ss_core_api.h"
-#include "agent/ss_agent.h"
+#include "agent/config.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/thread.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
-#include "stackshot.h"
+#include "include/stackshot.h"
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
 #include <stdatomic.h>
@@ -42,7 +46,7 @@ static void tell_once(void) {
 bool ss_core_deepbind(void) { return deepbind; }
 
 /* The loader's at-fork handler runs before any the core registers: the
- * core's heap (loader/core_heap.c) is made usable in the child first, as
+ * core's heap (core/core_heap.c) is made usable in the child first, as
  * ss_agent_fork_child allocates. */
 static void fork_child(bool restart) {
     ss_core_alloc_after_fork_child();
@@ -55,7 +59,7 @@ static void autostart(void) {
      * malloc arena of glibc's (64 MiB of address space), which its end
      * puts on glibc's free list, and the first agent thread that enters
      * glibc's malloc (libdw's fopen, strdup...) then takes it over
-     * instead of reserving one more (loader/core_heap.c). */
+     * instead of reserving one more (core/core_heap.c). */
     if (ss_core_alloc_own_heap())
         ss_internal_threads_after(ss_gettid());
     ss_preload_autostart();

@@ -31,7 +31,12 @@
  * loaded; with AsyncGetCallTrace, also GetClassMethods: agct.c), ClassLoad
  * and CompiledMethodLoad (empty: AsyncGetCallTrace's conditions), and on
  * JDK 21+ VirtualThreadStart/End. */
-#include "jvmti_internal.h"
+#include "agent/config.h"
+#include "agent/lifecycle.h"
+#include "agent/log.h"
+#include "proc/process.h"
+#include "agent/round.h"
+#include "jvmti/jvmti_internal.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -1,0 +1,55 @@
+/*
+ * agent/thread.h: the agent's own threads ("stackshot-<role>", never sampled).
+ */
+#ifndef SS_AGENT_THREAD_H
+#define SS_AGENT_THREAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Part of the core's API for its modules (agent/module_abi.h): default
+ * visibility, exported by loader/core.map. */
+#pragma GCC visibility push(default)
+
+/* Start a native agent thread named "stackshot-<role>" (truncated to the
+ * kernel's 15 characters). It blocks every signal, so the host's signals
+ * go to the host's threads and the sampler never signals it; threads it
+ * creates inherit that mask. Its tid is registered as internal. */
+int ss_thread_start(pthread_t *thread, const char *role,
+                    void *(*fn)(void *), void *arg);
+
+/* Join with a deadline (monotonic ns). Returns 0 when joined, -ETIMEDOUT
+ * when the thread is still running (it is then detached). */
+int ss_thread_join(pthread_t thread, uint64_t deadline_ns);
+
+/* Register / look up internal threads by kernel tid (async-signal-safe
+ * lookup). Agent threads started by other means (JVMTI) register too. */
+void ss_internal_thread_add(pid_t tid);
+void ss_internal_thread_remove(pid_t tid);
+bool ss_internal_thread_is(pid_t tid);
+/* The agent's threads created from now on wait (1 s at most) for thread
+ * `tid` of this process to end before they run (thread.c). */
+void ss_internal_threads_after(pid_t tid);
+
+/* A library of the agent (gRPC) starts threads of its own, lazily, that
+ * its module registers only a moment later: until then a young thread with
+ * the agent's signal mask may be one of them (the native sampler leaves
+ * those out). Said by the module once; asked by the sampler. */
+void ss_internal_threads_lazy(void);
+bool ss_internal_threads_are_lazy(void);
+
+pid_t ss_gettid(void); /* async-signal-safe */
+
+#pragma GCC visibility pop
+
+/* The core's own (hidden from modules). */
+void ss_internal_threads_reset(void);
+/* thread_creds.c, on the calling thread: do the agent's threads have
+ * exactly its credentials (ids, groups, capabilities, no_new_privs,
+ * seccomp)? Does one of them hold a capability it does not? */
+bool ss_creds_same_as_caller(void);
+bool ss_creds_exceed_caller(void);
+
+#endif /* SS_AGENT_THREAD_H */
