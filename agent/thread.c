@@ -13,6 +13,7 @@
  * not demangled, samplers/symbols_demangle.c). gRPC's threads are
  * gRPC's own. */
 #include "agent_internal.h"
+#include "loader/main_arena.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -90,6 +91,8 @@ static void wait_after(void) {
 }
 
 static void *trampoline(void *p) {
+    /* before anything allocates: glibc's main arena under an RLIMIT_AS */
+    bool shared = ss_main_arena_attach();
     start_args a = *(start_args *)p;
     pthread_setname_np(pthread_self(), a.name);
     wait_after();
@@ -98,6 +101,8 @@ static void *trampoline(void *p) {
     ss_internal_thread_add(tid);
     void *r = a.fn(a.arg);
     ss_internal_thread_remove(tid);
+    if (shared)
+        ss_main_arena_detach();
     return r;
 }
 

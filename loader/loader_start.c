@@ -57,6 +57,7 @@
  * started process is the core's business (agent/lifecycle.c), reached
  * through api->fork_child. */
 #include "loader/ss_loader.h"
+#include "loader/main_arena.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -373,6 +374,17 @@ static void *start_main(void *arg) {
     return NULL;
 }
 
+/* The start thread: under an RLIMIT_AS, on glibc's main malloc arena
+ * before anything it does allocates (the task listing, dlopen's link
+ * maps), and off it at its end (main_arena.c). */
+static void *start_run(void *arg) {
+    bool shared = ss_main_arena_find();
+    void *r = start_main(arg);
+    if (shared)
+        ss_main_arena_detach();
+    return r;
+}
+
 /* With the lock held: a start thread that sleeps until due_ns. */
 static void spawn_locked(void) {
     sigset_t all, old;
@@ -384,7 +396,7 @@ static void spawn_locked(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1024 * 1024);
-    int rc = pthread_create(&start_thread, &attr, start_main, (void *)(uintptr_t)generation);
+    int rc = pthread_create(&start_thread, &attr, start_run, (void *)(uintptr_t)generation);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     thread_alive = rc == 0;
@@ -514,6 +526,7 @@ void ss_start_arm(int argc, char **argv) {
     if (!ss_start_wanted(argc, argv))
         return;
     init_cond();
+    ss_main_arena_note_main(); /* on the main thread: the constructor */
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
     shutdown_ns = (uint64_t)ms_from_env("STACKSHOT_SHUTDOWN_TIMEOUT", 2000, 0, 60000) * 1000000ull;
     ss_start_fork_handler();

@@ -2,7 +2,9 @@
  * (tests/native/check_limits.py runs it with and without the agent).
  *
  *   nofile N MB      two threads; after settle_ms, opens N files and
- *                    mallocs MB megabytes: exit 0 if all succeeded
+ *                    mallocs MB megabytes: exit 0 if all succeeded; says
+ *                    how many of glibc's 64 MiB arena heaps it has (its
+ *                    own threads never allocate: none is its own)
  *   lower            lowers its RLIMIT_NOFILE to 8 (after the agent kept
  *                    files for its threads), then opens 5 files: exit 0
  *                    if all 5 opened
@@ -20,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +91,38 @@ static int open_files(int n) {
     return got;
 }
 
+/* glibc's heaps of arenas other than the main one: 64 MiB-aligned
+ * anonymous regions of 64 MiB, the used part read-write, the rest
+ * PROT_NONE (as two adjacent mappings, or one when all of it is in use). */
+#define HEAP_SIZE (64ul << 20)
+static int arena_heaps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    unsigned long start = 0, end = 0; /* a candidate heap so far */
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perm[8], path[256] = "";
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perm, path) < 3)
+            continue;
+        bool anon = path[0] == '\0';
+        if (anon && end && lo == end && strcmp(perm, "---p") == 0 && hi <= start + HEAP_SIZE)
+            end = hi; /* the reserved rest of the candidate */
+        else if (anon && lo % HEAP_SIZE == 0 && strcmp(perm, "rw-p") == 0 && hi - lo <= HEAP_SIZE)
+            start = lo, end = hi;
+        else
+            start = end = 0;
+        if (end && end == start + HEAP_SIZE) {
+            n++;
+            start = end = 0;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
 static int run_nofile(int n, long mb) {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
@@ -100,7 +135,9 @@ static int run_nofile(int n, long mb) {
     stop = 1;
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    printf("host: opened %d of %d files, malloc(%ld MB) %s\n", got, n, mb, p ? "ok" : "failed");
+    int heaps = arena_heaps(); /* -1: no descriptor left to read the maps */
+    printf("host: opened %d of %d files, malloc(%ld MB) %s, %d arena heaps of 64 MiB\n", got, n,
+           mb, p ? "ok" : "failed", heaps);
     return got == n && p ? 0 : 1;
 }
 
