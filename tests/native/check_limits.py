@@ -7,8 +7,9 @@ checking its own behaviour:
            the top eighth of the table: its duplicate of stderr is taken
            for a line and closed after it under such a limit) and mallocs
            10 MB; the agent keeps no /proc file under such a limit
-  as       under `prlimit --as=200000000` a threaded host mallocs 100 MB,
-           as it does without the agent, and has no 64 MiB heap of a
+  as       under `prlimit --nofile=32 --as=200000000` a threaded host
+           opens 28 files and mallocs 100 MB, as it does without the
+           agent, and has no 64 MiB heap of a
            glibc malloc arena (its own threads never allocate: any would
            be the agent's); the agent still writes rounds with named
            frames. The core allocates from its own heap, and the agent's
@@ -88,12 +89,12 @@ if case == "nofile":
         fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
 
 elif case == "as":
-    cmd = ["prlimit", "--as=200000000", host, "nofile", "20", "100"]
+    cmd = ["prlimit", "--nofile=32", "--as=200000000", host, "nofile", "28", "100"]
     alone = subprocess.run(cmd, env=dict(os.environ, SS_SETTLE_MS="100"), capture_output=True,
                            text=True, timeout=60)
     print("without the agent: " + alone.stdout.strip())
     if alone.returncode != 0:
-        print("SKIP: the host alone cannot malloc 100 MB under this limit here")
+        print("SKIP: the host alone cannot open 28 files and malloc 100 MB under these limits here")
         sys.exit(77)
     p = subprocess.run(cmd, env=env(20, SS_SETTLE_MS="1500"), capture_output=True, text=True,
                        timeout=60)
