@@ -112,7 +112,11 @@ static int find_libc(struct dl_phdr_info *i, size_t size, void *data) {
     return 1;
 }
 
+static bool limited(void);
+
 void ss_main_arena_note_main(void) {
+    if (!limited())
+        return; /* the common case: one system call, nothing walked */
     libc_tls o = {0};
     dl_iterate_phdr(find_libc, &o);
     if (o.block && o.size >= sizeof(void *) && o.has_malloc && o.rw_lo)
