@@ -17,6 +17,11 @@ checking its own behaviour:
            and the sampler, whose libdw calls libc's fopen, strdup...)
            use glibc's main arena (loader/main_arena.c). With two arenas
            (128 MiB) the host could not malloc 64 MB, with one 100 MB.
+  as_restart  the same limit, a host that stops and starts the agent from
+           its main thread (stackshot_stop, stackshot_start): the new
+           agent's threads take no arena either (its stack-layout probe,
+           a thread of its own when started from the main thread, did),
+           and the host mallocs 100 MB
   stacks   the agent's threads run on stacks of at most 1 MiB (the
            mapping around each one's stack pointer), not glibc's 8 MiB
   lower    a host that lowers RLIMIT_NOFILE to 8 at run time still opens
@@ -109,6 +114,23 @@ elif case == "as":
         fail("the agent's threads took glibc malloc arenas of their own")
     if len(rs) < 10 or "at global.idle_thread(" not in text:
         fail("the agent wrote no rounds with named frames: %s" % p.stderr[-500:])
+
+elif case == "as_restart":
+    cmd = ["prlimit", "--as=200000000", host, "restart", "100"]
+    alone = subprocess.run(cmd, env=dict(os.environ, SS_SETTLE_MS="100"), capture_output=True,
+                           text=True, timeout=60)
+    print("without the agent: " + alone.stdout.strip())
+    if alone.returncode != 0:
+        print("SKIP: the host alone cannot malloc 100 MB under this limit here")
+        sys.exit(77)
+    p = subprocess.run(cmd, env=env(20, SS_SETTLE_MS="900"), capture_output=True, text=True,
+                       timeout=60)
+    print(p.stdout.strip())
+    if p.returncode != 0 or "restarted 3 times" not in p.stdout:
+        fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
+    heaps = re.search(r"(\d+) arena heaps", p.stdout)
+    if not heaps or heaps.group(1) != "0":
+        fail("the restarted agent's threads took glibc malloc arenas of their own")
 
 elif case == "stacks":
     p = subprocess.Popen([host, "sleeper"], env=env(20, SS_RUN_MS="3000"),

@@ -5,6 +5,11 @@
  *                    mallocs MB megabytes: exit 0 if all succeeded; says
  *                    how many of glibc's 64 MiB arena heaps it has (its
  *                    own threads never allocate: none is its own)
+ *   restart MB       after settle_ms, stops and starts the agent three
+ *                    times through its API (stackshot_stop, stackshot_start,
+ *                    looked up with dlsym: nothing without the agent), then
+ *                    mallocs MB megabytes and says how many arena heaps it
+ *                    has: exit 0 if the malloc succeeded
  *   lower            lowers its RLIMIT_NOFILE to 8 (after the agent kept
  *                    files for its threads), then opens 5 files: exit 0
  *                    if all 5 opened
@@ -19,6 +24,7 @@
  *
  * settle_ms and run_ms come from SS_SETTLE_MS / SS_RUN_MS. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -141,6 +147,27 @@ static int run_nofile(int n, long mb) {
     return got == n && p ? 0 : 1;
 }
 
+static int run_restart(long mb) {
+    int (*start)(void);
+    void (*stop)(void);
+    *(void **)&start = dlsym(RTLD_DEFAULT, "stackshot_start");
+    *(void **)&stop = dlsym(RTLD_DEFAULT, "stackshot_stop");
+    long settle = env_ms("SS_SETTLE_MS", 500);
+    sleep_ms(settle);
+    for (int i = 0; i < 3 && start && stop; i++) {
+        stop();
+        start();
+        sleep_ms(settle / 3); /* a few rounds of the new agent */
+    }
+    int heaps = arena_heaps();
+    char *p = malloc((size_t)mb << 20);
+    if (p)
+        memset(p, 1, (size_t)mb << 20);
+    printf("host: agent %s, malloc(%ld MB) %s, %d arena heaps of 64 MiB\n",
+           start && stop ? "restarted 3 times" : "absent", mb, p ? "ok" : "failed", heaps);
+    return p ? 0 : 1;
+}
+
 static int run_lower(void) {
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -228,6 +255,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 4 && strcmp(argv[1], "nofile") == 0)
         return run_nofile(atoi(argv[2]), atol(argv[3]));
+    if (argc >= 3 && strcmp(argv[1], "restart") == 0)
+        return run_restart(atol(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "lower") == 0)
         return run_lower();
     if (argc >= 3 && strcmp(argv[1], "chroot") == 0)
@@ -238,6 +267,6 @@ int main(int argc, char **argv) {
         return run_coro();
     if (argc >= 2 && strcmp(argv[1], "sleeper") == 0)
         return run_sleeper();
-    fprintf(stderr, "usage: limits_host nofile N MB | lower | chroot DIR | deep | coro | sleeper\n");
+    fprintf(stderr, "usage: limits_host nofile N MB | restart MB | lower | chroot DIR | deep | coro | sleeper\n");
     return 2;
 }
