@@ -42,7 +42,9 @@
  * thread's end, puts its arena on the free list when the count drops to
  * zero. The agent's threads were never counted on the main arena, so each
  * sets its pointer back to NULL at its end (while it still holds the main
- * arena) and glibc's end of the thread leaves the main arena alone.
+ * arena) and glibc's end of the thread leaves the main arena alone (a
+ * thread that ended through pthread_exit would skip that: the agent's
+ * never do).
  *
  * Only with glibc's malloc as the process's malloc (jemalloc, tcmalloc or
  * a sanitizer's allocator have no such arenas), and only under an
