@@ -14,6 +14,7 @@
  * gRPC's own. */
 #include "agent/thread.h"
 #include "agent/time.h"
+#include "loader/main_arena.h"
 
 #include <stdatomic.h>
 #include <errno.h>
@@ -92,6 +93,8 @@ static void wait_after(void) {
 }
 
 static void *trampoline(void *p) {
+    /* before anything allocates: glibc's main arena under an RLIMIT_AS */
+    bool shared = ss_main_arena_attach();
     start_args a = *(start_args *)p;
     pthread_setname_np(pthread_self(), a.name);
     wait_after();
@@ -100,6 +103,8 @@ static void *trampoline(void *p) {
     ss_internal_thread_add(tid);
     void *r = a.fn(a.arg);
     ss_internal_thread_remove(tid);
+    if (shared)
+        ss_main_arena_detach();
     return r;
 }
 

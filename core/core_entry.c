@@ -11,6 +11,7 @@
 #include "agent/log.h"
 #include "proc/process.h"
 #include "agent/thread.h"
+#include "loader/main_arena.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
 #include "include/stackshot.h"
@@ -59,8 +60,9 @@ static void autostart(void) {
      * malloc arena of glibc's (64 MiB of address space), which its end
      * puts on glibc's free list, and the first agent thread that enters
      * glibc's malloc (libdw's fopen, strdup...) then takes it over
-     * instead of reserving one more (core/core_heap.c). */
-    if (ss_core_alloc_own_heap())
+     * instead of reserving one more (core/core_heap.c). Not needed
+     * when the agent's threads use the main arena (loader/main_arena.c). */
+    if (ss_core_alloc_own_heap() && !ss_main_arena_known())
         ss_internal_threads_after(ss_gettid());
     ss_preload_autostart();
     if (ss_agent_running())
@@ -124,6 +126,9 @@ ss_core_entry_v1(const ss_core_host *host) {
     ss_native_note_dlopened();
     if (host->size >= offsetof(ss_core_host, thread_signal_room) + sizeof host->thread_signal_room)
         ss_native_set_signal_room(host->thread_signal_room);
+    if (host->size >= offsetof(ss_core_host, malloc_arena) + sizeof host->malloc_arena &&
+        host->malloc_arena)
+        ss_main_arena_use(host->malloc_arena_tp_off, host->malloc_arena);
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;

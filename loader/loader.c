@@ -23,6 +23,7 @@
  *
  * STACKSHOT_CORE=<path> names another core file (tests). */
 #include "loader/ss_loader.h"
+#include "loader/main_arena.h"
 #include "agent/otel_ctx.h"
 #include "agent/enabled.h"
 #include "agent/version.h"
@@ -176,6 +177,7 @@ static const ss_core_api *open_core(void) {
     if (host.why_not_deepbind)
         host.deepbind = false;
     resolve_alloc(&host.alloc);
+    ss_main_arena_get(&host.malloc_arena_tp_off, &host.malloc_arena);
 
     int flags = RTLD_NOW | RTLD_LOCAL | (host.deepbind ? RTLD_DEEPBIND : 0);
     void *h = dlopen(path, flags);

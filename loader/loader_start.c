@@ -58,6 +58,7 @@
  * through api->fork_child. */
 #include "agent/ms_keys.h"
 #include "loader/ss_loader.h"
+#include "loader/main_arena.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -360,6 +361,17 @@ static void *start_main(void *arg) {
     return NULL;
 }
 
+/* The start thread: under an RLIMIT_AS, on glibc's main malloc arena
+ * before anything it does allocates (the task listing, dlopen's link
+ * maps), and off it at its end (main_arena.c). */
+static void *start_run(void *arg) {
+    bool shared = ss_main_arena_find();
+    void *r = start_main(arg);
+    if (shared)
+        ss_main_arena_detach();
+    return r;
+}
+
 /* With the lock held: a start thread that sleeps until due_ns. */
 static void spawn_locked(void) {
     sigset_t all, old;
@@ -371,7 +383,7 @@ static void spawn_locked(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1024 * 1024);
-    int rc = pthread_create(&start_thread, &attr, start_main, (void *)(uintptr_t)generation);
+    int rc = pthread_create(&start_thread, &attr, start_run, (void *)(uintptr_t)generation);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     thread_alive = rc == 0;
@@ -501,6 +513,7 @@ void ss_start_arm(int argc, char **argv) {
     if (!ss_start_wanted(argc, argv))
         return;
     init_cond();
+    ss_main_arena_note_main(); /* on the main thread: the constructor */
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
     shutdown_ns = (uint64_t)ms_from_env(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS, SS_SHUTDOWN_MAX_MS) * 1000000ull;
     ss_start_fork_handler();

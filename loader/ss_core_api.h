@@ -59,6 +59,11 @@ typedef struct ss_core_host {
      * enabled when the loader was loaded, a JVM): every thread is
      * signalled as before. */
     int (*thread_signal_room)(pid_t tid);
+    /* glibc's main malloc arena for the agent's threads under an
+     * RLIMIT_AS (loader/main_arena.c): its pointer's offset from the
+     * thread pointer, and the arena; NULL: each thread gets glibc's own */
+    intptr_t malloc_arena_tp_off;
+    void *malloc_arena;
 } ss_core_host;
 
 /* What thread_signal_room says of a thread. */

@@ -2,6 +2,7 @@
  * native sampler (see stack_walk.h). */
 #include "agent/span.h"
 #include "samplers/stack_walk.h"
+#include "loader/main_arena.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -74,6 +75,16 @@ static void *learn_here(void *arg) {
     return NULL;
 }
 
+/* The short-lived thread: pthread_getattr_np allocates, so under an
+ * RLIMIT_AS it goes on glibc's main arena first (loader/main_arena.c). */
+static void *learn_apart(void *arg) {
+    bool shared = ss_main_arena_attach();
+    learn_here(arg);
+    if (shared)
+        ss_main_arena_detach();
+    return NULL;
+}
+
 /* On a thread glibc created: the calling one, or (the main thread's
  * descriptor records no stack) a short-lived one of its own. */
 static void learn_layout(ss_walker *w) {
@@ -82,7 +93,7 @@ static void learn_layout(ss_walker *w) {
         return;
     }
     pthread_t t;
-    if (pthread_create(&t, NULL, learn_here, w) == 0)
+    if (pthread_create(&t, NULL, learn_apart, w) == 0)
         pthread_join(t, NULL);
     else
         w->tid_off = w->stack_off = w->stack_size_off = -1;

@@ -7,12 +7,21 @@ checking its own behaviour:
            the top eighth of the table: its duplicate of stderr is taken
            for a line and closed after it under such a limit) and mallocs
            10 MB; the agent keeps no /proc file under such a limit
-  as       under `prlimit --as=200000000` a threaded host mallocs 64 MB
-           (with the agent's two malloc arenas of glibc, 128 MiB of
-           address space, it could not): the core allocates from its own
-           heap and the one arena left is the loader's start thread's,
-           which the sampler takes over; the agent still writes rounds
-           with named frames
+  as       under `prlimit --nofile=32 --as=200000000` a threaded host
+           opens 28 files and mallocs 100 MB, as it does without the
+           agent, and has no 64 MiB heap of a
+           glibc malloc arena (its own threads never allocate: any would
+           be the agent's); the agent still writes rounds with named
+           frames. The core allocates from its own heap, and the agent's
+           threads (the loader's start thread, whose dlopen allocates,
+           and the sampler, whose libdw calls libc's fopen, strdup...)
+           use glibc's main arena (loader/main_arena.c). With two arenas
+           (128 MiB) the host could not malloc 64 MB, with one 100 MB.
+  as_restart  the same limit, a host that stops and starts the agent from
+           its main thread (stackshot_stop, stackshot_start): the new
+           agent's threads take no arena either (its stack-layout probe,
+           a thread of its own when started from the main thread, did),
+           and the host mallocs 100 MB
   stacks   the agent's threads run on stacks of at most 1 MiB (the
            mapping around each one's stack pointer), not glibc's 8 MiB
   lower    a host that lowers RLIMIT_NOFILE to 8 at run time still opens
@@ -85,8 +94,14 @@ if case == "nofile":
         fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
 
 elif case == "as":
-    p = subprocess.run(["prlimit", "--as=200000000", host, "nofile", "20", "64"],
-                       env=env(20, SS_SETTLE_MS="1500"), capture_output=True, text=True,
+    cmd = ["prlimit", "--nofile=32", "--as=200000000", host, "nofile", "28", "100"]
+    alone = subprocess.run(cmd, env=dict(os.environ, SS_SETTLE_MS="100"), capture_output=True,
+                           text=True, timeout=60)
+    print("without the agent: " + alone.stdout.strip())
+    if alone.returncode != 0:
+        print("SKIP: the host alone cannot open 28 files and malloc 100 MB under these limits here")
+        sys.exit(77)
+    p = subprocess.run(cmd, env=env(20, SS_SETTLE_MS="1500"), capture_output=True, text=True,
                        timeout=60)
     text = dump_text()
     rs = rounds(text)
@@ -94,8 +109,28 @@ elif case == "as":
     print("rounds: %d" % len(rs))
     if p.returncode != 0:
         fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
+    heaps = re.search(r"(\d+) arena heaps", p.stdout)
+    if not heaps or heaps.group(1) != "0":
+        fail("the agent's threads took glibc malloc arenas of their own")
     if len(rs) < 10 or "at global.idle_thread(" not in text:
         fail("the agent wrote no rounds with named frames: %s" % p.stderr[-500:])
+
+elif case == "as_restart":
+    cmd = ["prlimit", "--as=200000000", host, "restart", "100"]
+    alone = subprocess.run(cmd, env=dict(os.environ, SS_SETTLE_MS="100"), capture_output=True,
+                           text=True, timeout=60)
+    print("without the agent: " + alone.stdout.strip())
+    if alone.returncode != 0:
+        print("SKIP: the host alone cannot malloc 100 MB under this limit here")
+        sys.exit(77)
+    p = subprocess.run(cmd, env=env(20, SS_SETTLE_MS="900"), capture_output=True, text=True,
+                       timeout=60)
+    print(p.stdout.strip())
+    if p.returncode != 0 or "restarted 3 times" not in p.stdout:
+        fail("exit %d; stderr %s" % (p.returncode, p.stderr[-500:]))
+    heaps = re.search(r"(\d+) arena heaps", p.stdout)
+    if not heaps or heaps.group(1) != "0":
+        fail("the restarted agent's threads took glibc malloc arenas of their own")
 
 elif case == "stacks":
     p = subprocess.Popen([host, "sleeper"], env=env(20, SS_RUN_MS="3000"),

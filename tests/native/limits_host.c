@@ -2,7 +2,14 @@
  * (tests/native/check_limits.py runs it with and without the agent).
  *
  *   nofile N MB      two threads; after settle_ms, opens N files and
- *                    mallocs MB megabytes: exit 0 if all succeeded
+ *                    mallocs MB megabytes: exit 0 if all succeeded; says
+ *                    how many of glibc's 64 MiB arena heaps it has (its
+ *                    own threads never allocate: none is its own)
+ *   restart MB       after settle_ms, stops and starts the agent three
+ *                    times through its API (stackshot_stop, stackshot_start,
+ *                    looked up with dlsym: nothing without the agent), then
+ *                    mallocs MB megabytes and says how many arena heaps it
+ *                    has: exit 0 if the malloc succeeded
  *   lower            lowers its RLIMIT_NOFILE to 8 (after the agent kept
  *                    files for its threads), then opens 5 files: exit 0
  *                    if all 5 opened
@@ -17,9 +24,11 @@
  *
  * settle_ms and run_ms come from SS_SETTLE_MS / SS_RUN_MS. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +97,44 @@ static int open_files(int n) {
     return got;
 }
 
+/* glibc's heaps of arenas other than the main one: 64 MiB-aligned
+ * anonymous regions of 64 MiB, the used part read-write, the rest
+ * PROT_NONE (as two adjacent mappings, or one when all of it is in use). */
+#define HEAP_SIZE (64ul << 20)
+static int arena_heaps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    unsigned long start = 0, end = 0; /* a candidate heap so far */
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perm[8], path[256] = "";
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perm, path) < 3)
+            continue;
+        bool anon = path[0] == '\0';
+        if (anon && end && lo == end && strcmp(perm, "---p") == 0 && hi <= start + HEAP_SIZE)
+            end = hi; /* the reserved rest of the candidate */
+        else if (anon && lo % HEAP_SIZE == 0 && strcmp(perm, "rw-p") == 0 && hi - lo <= HEAP_SIZE)
+            start = lo, end = hi;
+        else
+            start = end = 0;
+        if (end && end == start + HEAP_SIZE) {
+            n++;
+            start = end = 0;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
 static int run_nofile(int n, long mb) {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, idle_thread, NULL);
     sleep_ms(env_ms("SS_SETTLE_MS", 500));
+    int heaps = arena_heaps(); /* before the files take every descriptor */
     int got = open_files(n);
     char *p = malloc((size_t)mb << 20);
     if (p)
@@ -100,8 +142,30 @@ static int run_nofile(int n, long mb) {
     stop = 1;
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    printf("host: opened %d of %d files, malloc(%ld MB) %s\n", got, n, mb, p ? "ok" : "failed");
+    printf("host: opened %d of %d files, malloc(%ld MB) %s, %d arena heaps of 64 MiB\n", got, n,
+           mb, p ? "ok" : "failed", heaps);
     return got == n && p ? 0 : 1;
+}
+
+static int run_restart(long mb) {
+    int (*start)(void);
+    void (*stop)(void);
+    *(void **)&start = dlsym(RTLD_DEFAULT, "stackshot_start");
+    *(void **)&stop = dlsym(RTLD_DEFAULT, "stackshot_stop");
+    long settle = env_ms("SS_SETTLE_MS", 500);
+    sleep_ms(settle);
+    for (int i = 0; i < 3 && start && stop; i++) {
+        stop();
+        start();
+        sleep_ms(settle / 3); /* a few rounds of the new agent */
+    }
+    int heaps = arena_heaps();
+    char *p = malloc((size_t)mb << 20);
+    if (p)
+        memset(p, 1, (size_t)mb << 20);
+    printf("host: agent %s, malloc(%ld MB) %s, %d arena heaps of 64 MiB\n",
+           start && stop ? "restarted 3 times" : "absent", mb, p ? "ok" : "failed", heaps);
+    return p ? 0 : 1;
 }
 
 static int run_lower(void) {
@@ -191,6 +255,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 4 && strcmp(argv[1], "nofile") == 0)
         return run_nofile(atoi(argv[2]), atol(argv[3]));
+    if (argc >= 3 && strcmp(argv[1], "restart") == 0)
+        return run_restart(atol(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "lower") == 0)
         return run_lower();
     if (argc >= 3 && strcmp(argv[1], "chroot") == 0)
@@ -201,6 +267,6 @@ int main(int argc, char **argv) {
         return run_coro();
     if (argc >= 2 && strcmp(argv[1], "sleeper") == 0)
         return run_sleeper();
-    fprintf(stderr, "usage: limits_host nofile N MB | lower | chroot DIR | deep | coro | sleeper\n");
+    fprintf(stderr, "usage: limits_host nofile N MB | restart MB | lower | chroot DIR | deep | coro | sleeper\n");
     return 2;
 }
