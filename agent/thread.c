@@ -14,7 +14,7 @@
  * gRPC's own. */
 #include "agent/thread.h"
 #include "agent/time.h"
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 
 #include <stdatomic.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include "agent/log.h"
 #include "proc/process.h"
 #include "agent/thread.h"
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
 #include "include/stackshot.h"
@@ -61,7 +61,7 @@ static void autostart(void) {
      * puts on glibc's free list, and the first agent thread that enters
      * glibc's malloc (libdw's fopen, strdup...) then takes it over
      * instead of reserving one more (core/core_heap.c). Not needed
-     * when the agent's threads use the main arena (loader/main_arena.c). */
+     * when the agent's threads use the main arena (agent/main_arena.c). */
     if (ss_core_alloc_own_heap() && !ss_main_arena_known())
         ss_internal_threads_after(ss_gettid());
     ss_preload_autostart();

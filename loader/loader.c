@@ -23,7 +23,7 @@
  *
  * STACKSHOT_CORE=<path> names another core file (tests). */
 #include "loader/ss_loader.h"
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 #include "agent/otel_ctx.h"
 #include "agent/enabled.h"
 #include "agent/version.h"

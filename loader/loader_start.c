@@ -58,7 +58,7 @@
  * through api->fork_child. */
 #include "agent/ms_keys.h"
 #include "loader/ss_loader.h"
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -60,7 +60,7 @@ typedef struct ss_core_host {
      * signalled as before. */
     int (*thread_signal_room)(pid_t tid);
     /* glibc's main malloc arena for the agent's threads under an
-     * RLIMIT_AS (loader/main_arena.c): its pointer's offset from the
+     * RLIMIT_AS (agent/main_arena.c): its pointer's offset from the
      * thread pointer, and the arena; NULL: each thread gets glibc's own */
     intptr_t malloc_arena_tp_off;
     void *malloc_arena;

@@ -2,7 +2,7 @@
  * native sampler (see stack_walk.h). */
 #include "agent/span.h"
 #include "samplers/stack_walk.h"
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,7 +76,7 @@ static void *learn_here(void *arg) {
 }
 
 /* The short-lived thread: pthread_getattr_np allocates, so under an
- * RLIMIT_AS it goes on glibc's main arena first (loader/main_arena.c). */
+ * RLIMIT_AS it goes on glibc's main arena first (agent/main_arena.c). */
 static void *learn_apart(void *arg) {
     bool shared = ss_main_arena_attach();
     learn_here(arg);

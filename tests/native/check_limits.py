@@ -15,7 +15,7 @@ checking its own behaviour:
            frames. The core allocates from its own heap, and the agent's
            threads (the loader's start thread, whose dlopen allocates,
            and the sampler, whose libdw calls libc's fopen, strdup...)
-           use glibc's main arena (loader/main_arena.c). With two arenas
+           use glibc's main arena (agent/main_arena.c). With two arenas
            (128 MiB) the host could not malloc 64 MB, with one 100 MB.
   as_restart  the same limit, a host that stops and starts the agent from
            its main thread (stackshot_stop, stackshot_start): the new

@@ -57,7 +57,7 @@
  * while the main thread still uses it (threads then share it, which is
  * harmless); glibc asserts only if, after that, one more thread leaves
  * it. */
-#include "loader/main_arena.h"
+#include "agent/main_arena.h"
 
 #include <link.h>
 #include <stdatomic.h>
