@@ -251,8 +251,9 @@ static void spawn_restart_locked(void) {
  * end. A thread that has never run yet (the common case on a host whose
  * CPUs are busy) waits for a CPU first. So a child of a running agent
  * creates no thread at fork: it arms a timer on the forking thread's own
- * CPU clock (CLOCK_THREAD_CPUTIME_ID, every millisecond of CPU it uses;
- * the kernel checks such timers at its tick, while the thread runs) whose
+ * CPU clock (CLOCK_THREAD_CPUTIME_ID, after 2 ms and then every 5 ms of CPU
+ * it uses; the kernel checks such timers at its tick, while the thread
+ * runs) whose
  * signal goes to that thread. A CPU-time signal arrives while the thread
  * is running, never in a sleep (it would end nanosleep, poll or
  * epoll_wait with EINTR, as a signal sent to a sleeping thread would): the
@@ -492,8 +493,10 @@ static bool lazy_arm(void) {
     lazy_sig = sig;
     lazy_timer = id;
     atomic_store(&lazy_armed, true);
-    /* every millisecond of the thread's CPU time (the tick bounds it) */
-    struct itimerspec its = {.it_interval = {0, 1000000}, .it_value = {0, 1000000}};
+    /* after 2 ms of the thread's CPU time, then every 5 ms: a thread that
+     * computes all the time is interrupted about 20 times before its
+     * restart is due, one that mostly waits finds it due at its first */
+    struct itimerspec its = {.it_interval = {0, 5000000}, .it_value = {0, 2000000}};
     if (syscall(SYS_timer_settime, id, 0, &its, NULL) != 0) {
         lazy_disarm();
         return false;

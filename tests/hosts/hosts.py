@@ -73,7 +73,9 @@ cases:
              agent thread created at fork: /proc/self/task counted by the
              child just before _exit); children that compute 700 ms start
              their own agent (its restart thread created from the timer
-             signal), take rounds, exit 0 and add no line at info
+             signal), take rounds, exit 0 and add no line at info; in a host
+             whose malloc is its own program's the thread is created at
+             fork (no safe point for a handler) and children take rounds
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -1046,6 +1048,26 @@ def case_children():
             check(rounds >= 1, f"work at {interval} ms: child {c} took rounds of its own: {rounds}")
         check(len(agent_lines(r.stderr)) == 1,
               f"work at {interval} ms: one line, the host's: {agent_lines(r.stderr)}")
+    # A host whose malloc is its own program's (jemalloc linked in): a
+    # handler must not create a thread there, so the restart thread is
+    # created at fork, as before, and children still take rounds.
+    own = os.path.join(bindir, "ss_hosts_spawner_ownmalloc")
+    out = fresh("children")
+    r = subprocess.run([own, "tasks", "4", "5", "2"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
+    check(r.returncode == 0 and counts == [2] * 4,
+          f"own malloc: the restart thread is created at fork: {counts} ({r.returncode})")
+    out = fresh("children")
+    r = subprocess.run([own, "work", "2", "700"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == 2, f"own malloc: work: 2 children exited 0 ({r.returncode})")
+    for c in children:
+        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
+        check(rounds >= 1, f"own malloc: child {c} took rounds of its own: {rounds}")
 
 
 # ---- output files: rotation, retention, failing writes --------------------

@@ -27,6 +27,54 @@
 
 #include "../common/host_threads.h"
 
+#ifdef SPAWNER_OWN_MALLOC
+/* ss_hosts_spawner_ownmalloc: the malloc family is this program's own (as
+ * a host that links jemalloc in), a bump allocator that never gives back:
+ * a signal handler that interrupts it must not allocate, so the agent
+ * creates a forked child's restart thread at fork here. */
+#include <stddef.h>
+#include <sys/mman.h>
+#define ARENA_BYTES (256u << 20)
+static unsigned char *arena;
+static atomic_size_t arena_used;
+
+static void *bump(size_t align, size_t size) {
+    if (!arena) {
+        void *m = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        arena = m; /* first call: before any thread */
+    }
+    if (align < 16)
+        align = 16;
+    size_t need = size + align + 16;
+    size_t off = atomic_fetch_add(&arena_used, need);
+    if (off + need > ARENA_BYTES)
+        return NULL;
+    uintptr_t p = ((uintptr_t)arena + off + 16 + align - 1) & ~(uintptr_t)(align - 1);
+    ((size_t *)p)[-1] = size;
+    return (void *)p;
+}
+
+void *malloc(size_t n) { return bump(16, n); }
+void free(void *p) { (void)p; }
+void *calloc(size_t a, size_t b) { return bump(16, a * b); } /* mmap'd: zeroed */
+void *realloc(void *p, size_t n) {
+    void *q = bump(16, n);
+    if (p && q)
+        memcpy(q, p, ((size_t *)p)[-1] < n ? ((size_t *)p)[-1] : n);
+    return q;
+}
+void *memalign(size_t align, size_t n) { return bump(align, n); }
+void *aligned_alloc(size_t align, size_t n) { return bump(align, n); }
+int posix_memalign(void **out, size_t align, size_t n) {
+    *out = bump(align, n);
+    return *out ? 0 : 12;
+}
+size_t malloc_usable_size(void *p) { return p ? ((size_t *)p)[-1] : 0; }
+#endif
+
 static atomic_bool done;
 
 static uint64_t now_ns(void) {
