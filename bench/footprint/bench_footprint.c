@@ -23,7 +23,10 @@
  * (libss_bench_empty.so, next to this program: the floor any preloaded
  * library pays) and with the agent, in the same run; ratios against both.
  *
- * usage: bench_footprint <libstackshot.so> [spawns=200] [repeats=7]
+ * usage: bench_footprint <libstackshot.so> [spawns=200] [repeats=7] [before.so]
+ * With a fourth argument (another build's libstackshot.so: the library of
+ * before a change), the busy host's children and fork()+_exit with the
+ * agent running are measured with it too, interleaved in the same run.
  * The fork-per-connection host (pgbench -C) is bench/footprint/pgbench.sh.
  * Prints a table; never a test. */
 #include <pthread.h>
@@ -258,6 +261,7 @@ int main(int argc, char **argv) {
     const char *lib = argv[1];
     int spawns = argc > 2 ? atoi(argv[2]) : 200;
     int repeats = argc > 3 ? atoi(argv[3]) : 7;
+    const char *before = argc > 4 ? argv[4] : NULL;
     char out[] = "/tmp/bench-footprint-XXXXXX";
     if (!mkdtemp(out))
         return 1;
@@ -312,15 +316,21 @@ int main(int argc, char **argv) {
     env_add(&at10, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=10");
     env_agent(&at1s, lib, "text", out);
     char *busy_argv[] = {self, "--busy-children", "100", NULL};
-    env *bcfg[4] = {&none, &empty, &at10, &at1s};
-    uint64_t bk[4][64], mb[4];
+    env before10, before_running;
+    env_agent(&before10, before ? before : lib, "text", out);
+    env_add(&before10, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=10");
+    env_agent(&before_running, before ? before : lib, "text", out);
+    env_add(&before_running, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=100");
+    env *bcfg[5] = {&none, &empty, &at10, &at1s, &before10};
+    int nb = before ? 5 : 4;
+    uint64_t bk[5][64], mb[5] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < nb; c++) {
             char buf[64];
             run(busy_argv, bcfg[c]->v, buf, sizeof buf);
             bk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < nb; c++)
         mb[c] = median(bk[c], n);
 
     /* 1c. make -j2 of 20 tiny files */
@@ -354,15 +364,16 @@ int main(int argc, char **argv) {
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", 2000);
     char *fork_argv[] = {self, "--fork-loop", nbuf, NULL};
-    env *fcfg[4] = {&none, &armed, &running, &nodebug};
-    uint64_t fk[4][64], mf[4];
+    env *fcfg[6] = {&none, &armed, &running, &nodebug, &before_running, &empty};
+    int nf = before ? 6 : 4;
+    uint64_t fk[6][64], mf[6] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < nf; c++) {
             char buf[64];
             run(fork_argv, fcfg[c]->v, buf, sizeof buf);
             fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < nf; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -429,6 +440,16 @@ int main(int argc, char **argv) {
     for (int c = 1; c < 4; c++)
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", fname[c], mf[0] / 1e3, mf[c] / 1e3,
                (double)mf[c] / (double)mf[0], "1.50");
+    if (before) {
+        printf("before: %s\n", before);
+        printf("%-34s %11.3f %11.3f %11.3f %7.2f %8.2f\n", "busy host child, 10 ms, before (ms)",
+               mb[0] / 1e6, mb[1] / 1e6, mb[4] / 1e6, (double)mb[4] / (double)mb[0],
+               (double)mb[4] / (double)mb[1]);
+        printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, running, before",
+               mf[0] / 1e3, mf[4] / 1e3, (double)mf[4] / (double)mf[0], "1.50");
+        printf("%-34s %10.1f us %10.1f us %8.2f\n", "fork()+_exit+wait, empty lib", mf[0] / 1e3,
+               mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
+    }
     static const char *const rname[2] = {"resident memory, text, idle", "  same, SYMBOLS_DEBUGINFO=false"};
     for (int c = 1; c < 3; c++)
         printf("%-34s %9llu KiB %9llu KiB %+7lld KiB %6s  (anon %+lld, file %+lld KiB)\n",

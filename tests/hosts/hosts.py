@@ -68,6 +68,14 @@ cases:
              under `strace -f`; nor do /bin/true and `sh -c true` (the
              loader's start thread cancelled at exit, not joined); all exit 0
              and leave no file and no line
+  children   a busy host's (two computing threads) forked children that
+             live 5 ms hold only the thread that forked at their exit (no
+             agent thread created at fork: /proc/self/task counted by the
+             child just before _exit); children that compute 700 ms start
+             their own agent (its restart thread created from the timer
+             signal), take rounds, exit 0 and add no line at info; in a host
+             whose malloc is its own program's the thread is created at
+             fork (no safe point for a handler) and children take rounds
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -1009,6 +1017,59 @@ def case_shortlived():
         check(not agent_lines(r.stderr) and files(out) == [], f"{argv}: no line, no file")
 
 
+# ---- children: no agent thread at fork, an agent once they live -----------
+
+def case_children():
+    spawner = os.path.join(bindir, "ss_hosts_spawner")
+    out = fresh("children")
+    r = subprocess.run([spawner, "tasks", "12", "5", "2"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
+    check(r.returncode == 0 and len(counts) == 12,
+          f"tasks: 12 children counted their threads ({r.returncode}, {len(counts)})")
+    # A child lives 5 ms asleep: its restart (due 100 ms after the fork,
+    # created on its thread's CPU time) never comes; before, a
+    # stackshot-fork thread was created at every fork.
+    check(counts and all(c == 1 for c in counts),
+          f"tasks: a child holds only the thread that forked: {counts}")
+    check(len(agent_lines(r.stderr)) == 1, f"tasks: one line, the host's: {agent_lines(r.stderr)}")
+    for interval in ("10", "50"):
+        out = fresh("children")
+        r = subprocess.run([spawner, "work", "4", "700"], env=agent_env(out,
+                           SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                           capture_output=True, text=True, timeout=120)
+        children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+        check(r.returncode == 0 and len(children) == 4,
+              f"work at {interval} ms: 4 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
+        for c in children:
+            mine = [n for n in files(out) if f".{c}." in n]
+            rounds = sum(rounds_in(os.path.join(out, n)) for n in mine)
+            check(rounds >= 1, f"work at {interval} ms: child {c} took rounds of its own: {rounds}")
+        check(len(agent_lines(r.stderr)) == 1,
+              f"work at {interval} ms: one line, the host's: {agent_lines(r.stderr)}")
+    # A host whose malloc is its own program's (jemalloc linked in): a
+    # handler must not create a thread there, so the restart thread is
+    # created at fork, as before, and children still take rounds.
+    own = os.path.join(bindir, "ss_hosts_spawner_ownmalloc")
+    out = fresh("children")
+    r = subprocess.run([own, "tasks", "4", "5", "2"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
+    check(r.returncode == 0 and counts == [2] * 4,
+          f"own malloc: the restart thread is created at fork: {counts} ({r.returncode})")
+    out = fresh("children")
+    r = subprocess.run([own, "work", "2", "700"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == 2, f"own malloc: work: 2 children exited 0 ({r.returncode})")
+    for c in children:
+        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
+        check(rounds >= 1, f"own malloc: child {c} took rounds of its own: {rounds}")
+
+
 # ---- output files: rotation, retention, failing writes --------------------
 
 def exit_parts(stderr):
@@ -1174,7 +1235,7 @@ def case_writefail():
             check(t is not None and t[1] > 0, f"full: rounds written before the disk filled: {t}")
 
 
-cases = {"timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
+cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail}
 cases[case]()

@@ -5,10 +5,15 @@
  * it waits up to 5 s more until the start thread is gone), then forks N
  * children one after the other, waiting for each. A child lives MS
  * milliseconds (asleep), then, by MODE: `exit` calls exit(0) (destructors
- * run: the agent's too), `exec` execs /bin/true. THREADS (default 0)
- * threads compute meanwhile (a busy host). Prints each child's pid, then
- * the mean cost of a child in microseconds ("per child N us"); exits 0
- * when every child exited 0. */
+ * run: the agent's too), `exec` execs /bin/true, `tasks` counts its
+ * threads (/proc/self/task) and _exits with that count as its status,
+ * `work` computes MS milliseconds instead of sleeping (its agent starts
+ * and samples it) and calls exit(0). THREADS (default 0) threads compute
+ * meanwhile (a busy host). Prints each child's pid ("child N", with
+ * "tasks N" in `tasks` mode), then the mean cost of a child in
+ * microseconds ("per child N us"); exits 0 when every child exited 0 (in
+ * `tasks` mode: with a count). */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -21,6 +26,54 @@
 #include <unistd.h>
 
 #include "tests/common/host_threads.h"
+
+#ifdef SPAWNER_OWN_MALLOC
+/* ss_hosts_spawner_ownmalloc: the malloc family is this program's own (as
+ * a host that links jemalloc in), a bump allocator that never gives back:
+ * a signal handler that interrupts it must not allocate, so the agent
+ * creates a forked child's restart thread at fork here. */
+#include <stddef.h>
+#include <sys/mman.h>
+#define ARENA_BYTES (256u << 20)
+static unsigned char *arena;
+static atomic_size_t arena_used;
+
+static void *bump(size_t align, size_t size) {
+    if (!arena) {
+        void *m = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        arena = m; /* first call: before any thread */
+    }
+    if (align < 16)
+        align = 16;
+    size_t need = size + align + 16;
+    size_t off = atomic_fetch_add(&arena_used, need);
+    if (off + need > ARENA_BYTES)
+        return NULL;
+    uintptr_t p = ((uintptr_t)arena + off + 16 + align - 1) & ~(uintptr_t)(align - 1);
+    ((size_t *)p)[-1] = size;
+    return (void *)p;
+}
+
+void *malloc(size_t n) { return bump(16, n); }
+void free(void *p) { (void)p; }
+void *calloc(size_t a, size_t b) { return bump(16, a * b); } /* mmap'd: zeroed */
+void *realloc(void *p, size_t n) {
+    void *q = bump(16, n);
+    if (p && q)
+        memcpy(q, p, ((size_t *)p)[-1] < n ? ((size_t *)p)[-1] : n);
+    return q;
+}
+void *memalign(size_t align, size_t n) { return bump(align, n); }
+void *aligned_alloc(size_t align, size_t n) { return bump(align, n); }
+int posix_memalign(void **out, size_t align, size_t n) {
+    *out = bump(align, n);
+    return *out ? 0 : 12;
+}
+size_t malloc_usable_size(void *p) { return p ? ((size_t *)p)[-1] : 0; }
+#endif
 
 static atomic_bool done;
 
@@ -37,6 +90,26 @@ static void *spin(void *arg) {
     return NULL;
 }
 
+static int tasks_now(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void compute_ms(long ms) {
+    uint64_t until = now_ns() + (uint64_t)ms * 1000000ull;
+    volatile unsigned long x = 1;
+    while (now_ns() < until)
+        for (int i = 0; i < 10000; i++)
+            x = x * 6364136223846793005ul + 1442695040888963407ul;
+}
+
 static void sleep_ms(long ms) {
     struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
     while (nanosleep(&d, &d) != 0)
@@ -47,6 +120,8 @@ int main(int argc, char **argv) {
     if (argc < 4)
         return 2;
     bool exec_mode = strcmp(argv[1], "exec") == 0;
+    bool tasks_mode = strcmp(argv[1], "tasks") == 0;
+    bool work_mode = strcmp(argv[1], "work") == 0;
     int n = atoi(argv[2]);
     long ms = atol(argv[3]);
     int threads = argc > 4 ? atoi(argv[4]) : 0;
@@ -70,8 +145,12 @@ int main(int argc, char **argv) {
         if (p < 0)
             return 3;
         if (p == 0) {
-            if (ms)
+            if (work_mode)
+                compute_ms(ms);
+            else if (ms)
                 sleep_ms(ms);
+            if (tasks_mode)
+                _exit(tasks_now());
             if (exec_mode) {
                 execl("/bin/true", "true", (char *)NULL);
                 _exit(127);
@@ -81,9 +160,12 @@ int main(int argc, char **argv) {
         int st;
         while (waitpid(p, &st, 0) < 0)
             ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        if (!WIFEXITED(st) || (tasks_mode ? WEXITSTATUS(st) == 0 : WEXITSTATUS(st) != 0))
             failed++;
-        printf("child %d\n", (int)p);
+        if (tasks_mode)
+            printf("child %d tasks %d\n", (int)p, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        else
+            printf("child %d\n", (int)p);
     }
     uint64_t per = (now_ns() - t0) / (uint64_t)(n ? n : 1) / 1000u;
     atomic_store(&done, true);
