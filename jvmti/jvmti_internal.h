@@ -179,8 +179,14 @@ uint32_t ss_vthreads_cap(void);
  * sampling handler, the events that give it jmethodIDs. */
 #define SS_AGCT_NO_ENV (-100) /* the walker's own code: no JNIEnv on the thread */
 #define SS_AGCT_STUB_MARK (-1000) /* first frame's lineno: a stub was on top */
+#define SS_AGCT_FAULT (-101) /* AGCT faulted; the guard jumped back out (agct.c) */
 bool ss_agct_find(void);
+/* The walker in the sampling handler, and the guard around AGCT. */
 void ss_agct_enable(void);
+/* Faults inside AGCT caught by the guard; the others its handler passed
+ * on to the JVM's. */
+uint64_t ss_agct_faults(void);
+uint64_t ss_agct_passed(void);
 /* The walk's first frame is the mark of a HotSpot stub on top (the Java
  * frames follow it). */
 bool ss_agct_stub_on_top(const void *frames);

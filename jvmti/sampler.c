@@ -85,7 +85,8 @@ typedef struct sampler {
     bool walk;          /* this round: running Java threads walked by AGCT */
     uint64_t walked, walk_fell; /* stacks from AGCT; AGCT failed: safepoint stack */
     uint64_t stubs;             /* ... walked from a stub's caller */
-    uint64_t fell_by[12];       /* ... by its code: -1 .. -10, [0] other, [11] no env */
+    uint64_t fell_by[13];       /* ... by its code: -1 .. -10, [0] other, [11] no env,
+                                   [12] AGCT faulted (the guard) */
     bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
@@ -197,7 +198,13 @@ static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t, ss_jthread_
         return false;
     if (n <= 0) {
         s->walk_fell++;
-        int code = n == SS_AGCT_NO_ENV ? 11 : (n < 0 && n >= -10) ? -n : 0;
+        int code = n == SS_AGCT_NO_ENV   ? 11
+                   : n == SS_AGCT_FAULT  ? 12
+                   : n < 0 && n >= -10 ? -n
+                                         : 0;
+        if (code == 12 && !s->fell_by[12])
+            ss_warn("jvmti: AsyncGetCallTrace faulted on a thread; the guard took the walk "
+                    "back and the thread's stack comes from JVMTI (faults are counted)");
         s->fell_by[code]++;
         return false;
     }
@@ -597,8 +604,11 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  (unsigned long long)invalid);
         char by[256];
         int at = 0;
-        for (int c = 0; c < 12 && at < (int)sizeof by; c++)
-            if (s.fell_by[c])
+        for (int c = 0; c < 13 && at < (int)sizeof by; c++)
+            if (s.fell_by[c] && c == 12)
+                at += snprintf(by + at, sizeof by - (size_t)at, " fault:%llu",
+                               (unsigned long long)s.fell_by[c]);
+            else if (s.fell_by[c])
                 at += snprintf(by + at, sizeof by - (size_t)at, " %s%d:%llu",
                                c == 11 ? "no JNIEnv" : c == 0 ? "other" : "", c ? -c : 0,
                                (unsigned long long)s.fell_by[c]);
@@ -608,6 +618,13 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  "safepoint stack (by code:%s)",
                  (unsigned long long)s.walked, (unsigned long long)s.stubs,
                  (unsigned long long)s.walk_fell, by);
+        ss_debug("jvmti: guard: %llu faults caught inside AsyncGetCallTrace, %llu passed on "
+                 "to the JVM's handler", (unsigned long long)ss_agct_faults(),
+                 (unsigned long long)ss_agct_passed());
+        if (ss_agct_faults())
+            ss_info("jvmti: %llu faults inside AsyncGetCallTrace were caught by the guard "
+                    "(those threads' stacks came from JVMTI)",
+                    (unsigned long long)ss_agct_faults());
         uint64_t same, changed;
         ss_jmemo_stats(s.memo, &same, &changed);
         ss_debug("jvmti: stacks: %llu taken with GetStackTrace, %llu used again (the thread "
