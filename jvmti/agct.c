@@ -26,12 +26,37 @@
  * Its frames: {jint lineno, jmethodID method_id}, lineno being the bci
  * (negative for native methods), resolved off the handler by
  * resolve.c's per-method cache (lines from the bci, as for GetStackTrace).
- */
+ *
+ * The guard. AGCT reads a thread's frames while the thread may be in any
+ * state; where HotSpot's checks miss a case it faults, and its crash
+ * handler then ends the host. The agent must not: while a thread is inside
+ * AGCT (a thread-local pointer to a jump buffer, set only around the
+ * call), a SIGSEGV or SIGBUS raised by the kernel on that thread jumps
+ * back out of the call, and the walk answers SS_AGCT_FAULT (counted; the
+ * sampler takes that thread's stack with JVMTI). Every other SIGSEGV and
+ * SIGBUS (HotSpot takes implicit null checks, safepoint polls and stack
+ * banging as faults: they are routine) goes on to the handler that was
+ * installed before, called as the kernel would have called it: same
+ * arguments, same mask and flags (ours are copied from it), SIG_DFL and
+ * SIG_IGN honoured. It is installed once, when walking starts (the JVM's
+ * handlers are in place by then), never again; not at all when libjsig is
+ * loaded (its sigaction keeps the JVM's handler first and calls ours only
+ * for faults HotSpot does not handle, which would then have to be passed
+ * back: a loop), then faults inside AGCT stay HotSpot's. -Xrs changes
+ * nothing here (it is about SIGQUIT, SIGHUP, SIGINT, SIGTERM).
+ * What a jump out of AGCT skips: the destructors of its scope objects.
+ * On JDK 17 that is nothing that outlives the call (no HandleMark); JDK 21
+ * and later leave the thread's "in AsyncGetCallTrace" flag set, which on
+ * Linux x86-64 only relaxes assertions. */
 #include "jvmti/jvmti_internal.h"
 #include "samplers/ss_samplers.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/ucontext.h>
 #include <string.h>
 
@@ -50,6 +75,131 @@ typedef void (*agct_fn)(agct_trace *, jint, void *);
 
 static agct_fn agct;
 static _Atomic uint64_t preloaded_classes;
+
+/* ---- the guard ------------------------------------------------------- */
+
+static struct sigaction prev_segv, prev_bus; /* the JVM's, called for every other fault */
+static bool guarded;
+static _Atomic uint64_t faults, passed; /* caught inside AGCT; passed on to the JVM */
+/* this thread is inside AGCT: where to jump on a fault (NULL: not) */
+static __thread sigjmp_buf *in_agct __attribute__((tls_model("initial-exec")));
+/* STACKSHOT_TEST_AGCT_FAULT=1 (tests): AGCT is given frames on a page it
+ * may not write, so that it really faults inside its own code */
+static agct_frame *fault_page;
+
+/* The previous handler, as the kernel would have run it. */
+static void chain(int sig, siginfo_t *si, void *uc) {
+    const struct sigaction *p = sig == SIGBUS ? &prev_bus : &prev_segv;
+    if (p->sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, NULL);
+    }
+    if (p->sa_flags & SA_SIGINFO) {
+        if (p->sa_sigaction)
+            p->sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (p->sa_handler == SIG_IGN)
+        return;
+    if (p->sa_handler == SIG_DFL) {
+        /* the default action: with it back in place, a fault happens
+         * again when the instruction is retried; a sent one is raised
+         * again (delivered when this handler returns) */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, NULL);
+        if (si->si_code <= 0)
+            raise(sig);
+        return;
+    }
+    p->sa_handler(sig);
+}
+
+static void guard_handler(int sig, siginfo_t *si, void *uc) {
+    sigjmp_buf *jb = in_agct;
+    if (jb && si->si_code > 0) { /* raised by the kernel, on this thread, inside AGCT */
+        in_agct = NULL;
+        /* back to the mask of the moment of the fault: this handler's
+         * own blocks SIGSEGV (the caller then restores the sampling
+         * handler's) */
+        pthread_sigmask(SIG_SETMASK, &((ucontext_t *)uc)->uc_sigmask, NULL);
+        siglongjmp(*jb, 1);
+    }
+    atomic_fetch_add_explicit(&passed, 1, memory_order_relaxed);
+    chain(sig, si, uc);
+}
+
+/* Ours ahead of the current one: its mask and flags, so that it runs as it
+ * would have. */
+static bool install_one(int sig, struct sigaction *prev) {
+    if (sigaction(sig, NULL, prev) != 0)
+        return false;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_mask = prev->sa_mask;
+    sa.sa_flags = (prev->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+    return sigaction(sig, &sa, NULL) == 0;
+}
+
+static void guard_install(void) {
+    if (guarded)
+        return;
+    if (dlsym(RTLD_DEFAULT, "JVM_begin_signal_setting")) { /* libjsig */
+        ss_info("jvmti: libjsig is loaded: faults inside AsyncGetCallTrace are left to "
+                "the JVM's handler (no guard)");
+        return;
+    }
+    guarded = install_one(SIGSEGV, &prev_segv) && install_one(SIGBUS, &prev_bus);
+    if (!guarded)
+        ss_warn("jvmti: the guard around AsyncGetCallTrace could not be installed");
+    const char *t = getenv("STACKSHOT_TEST_AGCT_FAULT");
+    if (guarded && t && strcmp(t, "1") == 0) {
+        void *pg = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (pg != MAP_FAILED) {
+            fault_page = pg;
+            ss_info("jvmti: STACKSHOT_TEST_AGCT_FAULT=1: AsyncGetCallTrace will fault (test)");
+        }
+    }
+}
+
+/* AGCT, with a fault inside it turned into SS_AGCT_FAULT. The sampling
+ * handler runs with every signal blocked, and a fault while SIGSEGV is
+ * blocked ends the process at once (the kernel's default action, no
+ * handler at all): SIGSEGV and SIGBUS are unblocked for the call. */
+static jint call_agct(agct_trace *t, jint depth, void *uc) {
+    if (!guarded) {
+        agct(t, depth, uc);
+        return t->num_frames;
+    }
+    sigset_t sync, old;
+    sigemptyset(&sync);
+    sigaddset(&sync, SIGSEGV);
+    sigaddset(&sync, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &sync, &old);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 0) != 0) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        atomic_fetch_add_explicit(&faults, 1, memory_order_relaxed);
+        return SS_AGCT_FAULT;
+    }
+    if (fault_page)
+        t->frames = fault_page;
+    in_agct = &jb;
+    atomic_signal_fence(memory_order_seq_cst);
+    agct(t, depth, uc);
+    atomic_signal_fence(memory_order_seq_cst);
+    in_agct = NULL;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return t->num_frames;
+}
+
+uint64_t ss_agct_faults(void) { return atomic_load_explicit(&faults, memory_order_relaxed); }
+
+uint64_t ss_agct_passed(void) { return atomic_load_explicit(&passed, memory_order_relaxed); }
 
 _Static_assert(sizeof(agct_frame) == 16, "AGCT frame: the 16 bytes ss_sig_runtime_fn writes");
 
@@ -79,7 +229,8 @@ static int32_t walk(void *ucontext, const uint8_t *stack, uint64_t sp, uint32_t 
     if (!ss_jvm || (*ss_jvm)->GetEnv(ss_jvm, (void **)&env, JNI_VERSION_1_6) != JNI_OK || !env)
         return SS_AGCT_NO_ENV;
     agct_trace t = {env, 0, frames};
-    agct(&t, (jint)cap, ucontext);
+    if (call_agct(&t, (jint)cap, ucontext) == SS_AGCT_FAULT)
+        return SS_AGCT_FAULT;
     if ((t.num_frames != TICKS_UNKNOWN_JAVA && t.num_frames != TICKS_NOT_WALKABLE_JAVA) ||
         cap < 2)
         return t.num_frames;
@@ -95,7 +246,8 @@ static int32_t walk(void *ucontext, const uint8_t *stack, uint64_t sp, uint32_t 
     up.uc_mcontext.gregs[REG_RBP] = (greg_t)saved_fp;
     agct_frame *f = frames;
     agct_trace t2 = {env, 0, f + 1};
-    agct(&t2, (jint)cap - 1, &up);
+    if (call_agct(&t2, (jint)cap - 1, &up) == SS_AGCT_FAULT)
+        return SS_AGCT_FAULT;
     if (t2.num_frames <= 0)
         return t.num_frames;
     f[0].lineno = SS_AGCT_STUB_MARK;
@@ -111,8 +263,10 @@ bool ss_agct_find(void) {
 }
 
 void ss_agct_enable(void) {
-    if (agct)
-        ss_native_set_runtime_walk(walk);
+    if (!agct)
+        return;
+    guard_install();
+    ss_native_set_runtime_walk(walk);
 }
 
 bool ss_agct_stub_on_top(const void *frames) {

@@ -9,6 +9,8 @@
  *   vthreads.c  virtual threads (JDK 21+)
  *   jspan.c     the OpenTelemetry span current on each thread, and
  *               io.stackshot.StackshotSpan's natives
+ *   jmemo.c     per Java thread, round to round: CPU clock, last stack and
+ *               its identity (stack reuse)
  *   heapdump.c  what the dumps exporter needs of the VM: jstack's banner,
  *               heap dumps on OutOfMemoryError and on demand
  */
@@ -63,6 +65,44 @@ void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods,
 /* Start of a round: the resolver's clock for line-table refreshes. */
 void ss_jresolver_round(ss_jresolver *r);
 
+/* ---- jmemo.c ------------------------------------------------------ */
+
+/* One Java thread's memo (by Java id), valid for the round it was got in. */
+typedef struct ss_jthread_memo {
+    int64_t id;        /* Java thread id; 0 free */
+    /* facts that do not change while the thread lives, once all known
+     * (threads.c): its kernel tid, kept or left out, JavaThread*, start */
+    bool facts, keep;
+    pid_t nid;
+    uint64_t eetop, start_wall_ms;
+    uint64_t cpu_prev; /* CPU clock at its previous round, SS_UNKNOWN_U64 none */
+    ss_frame *frames;  /* its last stack, resolved */
+    uint32_t n_frames, cap_frames;
+    bool truncated, have_stack;
+    uint64_t stack_id, emitted_id;
+    /* the stack came from GetStackTrace: the CPU clock read before it was
+     * taken, the state then, and when (monotonic ns) */
+    bool reusable;
+    uint64_t taken_cpu;
+    jint taken_state;
+    uint64_t taken_ns;
+} ss_jthread_memo;
+
+typedef struct ss_jmemo ss_jmemo;
+ss_jmemo *ss_jmemo_create(void);
+void ss_jmemo_destroy(ss_jmemo *m);
+/* This round's entry of a thread (kept from the previous round, or new);
+ * NULL: no memo for it this round. */
+ss_jthread_memo *ss_jmemo_get(ss_jmemo *m, int64_t id);
+/* End of the round: threads not got this round are forgotten. */
+void ss_jmemo_end(ss_jmemo *m);
+/* The thread's stack this round (n frames, leaf first): kept, with its
+ * identity (the previous one when equal; f may be e->frames, the stack
+ * used again); sets t->stack_id, same_stack. */
+void ss_jmemo_keep(ss_jmemo *m, ss_jthread_memo *e, const ss_frame *f, uint32_t n,
+                   bool truncated, ss_thread_sample *t);
+void ss_jmemo_stats(const ss_jmemo *m, uint64_t *same, uint64_t *changed);
+
 /* ---- threads.c ---------------------------------------------------- */
 
 /* JNI ids of java.lang.Thread fields, looked up once the VM is live. */
@@ -79,7 +119,7 @@ void ss_jthreads_note_current(jthread thread);
 typedef struct ss_nid_matcher ss_nid_matcher;
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
                        jint state, bool include_internal, ss_nid_matcher *nids,
-                       ss_thread_sample **out, pid_t *nid);
+                       ss_jthread_memo *memo, ss_thread_sample **out, pid_t *nid);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 
@@ -142,8 +182,14 @@ uint32_t ss_vthreads_cap(void);
  * sampling handler, the events that give it jmethodIDs. */
 #define SS_AGCT_NO_ENV (-100) /* the walker's own code: no JNIEnv on the thread */
 #define SS_AGCT_STUB_MARK (-1000) /* first frame's lineno: a stub was on top */
+#define SS_AGCT_FAULT (-101) /* AGCT faulted; the guard jumped back out (agct.c) */
 bool ss_agct_find(void);
+/* The walker in the sampling handler, and the guard around AGCT. */
 void ss_agct_enable(void);
+/* Faults inside AGCT caught by the guard; the others its handler passed
+ * on to the JVM's. */
+uint64_t ss_agct_faults(void);
+uint64_t ss_agct_passed(void);
 /* The walk's first frame is the mark of a HotSpot stub on top (the Java
  * frames follow it). */
 bool ss_agct_stub_on_top(const void *frames);

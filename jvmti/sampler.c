@@ -64,21 +64,10 @@ static struct {
     bool include_internal;
     bool use_list;
     bool use_each; /* one GetStackTrace per thread */
-    jvmtiFrameInfo *each_frames; /* their frames, max_depth+1 per thread */
-    jint each_cap;
     bool vm_threads; /* STACKSHOT_JAVA_VM_THREADS: the VM's own threads too */
     int java_stacks; /* STACKSHOT_JAVA_STACKS */
     ss_config cfg;   /* for the native pass */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-/* CPU time of each thread in the previous round, by Java thread id (never
- * reused), for cpu_delta_ns and on_cpu. Two tables, swapped every round,
- * so threads that ended drop out by themselves. */
-typedef struct cpu_table {
-    int64_t *ids; /* 0: free */
-    uint64_t *cpu;
-    uint32_t cap, n;
-} cpu_table;
 
 /* STACKSHOT_JAVA_STACKS: how a running Java thread's stack is taken. */
 enum { JS_SAFEPOINT = 0, JS_JAVA, JS_MIXED };
@@ -93,160 +82,57 @@ typedef struct sampler {
     jthread *vthreads;
     jvmtiFrameInfo *frames;
     uint64_t rounds, last_invalid_report;
-    cpu_table cpu[2]; /* [prev_ix]: the previous round's */
-    int prev_ix;
+    ss_jmemo *memo;   /* per Java thread, round to round (jmemo.c) */
+    ss_frame *scratch; /* one thread's resolved stack, max_depth + 1 */
+    uint64_t reused, taken; /* stacks used again without a handshake; taken */
+    uint64_t stacks_ns;     /* this round: time in GetStackTrace */
     pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
     uint32_t n_java_nids, cap_java_nids;
     bool native_failed; /* the native pass could not start: said once */
     bool walk;          /* this round: running Java threads walked by AGCT */
     uint64_t walked, walk_fell; /* stacks from AGCT; AGCT failed: safepoint stack */
     uint64_t stubs;             /* ... walked from a stub's caller */
-    uint64_t fell_by[12];       /* ... by its code: -1 .. -10, [0] other, [11] no env */
+    uint64_t fell_by[13];       /* ... by its code: -1 .. -10, [0] other, [11] no env,
+                                   [12] AGCT faulted (the guard) */
     bool spans; /* this round: some thread may have a span (jspan.c) */
 } sampler;
 
-static uint32_t slot_of(const cpu_table *t, int64_t id) {
-    uint32_t mask = t->cap - 1;
-    uint32_t i = (uint32_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (t->ids[i] && t->ids[i] != id)
-        i = (i + 1) & mask;
-    return i;
-}
-
-static bool cpu_table_init(cpu_table *t, uint32_t cap) {
-    t->ids = calloc(cap, sizeof *t->ids);
-    t->cpu = calloc(cap, sizeof *t->cpu);
-    t->cap = cap;
-    t->n = 0;
-    return t->ids && t->cpu;
-}
-
-static void cpu_table_free(cpu_table *t) {
-    free(t->ids);
-    free(t->cpu);
-}
-
-/* Grow both tables when this round may not fit (rehashing the previous). */
-static void cpu_tables_fit(sampler *s, uint32_t threads) {
-    cpu_table *prev = &s->cpu[s->prev_ix];
-    if (threads * 2 < prev->cap)
-        return;
-    uint32_t cap = prev->cap;
-    while (threads * 2 >= cap)
-        cap *= 2;
-    cpu_table grown;
-    if (!cpu_table_init(&grown, cap)) {
-        cpu_table_free(&grown);
-        return;
-    }
-    for (uint32_t i = 0; i < prev->cap; i++)
-        if (prev->ids[i]) {
-            uint32_t k = slot_of(&grown, prev->ids[i]);
-            grown.ids[k] = prev->ids[i];
-            grown.cpu[k] = prev->cpu[i];
-        }
-    cpu_table fresh;
-    if (!cpu_table_init(&fresh, cap)) {
-        cpu_table_free(&grown);
-        cpu_table_free(&fresh);
-        return;
-    }
-    cpu_table_free(prev);
-    cpu_table_free(&s->cpu[1 - s->prev_ix]);
-    *prev = grown;
-    s->cpu[1 - s->prev_ix] = fresh;
-}
-
 /* Fill cpu_delta_ns and on_cpu as the native sampler does: the first time
  * a thread is seen it has no delta and is on CPU when RUNNABLE. */
-static void cpu_delta(sampler *s, ss_thread_sample *t) {
-    cpu_table *prev = &s->cpu[s->prev_ix], *cur = &s->cpu[1 - s->prev_ix];
+static void cpu_delta(ss_jthread_memo *e, ss_thread_sample *t) {
     t->cpu_delta_ns = 0;
     t->on_cpu = t->state == SS_STATE_RUNNABLE;
-    if (t->number <= 0 || t->cpu_ns == SS_UNKNOWN_U64 || cur->n * 2 + 2 >= cur->cap)
+    if (!e || t->cpu_ns == SS_UNKNOWN_U64)
         return;
-    uint32_t i = slot_of(prev, t->number);
-    if (prev->ids[i] == t->number) {
-        uint64_t last = prev->cpu[i];
-        t->cpu_delta_ns = t->cpu_ns > last ? t->cpu_ns - last : 0;
+    if (e->cpu_prev != SS_UNKNOWN_U64) {
+        t->cpu_delta_ns = t->cpu_ns > e->cpu_prev ? t->cpu_ns - e->cpu_prev : 0;
         t->on_cpu = t->cpu_delta_ns > 0;
     }
-    uint32_t k = slot_of(cur, t->number);
-    if (!cur->ids[k])
-        cur->n++;
-    cur->ids[k] = t->number;
-    cur->cpu[k] = t->cpu_ns;
-}
-
-/* The round is done: the current table becomes the previous one. */
-static void cpu_tables_swap(sampler *s) {
-    cpu_table *old = &s->cpu[s->prev_ix];
-    memset(old->ids, 0, old->cap * sizeof *old->ids);
-    old->n = 0;
-    s->prev_ix = 1 - s->prev_ix;
+    e->cpu_prev = t->cpu_ns;
 }
 
 /* ---- one round -------------------------------------------------------- */
 
-/* This round's walk of the thread gave its Java frames (and JVMTI says it
- * runs): no other stack is needed. */
-static bool walk_this_round;
-
-static bool walked_ok(jthread t, jint state) {
-    const void *jf;
-    int32_t n;
-    const ss_frame *nf;
-    uint32_t nn;
-    pid_t nid = walk_this_round ? ss_jthreads_known_nid(t) : 0;
-    return nid && (state & JVMTI_THREAD_STATE_ALIVE) &&
-           !(state & (JVMTI_THREAD_STATE_BLOCKED_ON_MONITOR_ENTER | JVMTI_THREAD_STATE_WAITING)) &&
-           ss_native_walked(nid, &jf, &n, &nf, &nn) && n > 0;
-}
-
-/* STACKSHOT_JVMTI_STACKS=each: GetAllThreads, then GetStackTrace and
- * GetThreadState thread by thread. On JDK 15+ a stack of another thread is
- * taken in a handshake with that thread alone instead of a safepoint of
- * all, so a busy thread stops only for its own stack. The array is ours
- * (free it with take_stacks_free), the states are read a moment apart from
- * the stacks. */
-static jvmtiError take_stacks_each(jint depth, jvmtiStackInfo **si, jint *n) {
+/* STACKSHOT_JVMTI_STACKS=each: GetAllThreads only; each thread's state and
+ * stack are read when its turn comes (add_platform: GetThreadState, then
+ * GetStackTrace). On JDK 15+ a stack of another thread is taken in a
+ * handshake with that thread alone instead of a safepoint of all, so a
+ * busy thread stops only for its own stack; and a thread that needs no
+ * stack from JVMTI (walked where it ran, left out, or unchanged: the reuse
+ * rule) is not handshaked at all. The array is ours (take_stacks_free). */
+static jvmtiError take_stacks_each(jvmtiStackInfo **si, jint *n) {
     jint nt = 0;
     jthread *ts = NULL;
     jvmtiError err = (*ss_jvmti)->GetAllThreads(ss_jvmti, &nt, &ts);
     if (err != JVMTI_ERROR_NONE)
         return err;
-    if (nt > S.each_cap) {
-        jvmtiFrameInfo *f = realloc(S.each_frames, (size_t)nt * (size_t)depth * sizeof *f);
-        if (!f) {
-            (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
-            return JVMTI_ERROR_OUT_OF_MEMORY;
-        }
-        S.each_frames = f;
-        S.each_cap = nt;
-    }
     jvmtiStackInfo *out = calloc(nt > 0 ? (size_t)nt : 1, sizeof *out);
     if (!out) {
         (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
         return JVMTI_ERROR_OUT_OF_MEMORY;
     }
-    for (jint i = 0; i < nt; i++) {
-        jvmtiStackInfo *o = &out[i];
-        o->thread = ts[i];
-        o->frame_buffer = S.each_frames + (size_t)i * (size_t)depth;
-        if ((*ss_jvmti)->GetThreadState(ss_jvmti, ts[i], &o->state) != JVMTI_ERROR_NONE) {
-            o->state = 0; /* exited meanwhile: counted as skipped */
-            continue;
-        }
-        /* a running thread walked where it ran this round needs no
-         * handshake: its stack is AsyncGetCallTrace's (add_walked) */
-        if (walked_ok(ts[i], o->state)) {
-            o->frame_count = 0;
-            continue;
-        }
-        if ((*ss_jvmti)->GetStackTrace(ss_jvmti, ts[i], 0, depth, o->frame_buffer,
-                                       &o->frame_count) != JVMTI_ERROR_NONE)
-            o->state = 0;
-    }
+    for (jint i = 0; i < nt; i++)
+        out[i].thread = ts[i];
     (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ts);
     *si = out;
     *n = nt;
@@ -263,7 +149,7 @@ static void take_stacks_free(jvmtiStackInfo *si) {
 static jvmtiError take_stacks(jvmtiStackInfo **si, jint *n) {
     jint depth = (jint)S.max_depth + 1; /* one more: tells a cut stack */
     if (S.use_each)
-        return take_stacks_each(depth, si, n);
+        return take_stacks_each(si, n);
     if (!S.use_list)
         return (*ss_jvmti)->GetAllStackTraces(ss_jvmti, depth, si, n);
     jint nt = 0;
@@ -277,18 +163,26 @@ static jvmtiError take_stacks(jvmtiStackInfo **si, jint *n) {
     return err;
 }
 
-static void add_frames(sampler *s, JNIEnv *env, ss_thread_sample *t,
-                       const jvmtiFrameInfo *f, jint count) {
+/* JVMTI frames resolved into s->scratch; how many. */
+static uint32_t resolve_frames(sampler *s, JNIEnv *env, const jvmtiFrameInfo *f, jint count,
+                               bool *truncated) {
     uint32_t n = (uint32_t)(count > 0 ? count : 0);
-    if (n > S.max_depth) {
+    *truncated = n > S.max_depth;
+    if (n > S.max_depth)
         n = S.max_depth;
-        t->truncated = true;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        ss_frame fr;
-        ss_jresolve(s->resolver, env, f[i].method, f[i].location, &fr);
-        ss_round_builder_add_frame(s->builder, &fr);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        ss_jresolve(s->resolver, env, f[i].method, f[i].location, &s->scratch[i]);
+    return n;
+}
+
+/* The stack of t (frames in s->scratch, or e's own): kept in the memo with
+ * its identity, and added to the round. */
+static void put_stack(sampler *s, ss_thread_sample *t, ss_jthread_memo *e, const ss_frame *f,
+                      uint32_t n, bool truncated) {
+    if (e)
+        ss_jmemo_keep(s->memo, e, f, n, truncated, t);
+    t->truncated = truncated;
+    ss_round_builder_add_frames(s->builder, f, n);
 }
 
 /* "at [stub].unknown(code cache)": a HotSpot stub on top of the Java
@@ -298,7 +192,7 @@ static const ss_funcinfo *stub_fn;
 /* The stack AGCT gave for a running thread, with its native frames above
  * the Java ones (STACKSHOT_JAVA_STACKS=mixed). false: not walked, or AGCT
  * could not (counted by its code): the safepoint stack is used. */
-static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t) {
+static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t, ss_jthread_memo *e) {
     const void *jf;
     int32_t n;
     const ss_frame *nf;
@@ -311,7 +205,13 @@ static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t) {
         return false;
     if (n <= 0) {
         s->walk_fell++;
-        int code = n == SS_AGCT_NO_ENV ? 11 : (n < 0 && n >= -10) ? -n : 0;
+        int code = n == SS_AGCT_NO_ENV   ? 11
+                   : n == SS_AGCT_FAULT  ? 12
+                   : n < 0 && n >= -10 ? -n
+                                         : 0;
+        if (code == 12 && !s->fell_by[12])
+            ss_warn("jvmti: AsyncGetCallTrace faulted on a thread; the guard took the walk "
+                    "back and the thread's stack comes from JVMTI (faults are counted)");
         s->fell_by[code]++;
         return false;
     }
@@ -321,28 +221,29 @@ static bool add_walked(sampler *s, JNIEnv *env, ss_thread_sample *t) {
     if (ss_agct_stub_on_top(jf)) {
         first = 1;
         s->stubs++;
-        if (S.java_stacks == JS_MIXED && stub_fn && !(nn && nf[0].map == NULL)) {
-            ss_frame st; /* the stub itself, unnamed without a perf map */
-            memset(&st, 0, sizeof st);
-            st.fn = stub_fn;
-            ss_round_builder_add_frame(s->builder, &st);
-            kept++;
+        if (S.java_stacks == JS_MIXED && stub_fn && !(nn && nf[0].map == NULL) &&
+            kept < S.max_depth) {
+            ss_frame *st = &s->scratch[kept++]; /* the stub itself, unnamed without a perf map */
+            memset(st, 0, sizeof *st);
+            st->fn = stub_fn;
         }
     }
     if (S.java_stacks == JS_MIXED)
         for (uint32_t i = 0; i < nn && kept < S.max_depth; i++, kept++)
-            ss_round_builder_add_frame(s->builder, &nf[i]);
+            s->scratch[kept] = nf[i];
     for (int32_t i = first; i < n && kept < S.max_depth; i++, kept++) {
         jmethodID m;
         jlocation bci;
-        ss_frame fr;
+        ss_frame *fr = &s->scratch[kept];
         if (ss_agct_frame(jf, i, &m, &bci))
-            ss_jresolve(s->resolver, env, m, bci, &fr);
+            ss_jresolve(s->resolver, env, m, bci, fr);
         else
-            memset(&fr, 0, sizeof fr); /* no jmethodID yet: "unknown.unknown(unknown)" */
-        ss_round_builder_add_frame(s->builder, &fr);
+            memset(fr, 0, sizeof *fr); /* no jmethodID yet: "unknown.unknown(unknown)" */
     }
-    t->truncated = kept < (S.java_stacks == JS_MIXED ? nn : 0) + (uint32_t)(n - first);
+    bool cut = kept < (S.java_stacks == JS_MIXED ? nn : 0) + (uint32_t)(n - first);
+    if (e)
+        e->reusable = false; /* not a stack the reuse rule may stand on */
+    put_stack(s, t, e, s->scratch, kept, cut);
     return true;
 }
 
@@ -428,6 +329,61 @@ static void emit_native(sampler *s, uint32_t *skipped) {
     ss_native_emit(s->builder, s->java_nids, s->n_java_nids, vm_thread_name, skipped);
 }
 
+/* A thread that did not run since its kept stack was taken (its CPU clock,
+ * read before that stack, still the same; its state too) has that stack:
+ * used again without a handshake. The clock counts every nanosecond the
+ * thread ran, so an equal reading means it did not run at all; at most
+ * REUSE_MAX_NS after it was taken, the stack is taken again anyway (a
+ * clock that would not move, a redefined class's lines). */
+#define REUSE_MAX_NS 1000000000ull
+
+static bool reusable(const ss_jthread_memo *e, const ss_thread_sample *t, jint state,
+                     uint64_t now) {
+    return e && e->reusable && e->have_stack && t->cpu_ns != SS_UNKNOWN_U64 &&
+           t->cpu_ns == e->taken_cpu && state == e->taken_state &&
+           now - e->taken_ns < REUSE_MAX_NS;
+}
+
+/* The stack of a kept thread: walked where it ran; else (each) reused or
+ * taken now with GetStackTrace; else the round's stack (all, list). false:
+ * the thread ended before its stack was taken. */
+static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_thread_sample *t,
+                      ss_jthread_memo *e) {
+    if (add_walked(s, env, t, e))
+        return true;
+    bool cut;
+    uint32_t n;
+    if (!S.use_each) {
+        n = resolve_frames(s, env, info->frame_buffer, info->frame_count, &cut);
+        if (e)
+            e->reusable = false;
+        put_stack(s, t, e, s->scratch, n, cut);
+        return true;
+    }
+    uint64_t now = ss_mono_ns();
+    if (reusable(e, t, info->state, now)) {
+        s->reused++;
+        put_stack(s, t, e, e->frames, e->n_frames, e->truncated);
+        return true;
+    }
+    jint count = 0;
+    jvmtiError err = (*ss_jvmti)->GetStackTrace(ss_jvmti, info->thread, 0,
+                                                (jint)S.max_depth + 1, s->frames, &count);
+    s->stacks_ns += ss_mono_ns() - now;
+    if (err != JVMTI_ERROR_NONE)
+        return false;
+    s->taken++;
+    n = resolve_frames(s, env, s->frames, count, &cut);
+    put_stack(s, t, e, s->scratch, n, cut);
+    if (e) {
+        e->reusable = e->have_stack;
+        e->taken_cpu = t->cpu_ns;
+        e->taken_state = info->state;
+        e->taken_ns = now;
+    }
+    return true;
+}
+
 /* Platform threads, in Java thread id order (jstack's order too). */
 static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n) {
     uint32_t skipped = 0;
@@ -437,22 +393,29 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
     for (jint i = 0; i < n; i++) {
         s->order[i] = i;
         s->ids[i] = ss_jthreads_id(env, si[i].thread);
-        pid_t known = ss_jthreads_known_nid(si[i].thread);
+        /* the memo knows most threads' tids: no thread-local storage read */
+        const ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[i]);
+        pid_t known = e && e->nid ? e->nid : ss_jthreads_known_nid(si[i].thread);
         if (known)
             ss_nid_matcher_take(s->nids, known);
     }
     sort_ids = s->ids;
     qsort(s->order, (size_t)n, sizeof *s->order, by_id);
     for (jint k = 0; k < n; k++) {
-        const jvmtiStackInfo *info = &si[s->order[k]];
+        jvmtiStackInfo *info = &si[s->order[k]];
+        /* each: the state just before the stack */
+        if (S.use_each &&
+            (*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &info->state) != JVMTI_ERROR_NONE)
+            info->state = 0;
         if (!(info->state & JVMTI_THREAD_STATE_ALIVE)) {
             skipped++; /* exited between the listing and the stack */
             continue;
         }
         ss_thread_sample *t = NULL;
         pid_t nid = 0;
+        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
-                                      S.include_internal, s->nids, &t, &nid);
+                                      S.include_internal, s->nids, e, &t, &nid);
         if (nid)
             note_java_nid(s, nid);
         if (keep < 0)
@@ -460,9 +423,11 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
         if (keep > 0) {
             if (s->spans)
                 ss_jspan_read(env, info->thread, t);
-            cpu_delta(s, t);
-            if (!add_walked(s, env, t))
-                add_frames(s, env, t, info->frame_buffer, info->frame_count);
+            cpu_delta(e, t);
+            if (!add_stack(s, env, info, t, e)) {
+                ss_round_builder_drop_thread(s->builder);
+                skipped++; /* exited before its stack was taken */
+            }
         }
     }
     return skipped;
@@ -504,7 +469,9 @@ static uint32_t add_virtual(sampler *s, JNIEnv *env) {
         t->on_cpu = t->state == SS_STATE_RUNNABLE; /* no CPU clock of its own */
         if (s->spans)
             ss_jspan_read(env, vt, t); /* its own threadLocals, mounted or not */
-        add_frames(s, env, t, s->frames, count);
+        bool cut;
+        uint32_t nf = resolve_frames(s, env, s->frames, count, &cut);
+        put_stack(s, t, ss_jmemo_get(s->memo, t->number), s->scratch, nf, cut);
     }
     return skipped;
 }
@@ -523,7 +490,6 @@ static void take_round(sampler *s, JNIEnv *env) {
     if (S.vm_threads || s->walk)
         gather_native(s, &skipped, &blocked);
     uint64_t tn = ss_mono_ns();
-    walk_this_round = s->walk;
     jvmtiStackInfo *si = NULL;
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
@@ -534,13 +500,13 @@ static void take_round(sampler *s, JNIEnv *env) {
             ss_warn("jvmti: taking stacks failed (JVMTI error %d); round skipped", (int)err);
         return;
     }
-    cpu_tables_fit(s, (uint32_t)n);
     s->n_java_nids = 0;
+    s->stacks_ns = t1 - tn;
     skipped += add_platform(s, env, si, n);
-    cpu_tables_swap(s);
     take_stacks_free(si);
     if (ss_vthreads_active())
         skipped += add_virtual(s, env);
+    ss_jmemo_end(s->memo);
     (*env)->PopLocalFrame(env, NULL);
     if (S.vm_threads && !s->native_failed)
         emit_native(s, &skipped);
@@ -560,7 +526,7 @@ static void take_round(sampler *s, JNIEnv *env) {
         ss_debug("jvmti: round %llu: %d threads listed, %u kept (%u on CPU), %u frames; "
                  "native pass %.1f us, stacks %.1f us, total %.1f us, %.2f us/thread",
                  (unsigned long long)r->seq, (int)n, r->n_threads, on_cpu, r->n_frames,
-                 (double)(tn - t0) / 1e3, (double)(t1 - tn) / 1e3, (double)(t2 - t0) / 1e3,
+                 (double)(tn - t0) / 1e3, (double)s->stacks_ns / 1e3, (double)(t2 - t0) / 1e3,
                  n > 0 ? (double)(t2 - t0) / 1e3 / n : 0.0);
     pthread_mutex_lock(&S.mu);
     bool stopping = S.stop;
@@ -584,9 +550,10 @@ static bool sampler_init(sampler *s) {
     s->resolver = ss_jresolver_create();
     s->nids = ss_nid_matcher_create();
     s->frames = malloc(((size_t)S.max_depth + 1) * sizeof *s->frames);
+    s->scratch = malloc(((size_t)S.max_depth + 1) * sizeof *s->scratch);
+    s->memo = ss_jmemo_create();
     s->vthreads = S.max_vthreads ? malloc(S.max_vthreads * sizeof *s->vthreads) : NULL;
-    bool tables = cpu_table_init(&s->cpu[0], 256) & cpu_table_init(&s->cpu[1], 256);
-    return s->builder && s->resolver && s->nids && s->frames && tables &&
+    return s->builder && s->resolver && s->nids && s->frames && s->scratch && s->memo &&
            (s->vthreads || !S.max_vthreads);
 }
 
@@ -599,8 +566,8 @@ static void sampler_free(sampler *s) {
     free(s->order);
     free(s->ids);
     free(s->java_nids);
-    cpu_table_free(&s->cpu[0]);
-    cpu_table_free(&s->cpu[1]);
+    free(s->scratch);
+    ss_jmemo_destroy(s->memo);
 }
 
 static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
@@ -644,8 +611,11 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  (unsigned long long)invalid);
         char by[256];
         int at = 0;
-        for (int c = 0; c < 12 && at < (int)sizeof by; c++)
-            if (s.fell_by[c])
+        for (int c = 0; c < 13 && at < (int)sizeof by; c++)
+            if (s.fell_by[c] && c == 12)
+                at += snprintf(by + at, sizeof by - (size_t)at, " fault:%llu",
+                               (unsigned long long)s.fell_by[c]);
+            else if (s.fell_by[c])
                 at += snprintf(by + at, sizeof by - (size_t)at, " %s%d:%llu",
                                c == 11 ? "no JNIEnv" : c == 0 ? "other" : "", c ? -c : 0,
                                (unsigned long long)s.fell_by[c]);
@@ -655,6 +625,19 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  "safepoint stack (by code:%s)",
                  (unsigned long long)s.walked, (unsigned long long)s.stubs,
                  (unsigned long long)s.walk_fell, by);
+        ss_debug("jvmti: guard: %llu faults caught inside AsyncGetCallTrace, %llu passed on "
+                 "to the JVM's handler", (unsigned long long)ss_agct_faults(),
+                 (unsigned long long)ss_agct_passed());
+        if (ss_agct_faults())
+            ss_info("jvmti: %llu faults inside AsyncGetCallTrace were caught by the guard "
+                    "(those threads' stacks came from JVMTI)",
+                    (unsigned long long)ss_agct_faults());
+        uint64_t same, changed;
+        ss_jmemo_stats(s.memo, &same, &changed);
+        ss_debug("jvmti: stacks: %llu taken with GetStackTrace, %llu used again (the thread "
+                 "had not run since); %llu kept their identity, %llu were new",
+                 (unsigned long long)s.taken, (unsigned long long)s.reused,
+                 (unsigned long long)same, (unsigned long long)changed);
         uint64_t reads, with_span, ns_span, ns_none;
         ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
         ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "

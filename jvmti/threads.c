@@ -36,6 +36,7 @@
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "jvmti/jvmti_internal.h"
+#include "samplers/ss_samplers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -234,9 +235,57 @@ static pid_t find_nid(ss_nid_matcher *nids, const char *name, uint64_t cpu_ns, u
     return nid;
 }
 
+/* A thread whose facts are in its memo: its kernel tid, whether it is
+ * kept, its JavaThread* and start time do not change while it lives (a
+ * live thread's group is fixed; the agent's threads are named before they
+ * start). Its name, priority and daemon flag are read again every round
+ * (another thread may rename it); its CPU clock is the kernel's clock of
+ * its tid, what GetThreadCpuTime reads, as the round's native pass read it
+ * (else read now). No thread-local storage read. */
+static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
+                        const ss_jthread_memo *e, ss_thread_sample **out, pid_t *nid_out) {
+    *nid_out = e->nid;
+    if (!e->keep)
+        return 0;
+    jvmtiThreadInfo ti;
+    memset(&ti, 0, sizeof ti);
+    if ((*ss_jvmti)->GetThreadInfo(ss_jvmti, thread, &ti) != JVMTI_ERROR_NONE)
+        return 0;
+    char name[512];
+    ss_mutf8_to_utf8(ti.name ? ti.name : "", name, sizeof name);
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti.name);
+    if (ti.context_class_loader)
+        (*env)->DeleteLocalRef(env, ti.context_class_loader);
+    if (ti.thread_group)
+        (*env)->DeleteLocalRef(env, ti.thread_group);
+    ss_thread_sample *t = ss_round_builder_add_thread(b, name);
+    if (!t)
+        return -1;
+    t->number = e->id;
+    t->tid = e->eetop;
+    t->prio = ti.priority;
+    t->os_prio = 0;
+    t->daemon = ti.is_daemon;
+    ss_jthreads_state(state, t);
+    /* the native pass read it a moment ago (before any stack: the reuse
+     * rule in sampler.c may stand on it) */
+    t->cpu_ns = ss_native_gathered_cpu(e->nid);
+    if (t->cpu_ns == SS_UNKNOWN_U64)
+        t->cpu_ns = ss_thread_cpu_ns(e->nid);
+    t->nid = e->nid;
+    t->start_wall_ms = e->start_wall_ms;
+    uint64_t now_ms = ss_wall_ns() / 1000000ull;
+    if (t->start_wall_ms && t->start_wall_ms <= now_ms)
+        t->elapsed_ns = (now_ms - t->start_wall_ms) * 1000000ull;
+    *out = t;
+    return 1;
+}
+
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
-                       bool include_internal, ss_nid_matcher *nids,
+                       bool include_internal, ss_nid_matcher *nids, ss_jthread_memo *e,
                        ss_thread_sample **out, pid_t *nid_out) {
+    if (e && e->facts)
+        return sample_known(b, env, thread, state, e, out, nid_out);
     *nid_out = 0;
     jvmtiThreadInfo ti;
     memset(&ti, 0, sizeof ti);
@@ -272,13 +321,19 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
                             : (pid_t)(tls & TLS_NID_MASK);
         if (tls != tls0)
             tls_set(thread, tls);
+        if (e && *nid_out) {
+            e->nid = *nid_out; /* left out for good: only its tid is needed */
+            e->keep = false;
+            e->facts = include_internal || (tls & TLS_INTERNAL_KNOWN) ||
+                       strncmp(name, "stackshot-", 10) == 0;
+        }
         return 0;
     }
 
     ss_thread_sample *t = ss_round_builder_add_thread(b, name);
     if (!t)
         return -1;
-    t->number = ss_jthreads_id(env, thread);
+    t->number = e ? e->id : ss_jthreads_id(env, thread);
     t->tid = eetop_field ? (uint64_t)(*env)->GetLongField(env, thread, eetop_field) : 0;
     t->prio = ti.priority;
     t->os_prio = 0;
@@ -298,6 +353,13 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
         uint64_t now_ms = ss_wall_ns() / 1000000ull;
         if (t->start_wall_ms && t->start_wall_ms <= now_ms)
             t->elapsed_ns = (now_ms - t->start_wall_ms) * 1000000ull;
+    }
+    if (e && nid && t->start_wall_ms) {
+        e->nid = nid;
+        e->keep = true;
+        e->eetop = t->tid;
+        e->start_wall_ms = t->start_wall_ms;
+        e->facts = true;
     }
     *out = t;
     return 1;

@@ -98,6 +98,7 @@ typedef struct known {
     /* a runtime's thread walked by its walker (ss_native_gather's walk) */
     uint64_t walk_gen;       /* the gather it was walked in (0: never) */
     uint64_t walk_cpu;       /* its CPU clock at the previous gather */
+    uint64_t walk_cpu_gen;   /* the gather walk_cpu was read in */
     bool walk_answered;
     int32_t walk_n;
     const uint8_t *walk_frames;
@@ -1011,6 +1012,7 @@ static void plan_walks(sampler *s) {
          * are parked) */
         uint64_t cpu = ss_thread_cpu_ns(k->tid), last = k->walk_cpu;
         k->walk_cpu = cpu;
+        k->walk_cpu_gen = s->gathers;
         if (cpu == SS_UNKNOWN_U64 || cpu == last)
             continue;
         ss_proc_syscall sc;
@@ -1623,6 +1625,24 @@ int ss_native_gather(const ss_config *cfg, const pid_t *skip, uint32_t n_skip, b
     s->skip = NULL;
     s->n_skip = 0;
     return gathered < 0 ? (ss_sig_lost() ? -EBUSY : -ENOMEM) : 0;
+}
+
+uint64_t ss_native_gathered_cpu(pid_t tid) {
+    sampler *s = active;
+    if (gathered < 0 || !s)
+        return SS_UNKNOWN_U64;
+    uint32_t lo = 0, hi = s->n_threads; /* sorted by tid */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const known *k = &s->threads[mid];
+        if (k->tid == tid)
+            return k->walk_cpu_gen == s->gathers ? k->walk_cpu : SS_UNKNOWN_U64;
+        if (k->tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SS_UNKNOWN_U64;
 }
 
 void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,

@@ -63,6 +63,11 @@ void ss_native_set_runtime_walk(ss_sig_runtime_fn fn);
 bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
                       uint32_t *n_native);
 
+/* After ss_native_gather with walk, until ss_native_emit: the CPU clock of
+ * a runtime thread as the gather read it (before any of the runtime's own
+ * stacks), SS_UNKNOWN_U64 when it did not. */
+uint64_t ss_native_gathered_cpu(pid_t tid);
+
 /* Counters of the native sampler: rounds, stacks taken by signal, stacks
  * reused because the thread was idle. */
 void ss_native_sample_stats(uint64_t *rounds, uint64_t *signalled, uint64_t *reused);

@@ -17,7 +17,9 @@ native method), agent vs JFR at 10 ms. Then, with the agent at 10 ms and
 debug logging, the cost of one sampling round (measured inside the agent:
 "jvmti: round ...") and the pause it causes (-Xlog:safepoint), with the
 workers busy and with them absent (idle process). BENCH_QUICK=1 leaves out
-the older STACKSHOT_JVMTI_STACKS variants. Takes about 3 minutes on 2 cores.
+the older STACKSHOT_JVMTI_STACKS variants. BENCH_BEFORE=<another
+libstackshot.so> adds that build at 1 s and 10 ms to the same runs (before
+and after a change, interleaved). Takes about 3 minutes on 2 cores.
 """
 import os
 import re
@@ -57,6 +59,9 @@ def jfc(period_ms):
 
 def run(agent_env, workers=2, log=None):
     env = dict(base_env)
+    agent_lib = lib
+    if isinstance(agent_env, tuple) and agent_env[0] == 'lib':  # ('lib', path, env)
+        agent_lib, agent_env = agent_env[1], agent_env[2]
     cmd = [java]
     if isinstance(agent_env, tuple):  # ('jfr', period_ms)
         cmd.append('-XX:StartFlightRecording:filename=%s/rec.jfr,settings=%s'
@@ -66,7 +71,7 @@ def run(agent_env, workers=2, log=None):
         env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_EXPORTERS': 'text',
                     'STACKSHOT_OUTPUT_DIR': tmp + '/out'})
         env.update(agent_env)
-        cmd.append('-agentpath:' + lib)
+        cmd.append('-agentpath:' + agent_lib)
     if log:
         cmd.append('-Xlog:safepoint:file=' + log)
     cmd += ['-cp', tmp, 'Workload', str(workers), '100', units]
@@ -92,6 +97,17 @@ configs = [
     ('JFR samples every 1 s', ('jfr', 1000)),
     ('JFR samples every 10 ms', ('jfr', 10)),
 ]
+before = os.environ.get('BENCH_BEFORE')
+if before:
+    configs += [
+        ('before: agent every 1 s (text)', ('lib', os.path.abspath(before),
+                                            {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '1000'})),
+        ('before: agent every 10 ms (text)', ('lib', os.path.abspath(before),
+                                              {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'})),
+        ('before: agent every 10 ms (none)', ('lib', os.path.abspath(before),
+                                              {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                               'STACKSHOT_EXPORTERS': 'none'})),
+    ]
 if not os.environ.get('BENCH_QUICK'):
     configs += [
         ('agent every 10 ms, stacks each', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Stacks used again without a handshake (jvmti/sampler.c, the reuse rule).
+
+  jvm_reuse.py --java-home JDK --lib libstackshot.so [--work DIR]
+
+tests/java/StackMover.java at 10 ms: 50 threads parked for good, and one
+thread that parks alternately in siteA and siteB (500 ms each, the same
+JVMTI state in both). The agent takes a parked thread's stack again only
+when its CPU clock moved since it last took it; so:
+  - every round taken well inside a phase of the mover (from 5 ms before
+    the round's time to 200 ms after it) shows the mover in that phase's
+    site, never the stack of the phase before: a thread that moved ran;
+  - the parked threads show the same 6 frames in every round;
+  - most stacks were used again ("jvmti: stacks: ... used again", debug),
+    and the exporters were told so (the text is the same as formatting
+    it afresh: checked by the frames above).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jvm_whole  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print('FAIL: ' + msg)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--java-home', required=True)
+    ap.add_argument('--lib', required=True)
+    ap.add_argument('--work')
+    ap.add_argument('--ms', type=int, default=5000)
+    a = ap.parse_args()
+    if not os.path.exists(os.path.join(a.java_home, 'bin', 'javac')):
+        print('SKIP: no javac in ' + a.java_home)
+        return 77
+    work = a.work or tempfile.mkdtemp(prefix='ss-reuse-')
+    classes = os.path.join(work, 'classes')
+    out = os.path.join(work, 'out')
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(classes, exist_ok=True)
+    os.makedirs(out)
+    subprocess.run([os.path.join(a.java_home, 'bin', 'javac'), '-g', '-d', classes,
+                    os.path.join(HERE, 'StackMover.java')], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('STACKSHOT_', 'SPLUNK_'))}
+    env.update({'SPLUNK_PROFILER_ENABLED': 'true', 'STACKSHOT_OUTPUT_DIR': out,
+                'STACKSHOT_EXPORTERS': 'text', 'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                'STACKSHOT_LOG_LEVEL': 'debug'})
+    p = subprocess.run([os.path.join(a.java_home, 'bin', 'java'), '-agentpath:' + a.lib,
+                        '-cp', classes, 'StackMover', str(a.ms), '500'],
+                       env=env, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail('host exited %d: %s' % (p.returncode, p.stderr[-2000:]))
+    phases = [(m[1], int(m[2]) / 1000.0, int(m[3]) / 1000.0)
+              for m in re.finditer(r'^phase ([AB]) (\d+) (\d+)$', p.stdout, re.M)]
+    if len(phases) < 6:
+        fail('the mover ran %d phases' % len(phases))
+    path = jvm_whole.the_file(out)
+    rounds = jvm_whole.rounds_of(path, True) if path else []
+    checked = wrong = 0
+    still_stacks = set()
+    for when, threads in rounds:
+        by = {t['name']: t for t in threads}
+        for name, t in by.items():
+            if name.startswith('still-'):
+                still_stacks.add(tuple(t['frames']))
+        mover = by.get('mover')
+        if not mover:
+            continue
+        site = 'A' if any('StackMover.siteA(' in f for f in mover['frames']) else \
+            'B' if any('StackMover.siteB(' in f for f in mover['frames']) else None
+        for label, start, end in phases:
+            if start <= when - 0.005 and when + 0.2 <= end:
+                checked += 1
+                if site != label:
+                    wrong += 1
+                    if wrong <= 5:
+                        fail('round at %.3f (inside phase %s %.3f..%.3f): mover at %s: %s'
+                             % (when, label, start, end, site, mover['frames'][:3]))
+    print('%d rounds, %d checked against the mover\'s phases, %d wrong' % (
+        len(rounds), checked, wrong))
+    if checked < 50:
+        fail('only %d rounds inside a phase' % checked)
+    if len(still_stacks) != 1 or len(next(iter(still_stacks), ())) < 6:
+        fail('parked threads: %d different stacks: %s' % (len(still_stacks),
+                                                         list(still_stacks)[:3]))
+    m = re.search(r'jvmti: stacks: (\d+) taken with GetStackTrace, (\d+) used again', p.stderr)
+    if not m:
+        fail('no "jvmti: stacks" line (no stack used again)')
+    else:
+        taken, reused = int(m[1]), int(m[2])
+        print('stacks taken %d, used again %d' % (taken, reused))
+        if reused < taken:
+            fail('fewer stacks used again (%d) than taken (%d)' % (reused, taken))
+    if failures:
+        print('%d failures' % len(failures))
+        return 1
+    print('ok')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
