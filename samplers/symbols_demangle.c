@@ -65,7 +65,9 @@ void ss_demangle_reset(void) {
 /* libstdc++'s demangler keeps its work arrays on the stack, about 100
  * bytes per character of the mangled name. The sampler thread's stack is
  * 1 MiB (agent/thread.c): longer names stay mangled rather than risk it.
- * The agent's own demangler takes about 42 KiB of stack whatever the name. */
+ * The agent's own demangler takes 25 KiB of stack (its state), plus at
+ * most 4 saved argument lists of 2.8 KiB and 48 levels of small frames:
+ * about 65 KiB at worst. */
 #define DEMANGLE_MAX 4096
 
 /* ---- the agent's own demangler --------------------------------------
@@ -82,10 +84,14 @@ void ss_demangle_reset(void) {
  * pool on the caller's stack; a combination copies its parts (the names
  * are short, the copies cheap) and running out of pool is a failure. */
 
-#define DM_POOL 32768
-#define DM_SUBS 256
+/* Sizes: every libjvm name of OpenJDK 17 and Temurin 25 fits in half the
+ * pool and a quarter of the candidates; a name that does not is declined.
+ * The whole state is about 25 KiB of stack. */
+#define DM_POOL 16384
+#define DM_SUBS 128
 #define DM_TARGS 64
 #define DM_DEPTH 48
+#define DM_NESTED 4 /* encodings inside encodings (each saves the arguments) */
 
 typedef struct {
     uint32_t off, len;
@@ -115,6 +121,7 @@ typedef struct {
     int depth;
     int nsubs, ntargs;
     int epoch, epochs;  /* the current encoding; encodings so far */
+    int nested;         /* encodings open inside the outermost */
     unsigned tparams;   /* template parameters read so far */
     int first_read;     /* candidates before the first read in this type */
     dm_node subs[DM_SUBS];
@@ -1083,6 +1090,11 @@ static bool dm_encoding(dm_state *s, dm_str *out, bool nested, bool local) {
         return false;
     bool ok;
     if (nested) { /* all of them: the outer list may be half-read */
+        if (s->nested == DM_NESTED) {
+            s->depth--;
+            return false;
+        }
+        s->nested++;
         dm_node saved[DM_TARGS];
         int n = s->ntargs, epoch = s->epoch;
         memcpy(saved, s->targs, sizeof saved);
@@ -1091,6 +1103,7 @@ static bool dm_encoding(dm_state *s, dm_str *out, bool nested, bool local) {
         memcpy(s->targs, saved, sizeof saved);
         s->ntargs = n;
         s->epoch = epoch;
+        s->nested--;
     } else {
         ok = dm_encoding_(s, out, local);
     }
@@ -1134,7 +1147,7 @@ static bool dm_run(dm_state *s, const char *mangled, dm_str *text) {
     s->used = 0;
     s->depth = 0;
     s->nsubs = s->ntargs = 0;
-    s->epoch = s->epochs = 0;
+    s->epoch = s->epochs = s->nested = 0;
     s->tparams = 0;
     s->first_read = -1;
     return dm_encoding(s, text, false, false) && dm_clones(s, text);
