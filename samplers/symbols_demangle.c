@@ -122,6 +122,8 @@ typedef struct {
     int nsubs, ntargs;
     int epoch, epochs;  /* the current encoding; encodings so far */
     int nested;         /* encodings open inside the outermost */
+    dm_str enc_name;    /* the last encoding read: its name, */
+    bool enc_scoped;    /* and whether it was a nested name (N...E) */
     unsigned tparams;   /* template parameters read so far */
     int first_read;     /* candidates before the first read in this type */
     dm_node subs[DM_SUBS];
@@ -337,6 +339,8 @@ static bool dm_unnamed(dm_state *s, dm_str *out) {
         return false;
     dm_str params = {0, 0};
     bool first = true;
+    if (dm_peek(s, 0) == 'E')
+        return false;
     while (dm_peek(s, 0) != 'E') {
         dm_node t;
         dm_str tt;
@@ -369,9 +373,11 @@ static bool dm_unqualified(dm_state *s, dm_str owner, dm_str *text, dm_str *iden
                            bool *no_return) {
     char c = dm_peek(s, 0), c1 = dm_peek(s, 1);
     *no_return = false;
-    if (c == 'L') { /* internal linkage (a static function) */
+    if (c == 'L') { /* internal linkage (a static function): a source name follows */
         s->p++;
         c = dm_peek(s, 0);
+        if (!isdigit((unsigned char)c))
+            return false;
     }
     if (isdigit((unsigned char)c)) {
         if (!dm_source_name(s, text))
@@ -403,7 +409,7 @@ static bool dm_unqualified(dm_state *s, dm_str owner, dm_str *text, dm_str *iden
     } else if (c >= 'a' && c <= 'z') {
         if (!dm_operator(s, text, no_return))
             return false;
-        *ident = *text;
+        *ident = owner; /* a constructor is named by the class, never an operator */
     } else {
         return false;
     }
@@ -425,6 +431,7 @@ static bool dm_unqualified(dm_state *s, dm_str owner, dm_str *text, dm_str *iden
 /* -- template arguments */
 
 static bool dm_template_args(dm_state *s, dm_str *out, bool top);
+static bool dm_template_param(dm_state *s, dm_node *out);
 
 static const struct {
     char code;
@@ -474,7 +481,9 @@ static bool dm_literal(dm_state *s, dm_node *out) {
     if (nd == 0 || !dm_eat(s, 'E'))
         return false;
     size_t m = s->used;
-    if (code == 'b' && nd == 1 && !neg) {
+    if (code == 'f' || code == 'd' || code == 'e' || code == 'g')
+        return false; /* a floating literal: c++filt prints its bytes */
+    if (code == 'b' && nd == 1 && !neg && (digits[0] == '0' || digits[0] == '1')) {
         if (!dm_puts(s, digits[0] == '0' ? "false" : "true"))
             return false;
     } else {
@@ -485,6 +494,34 @@ static bool dm_literal(dm_state *s, dm_node *out) {
             (suffix && !dm_puts(s, suffix)))
             return false;
     }
+    dm_plain(out, dm_take(s, m), empty);
+    return true;
+}
+
+/* X <expression> E, for the two forms compilers emit in ordinary
+ * templates: a template parameter ("X T_ E": its argument) and a
+ * function's address ("X ad L _Z <encoding> E E"; c++filt prints a free
+ * function's "&(f(int))", a member's "&A::f"). Any other expression is
+ * declined. */
+static bool dm_expression(dm_state *s, dm_node *out) {
+    dm_str text, empty = {0, 0};
+    if (dm_eat(s, 'T')) {
+        if (!dm_template_param(s, out) || !dm_eat(s, 'E'))
+            return false;
+        out->tparam = 0;
+        return true;
+    }
+    if (dm_peek(s, 0) != 'a' || dm_peek(s, 1) != 'd' || dm_peek(s, 2) != 'L' ||
+        dm_peek(s, 3) != '_' || dm_peek(s, 4) != 'Z')
+        return false;
+    s->p += 5;
+    size_t m;
+    if (!dm_encoding(s, &text, true, false) || !dm_eat(s, 'E') || !dm_eat(s, 'E'))
+        return false;
+    m = s->used;
+    if (s->enc_scoped ? !dm_puts(s, "&") || !dm_puts_str(s, s->enc_name)
+                      : !dm_puts(s, "&(") || !dm_puts_str(s, text) || !dm_puts(s, ")"))
+        return false;
     dm_plain(out, dm_take(s, m), empty);
     return true;
 }
@@ -510,8 +547,8 @@ static bool dm_template_arg(dm_state *s, dm_node *out) {
         dm_plain(out, list, empty);
         return true;
     }
-    if (dm_peek(s, 0) == 'X') /* an expression */
-        return false;
+    if (dm_eat(s, 'X')) /* an expression: two forms only */
+        return dm_expression(s, out);
     return dm_type(s, out);
 }
 
@@ -632,6 +669,26 @@ static bool dm_template_param(dm_state *s, dm_node *out) {
 
 /* -- types */
 
+/* Does the type already end with qualifier `q` (" const"), among its
+ * last qualifiers? (a substituted "T const" qualified again: c++filt
+ * merges the two, not covered) */
+static bool dm_has_qual(const dm_state *s, dm_str t, const char *q) {
+    static const char *const quals[] = {" const", " volatile", " restrict"};
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < 3; i++) {
+            size_t n = strlen(quals[i]);
+            if (t.len >= n && memcmp(s->pool + t.off + t.len - n, quals[i], n) == 0) {
+                if (strcmp(quals[i], q) == 0)
+                    return true;
+                t.len -= (uint32_t)n;
+                more = true;
+            }
+        }
+    }
+    return false;
+}
+
 /* Qualifiers and declarators go at the end of a plain type's text, or
  * inside the parentheses of a function or array type's ("void (* const)()");
  * on a function type without a declarator they qualify the function
@@ -646,7 +703,8 @@ static bool dm_apply(dm_state *s, dm_node *t, const char *q) {
          * prints its qualifiers the other way round: not covered */
         if ((q[0] == '&' && dm_ends_with(s, t->l, '&')) ||
             (q[0] == ' ' && dm_ends_with(s, t->l, '*') && t->l.len >= 3 &&
-             s->pool[t->l.off + t->l.len - 2] == ':'))
+             s->pool[t->l.off + t->l.len - 2] == ':') ||
+            (q[0] == ' ' && dm_has_qual(s, t->l, q)))
             return false;
         return dm_cat(s, t->l, "", qs, &t->l);
     }
@@ -655,6 +713,19 @@ static bool dm_apply(dm_state *s, dm_node *t, const char *q) {
     if (t->kind != DM_FUNC)
         return false;
     return dm_cat(s, t->r, "", qs, &t->r);
+}
+
+/* each qualifier at most once ("KK" is no name a compiler writes) */
+static bool dm_quals_once(const char *q, const char *end) {
+    for (const char *a = q; a < end; a++)
+        for (const char *b = a + 1; b < end; b++)
+            if (*a == *b)
+                return false;
+    return true;
+}
+
+static const char *dm_qual_text(char code) {
+    return code == 'K' ? " const" : code == 'V' ? " volatile" : " restrict";
 }
 
 static bool dm_builtin(dm_state *s, dm_node *out) {
@@ -692,6 +763,8 @@ static bool dm_function_type(dm_state *s, dm_node *out) {
         return false;
     dm_str params = {0, 0}, refq = {0, 0};
     bool first = true;
+    if (dm_peek(s, 0) == 'E') /* at least one parameter type ("v": none) */
+        return false;
     for (;;) {
         char c = dm_peek(s, 0);
         if (c == 'E')
@@ -774,18 +847,17 @@ static bool dm_member_pointer(dm_state *s, dm_node *out) {
 static bool dm_type_(dm_state *s, dm_node *out) {
     char c = dm_peek(s, 0), c1 = dm_peek(s, 1);
     if (c == 'r' || c == 'V' || c == 'K') {
-        bool q[3] = {false, false, false}; /* const, volatile, restrict */
-        for (;; s->p++) {
-            c = dm_peek(s, 0);
-            if (c == 'K') q[0] = true;
-            else if (c == 'V') q[1] = true;
-            else if (c == 'r') q[2] = true;
-            else break;
-        }
-        if (!dm_type(s, out) || (q[0] && !dm_apply(s, out, " const")) ||
-            (q[1] && !dm_apply(s, out, " volatile")) ||
-            (q[2] && !dm_apply(s, out, " restrict")))
+        const char *q = s->p, *qe;
+        while ((c = dm_peek(s, 0)) == 'r' || c == 'V' || c == 'K')
+            s->p++;
+        qe = s->p;
+        if (!dm_quals_once(q, qe) || !dm_type(s, out))
             return false;
+        /* printed last to first: "rVK" (the ABI's order) reads
+         * "const volatile restrict" */
+        for (const char *k = qe; k-- > q;)
+            if (!dm_apply(s, out, dm_qual_text(*k)))
+                return false;
         return dm_add_sub(s, out);
     }
     if (c == 'P' || c == 'R' || c == 'O') {
@@ -820,7 +892,7 @@ static bool dm_type_(dm_state *s, dm_node *out) {
         return dm_builtin(s, out);
     if (c == 'N' || c == 'Z' || c == 'S' || isdigit((unsigned char)c)) {
         dm_name n;
-        if (!dm_name_(s, &n, false))
+        if (!dm_name_(s, &n, false) || n.quals.len) /* a member function's qualifiers */
             return false;
         *out = n.n;
         return dm_add_sub(s, out);
@@ -860,18 +932,16 @@ static bool dm_type(dm_state *s, dm_node *out) {
 /* -- names */
 
 static bool dm_cv_quals(dm_state *s, dm_str *out) {
-    bool q[3] = {false, false, false};
-    for (;; s->p++) {
-        char c = dm_peek(s, 0);
-        if (c == 'K') q[0] = true;
-        else if (c == 'V') q[1] = true;
-        else if (c == 'r') q[2] = true;
-        else break;
-    }
-    size_t m = s->used;
-    if ((q[0] && !dm_puts(s, " const")) || (q[1] && !dm_puts(s, " volatile")) ||
-        (q[2] && !dm_puts(s, " restrict")))
+    const char *q = s->p;
+    char c;
+    while ((c = dm_peek(s, 0)) == 'r' || c == 'V' || c == 'K')
+        s->p++;
+    if (!dm_quals_once(q, s->p))
         return false;
+    size_t m = s->used;
+    for (const char *k = s->p; k-- > q;) /* last to first, as for types */
+        if (!dm_puts(s, dm_qual_text(*k)))
+            return false;
     if (dm_peek(s, 0) == 'R' || dm_peek(s, 0) == 'O') {
         if (!dm_puts(s, *s->p == 'R' ? " &" : " &&"))
             return false;
@@ -884,7 +954,7 @@ static bool dm_cv_quals(dm_state *s, dm_str *out) {
 /* N [qualifiers] <prefix components> E */
 static bool dm_nested(dm_state *s, dm_name *out, bool top) {
     dm_node cur;
-    bool have = false;
+    bool have = false, ends_named = false; /* the last part is no substitution */
     memset(out, 0, sizeof *out);
     memset(&cur, 0, sizeof cur);
     if (!dm_cv_quals(s, &out->quals))
@@ -892,6 +962,7 @@ static bool dm_nested(dm_state *s, dm_name *out, bool top) {
     while (!dm_eat(s, 'E')) {
         char c = dm_peek(s, 0);
         bool add = true;
+        ends_named = c != 'S';
         if (c == 'S' && dm_peek(s, 1) == 't' && !have) {
             s->p += 2;
             if (!dm_text(s, "std", &cur.l))
@@ -930,7 +1001,7 @@ static bool dm_nested(dm_state *s, dm_name *out, bool top) {
         if (add && dm_peek(s, 0) != 'E' && !dm_add_sub(s, &cur))
             return false;
     }
-    if (!have)
+    if (!have || !ends_named)
         return false;
     out->n = cur;
     return true;
@@ -1048,10 +1119,17 @@ static bool dm_encoding_(dm_state *s, dm_str *out, bool local) {
     if (c == 'T' || c == 'G')
         return dm_special(s, out);
     dm_name n;
+    bool scoped = c == 'N';
     if (!dm_name_(s, &n, true))
         return false;
     c = dm_peek(s, 0);
     if (c == '\0' || c == 'E' || c == '.') { /* data */
+        if (c == '.') /* clones are of functions */
+            return false;
+        if (n.quals.len && !dm_cat(s, n.n.l, "", n.quals, &n.n.l))
+            return false;
+        s->enc_name = n.n.l;
+        s->enc_scoped = scoped;
         *out = n.n.l;
         return true;
     }
@@ -1059,6 +1137,9 @@ static bool dm_encoding_(dm_state *s, dm_str *out, bool local) {
     dm_str rt = {0, 0}, params = {0, 0};
     if (n.targs && !n.no_return &&
         (!dm_type(s, &ret) || ret.kind != DM_PLAIN || !dm_type_text(s, &ret, &rt)))
+        return false;
+    c = dm_peek(s, 0);
+    if (c == '\0' || c == 'E' || c == '.') /* at least one parameter type */
         return false;
     for (bool first = true; (c = dm_peek(s, 0)) != '\0' && c != 'E' && c != '.'; first = false) {
         dm_node p;
@@ -1079,6 +1160,8 @@ static bool dm_encoding_(dm_state *s, dm_str *out, bool local) {
         !dm_puts_str(s, n.quals))
         return false;
     *out = dm_take(s, m);
+    s->enc_name = n.n.l;
+    s->enc_scoped = scoped;
     return true;
 }
 
