@@ -6,12 +6,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Demangle an Itanium C++ name ("_Z...") with the process's own C++
+/* Demangle an Itanium C++ name ("_Z...") with the agent's own demangler,
+ * or where it does not cover the name, with the process's own C++
  * runtime (__cxa_demangle of libstdc++ or libc++abi, found only if it is
  * already loaded: the agent links no C++ runtime). Returns a malloc'd
- * string, or NULL when `mangled` is not a C++ name or no runtime is
- * loaded. `refresh`: look the runtime up again (after a dlopen). */
+ * string, or NULL when `mangled` is not a C++ name neither can read.
+ * `refresh`: look the runtime up again (after a dlopen). */
 char *ss_demangle(const char *mangled, bool refresh);
+
+/* The agent's own demangler alone, into `out` (no allocation): the
+ * length written, -EINVAL for a name it does not cover (or not a C++
+ * name), -ENOSPC when `size` is too small. */
+int ss_demangle_into(const char *mangled, char *out, size_t size);
 
 /* After a dlopen: look for the runtime again on the next C++ name if it
  * was not found before. */

@@ -1,10 +1,15 @@
 // matrix.js: every exporter against every dead or hostile backend, with a
 // real native host (bk_host) under the agent, then the backend recovers.
 //
-//   node matrix.js [--only <substring>] [--jobs N]
+//   node matrix.js [--only <substring>] [--cases <name,name...>] [--jobs N]
 //   env: BK_HOST (the host program), STACKSHOT_LIB (libstackshot.so; unset
 //        when BK_HOST links the agent itself), QB_COLLECTOR (collector.py),
-//        PYTHON (python3)
+//        PYTHON (python3); BK_JAVA (a java launcher) and BK_JAVA_CP (where
+//        BkHost.class is): the host is a JVM, BkHost.java, the agent loaded
+//        with -agentpath:$STACKSHOT_LIB instead of LD_PRELOAD
+//
+// --cases: only the cases so named ("otlp_logs/http/silent",
+// "qubership/silent (down to the end)": as the summary lines name them).
 //
 // One case = one exporter x one mode (the OTLP exporters over gRPC, and
 // over OTLP/HTTP: "otlp_logs/http"). The host runs with the agent
@@ -70,6 +75,11 @@ const FAILURE_LINE = /export to .* failed|reconnecting in/;
 const NEEDLE16 = Buffer.from('bk-worker', 'utf16le').swap16();
 
 const HOST = process.env.BK_HOST;
+const JAVA = process.env.BK_JAVA || '';
+const JAVA_CP = process.env.BK_JAVA_CP || '';
+// The JVM's heap taken in full at its start (AlwaysPreTouch), so that the
+// resident set measures what the agent adds, not the heap's first touches.
+const JAVA_ARGS = ['-Xms32m', '-Xmx32m', '-XX:+AlwaysPreTouch', '-XX:-UsePerfData'];
 const LIB = process.env.STACKSHOT_LIB || '';
 const COLLECTOR = process.env.QB_COLLECTOR;
 const PYTHON = process.env.PYTHON || 'python3';
@@ -177,7 +187,7 @@ function envFor(exporter, port, dir, transport) {
     };
     for (const p of PLUGINS) Object.assign(env, p.env(port, dir));
     if (transport === 'http') env.OTEL_EXPORTER_OTLP_PROTOCOL = 'http/protobuf';
-    if (LIB) env.LD_PRELOAD = LIB;
+    if (LIB && !JAVA) env.LD_PRELOAD = LIB;
     return env;
 }
 
@@ -188,7 +198,10 @@ function envFor(exporter, port, dir, transport) {
 function runHost(env, args) {
     const out = {stdout: '', stderr: '', opsAt: 0, start: Date.now()};
     const done = new Promise((resolve) => {
-        const p = spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']});
+        const p = JAVA
+            ? spawn(JAVA, [`-agentpath:${LIB}`, ...JAVA_ARGS, '-cp', JAVA_CP, 'BkHost', ...args],
+                {env, stdio: ['pipe', 'pipe', 'pipe']})
+            : spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']});
         out.pid = p.pid;
         out.finish = () => p.stdin.end();
         out.mark = () => p.stdin.write('m\n');
@@ -454,6 +467,11 @@ async function runCase(c) {
     return problems.length === 0;
 }
 
+function caseName(c) {
+    return `${c.exporter}${c.transport ? '/' + c.transport : ''}/${c.mode}` +
+        (c.norecover ? ' (down to the end)' : '');
+}
+
 function cases() {
     const list = [];
     for (const exporter of ['otlp_logs', 'otlp_profiles', 'qubership'])
@@ -499,17 +517,27 @@ function cases() {
 }
 
 async function main() {
-    let only = null, jobs = Number(process.env.BK_JOBS || 3);
+    let only = null, named = null, jobs = Number(process.env.BK_JOBS || 3);
     for (let i = 2; i < process.argv.length; i++) {
         if (process.argv[i] === '--only') only = process.argv[++i];
+        else if (process.argv[i] === '--cases') named = process.argv[++i].split(',');
         else if (process.argv[i] === '--jobs') jobs = Number(process.argv[++i]);
     }
-    if (!HOST || !fs.existsSync(HOST)) {
-        console.log('SKIP: BK_HOST not set or missing');
+    if (JAVA ? !fs.existsSync(JAVA) || !fs.existsSync(path.join(JAVA_CP, 'BkHost.class'))
+        : !HOST || !fs.existsSync(HOST)) {
+        console.log('SKIP: BK_HOST (or BK_JAVA and BK_JAVA_CP) not set or missing');
         process.exit(77);
     }
     let todo = cases().filter((c) => !only ||
         `${c.exporter}${c.transport ? '/' + c.transport : ''}/${c.mode}`.includes(only));
+    if (named) {
+        todo = todo.filter((c) => named.includes(caseName(c)));
+        const missing = named.filter((n) => !todo.some((c) => caseName(c) === n));
+        if (missing.length) {
+            console.log(`no such case: ${missing.join(', ')}`);
+            process.exit(1);
+        }
+    }
     if (!COLLECTOR || !fs.existsSync(COLLECTOR)) {
         console.log('note: QB_COLLECTOR missing: qubership cases skipped');
         todo = todo.filter((c) => c.exporter !== 'qubership');
