@@ -18,6 +18,7 @@
  * threads): an entry is moved to this round's table when its thread is
  * listed, so the threads that ended are the ones left behind, freed at the
  * end of the round. The frames are charged to the agent's memory account. */
+#include "agent/mem.h"
 #include "jvmti/jvmti_internal.h"
 
 #include <stdlib.h>

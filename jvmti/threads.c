@@ -36,6 +36,7 @@
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "jvmti/jvmti_internal.h"
+#include "proc/threads.h"
 #include "samplers/ss_samplers.h"
 
 #include <stdlib.h>
