@@ -6,7 +6,8 @@ a child that keeps its parent's symbol resolver reads the same bytes.
 The host is python3 (Debian's): it sleeps 1 s at a 50 ms interval (the
 agent resolves libc's sleeping frames with libc6-dbg's compressed DWARF),
 then counts the shared anonymous mappings in its own maps ("/dev/zero
-(deleted)", rw-s), forks a child that sleeps 1 s and exits, and waits.
+(deleted)", rw-s), forks a child that computes 30 ms past 150 ms (its agent starts
+at a CPU tick), sleeps 1 s and exits, and waits.
 Checked: at least one shared mapping holds libelf's buffers; the parent's
 and the child's rounds name clock_nanosleep with its source file
 (clock_nanosleep.c: from the debuginfo, through the shared buffers in the
@@ -47,6 +48,12 @@ print('shared', len(shared), flush=True)
 child = os.fork()
 if child == 0:
     print('child', os.getpid(), flush=True)
+    # A forked child starts its agent at its first CPU tick past 100 ms
+    # (docs/safety/guest.md): past them, it computes a little, then sleeps.
+    time.sleep(0.15)
+    end = time.process_time() + 0.03
+    while time.process_time() < end:
+        pass
     time.sleep(1.0)
     os._exit(0)
 os.waitpid(child, 0)
