@@ -32,8 +32,8 @@
  *
  * Stepping aside (ss_agent_step_aside, for the loader's wrappers of exec,
  * unshare, setns, clone, the set*id family and capset): a forked child's
- * restart thread, which only waits, is joined and started again after the
- * call with the same due time; a running agent stops as for exec and
+ * restart thread, which only waits, is joined (or its timer disarmed) and a
+ * thread is started again after the call with the same due time; a running agent stops as for exec and
  * starts again after the call, from the calling thread, so that its new
  * threads have the caller's credentials. For the set*id family it stops
  * only when one of its threads' credentials differ from the caller's

@@ -8,7 +8,10 @@
  * run: the agent's too), `exec` execs /bin/true, `tasks` counts its
  * threads (/proc/self/task) and _exits with that count as its status,
  * `work` computes MS milliseconds instead of sleeping (its agent starts
- * and samples it) and calls exit(0). THREADS (default 0) threads compute
+ * and samples it) and calls exit(0), `naps` computes 2 ms and sleeps 3 ms
+ * (nanosleep, not resumed) in turns for MS milliseconds and _exits with
+ * 100 + the number of sleeps that ended with EINTR if any did, else with
+ * its thread count. THREADS (default 0) threads compute
  * meanwhile (a busy host). Prints each child's pid ("child N", with
  * "tasks N" in `tasks` mode), then the mean cost of a child in
  * microseconds ("per child N us"); exits 0 when every child exited 0 (in
@@ -110,6 +113,20 @@ static void compute_ms(long ms) {
             x = x * 6364136223846793005ul + 1442695040888963407ul;
 }
 
+/* Computes and sleeps in turns for ms; the sleeps an interrupting signal
+ * ended early (EINTR), counted. */
+static int naps_ms(long ms) {
+    uint64_t until = now_ns() + (uint64_t)ms * 1000000ull;
+    int eintr = 0;
+    while (now_ns() < until) {
+        compute_ms(2);
+        struct timespec d = {0, 3000000};
+        if (nanosleep(&d, NULL) != 0)
+            eintr++;
+    }
+    return eintr;
+}
+
 static void sleep_ms(long ms) {
     struct timespec d = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
     while (nanosleep(&d, &d) != 0)
@@ -122,6 +139,7 @@ int main(int argc, char **argv) {
     bool exec_mode = strcmp(argv[1], "exec") == 0;
     bool tasks_mode = strcmp(argv[1], "tasks") == 0;
     bool work_mode = strcmp(argv[1], "work") == 0;
+    bool naps_mode = strcmp(argv[1], "naps") == 0;
     int n = atoi(argv[2]);
     long ms = atol(argv[3]);
     int threads = argc > 4 ? atoi(argv[4]) : 0;
@@ -145,6 +163,10 @@ int main(int argc, char **argv) {
         if (p < 0)
             return 3;
         if (p == 0) {
+            if (naps_mode) {
+                int eintr = naps_ms(ms);
+                _exit(eintr ? 100 + (eintr < 100 ? eintr : 99) : tasks_now());
+            }
             if (work_mode)
                 compute_ms(ms);
             else if (ms)
@@ -160,9 +182,10 @@ int main(int argc, char **argv) {
         int st;
         while (waitpid(p, &st, 0) < 0)
             ;
-        if (!WIFEXITED(st) || (tasks_mode ? WEXITSTATUS(st) == 0 : WEXITSTATUS(st) != 0))
+        bool counted = tasks_mode || naps_mode;
+        if (!WIFEXITED(st) || (counted ? WEXITSTATUS(st) == 0 : WEXITSTATUS(st) != 0))
             failed++;
-        if (tasks_mode)
+        if (counted)
             printf("child %d tasks %d\n", (int)p, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         else
             printf("child %d\n", (int)p);
