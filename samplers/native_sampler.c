@@ -1073,13 +1073,8 @@ static void take_walks(sampler *s) {
     }
 }
 
-void ss_native_set_runtime_walk(ss_sig_runtime_fn fn) { ss_sig_set_runtime_walk(fn); }
-
-bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
-                      uint32_t *n_native) {
-    sampler *s = active;
-    if (!s)
-        return false;
+/* The thread tid of the last gather (s->threads is sorted by tid), or NULL. */
+static known *find_known(sampler *s, pid_t tid) {
     uint32_t lo = 0, hi = s->n_threads;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -1088,9 +1083,19 @@ bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame
         else
             hi = mid;
     }
-    if (lo == s->n_threads || s->threads[lo].tid != tid)
+    return lo < s->n_threads && s->threads[lo].tid == tid ? &s->threads[lo] : NULL;
+}
+
+void ss_native_set_runtime_walk(ss_sig_runtime_fn fn) { ss_sig_set_runtime_walk(fn); }
+
+bool ss_native_walked(pid_t tid, const void **frames, int32_t *n, const ss_frame **native,
+                      uint32_t *n_native) {
+    sampler *s = active;
+    if (!s)
         return false;
-    known *k = &s->threads[lo];
+    known *k = find_known(s, tid);
+    if (!k)
+        return false;
     if (k->walk_gen != s->gathers || !k->walk_answered)
         return false;
     *frames = k->walk_frames;
@@ -1631,18 +1636,8 @@ uint64_t ss_native_gathered_cpu(pid_t tid) {
     sampler *s = active;
     if (gathered < 0 || !s)
         return SS_UNKNOWN_U64;
-    uint32_t lo = 0, hi = s->n_threads; /* sorted by tid */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        const known *k = &s->threads[mid];
-        if (k->tid == tid)
-            return k->walk_cpu_gen == s->gathers ? k->walk_cpu : SS_UNKNOWN_U64;
-        if (k->tid < tid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SS_UNKNOWN_U64;
+    const known *k = find_known(s, tid);
+    return k && k->walk_cpu_gen == s->gathers ? k->walk_cpu : SS_UNKNOWN_U64;
 }
 
 void ss_native_emit(ss_round_builder *b, const pid_t *skip, uint32_t n_skip,
