@@ -30,6 +30,11 @@
  * (each one's state is read just before its stack); with
  * STACKSHOT_JAVA_STACKS=safepoint the default stays GetAllStackTraces.
  *
+ * With `each`, a thread that did not run since its stack was taken keeps
+ * that stack (the reuse rule, at add_stack), and every Java stack keeps an
+ * identity while it does not change (jmemo.c), so the exporters reuse what
+ * they made of it.
+ *
  * Before the JVMTI stacks, the native pass (ss_native_gather): the VM's
  * own threads, and the running Java threads signalled and walked by
  * AsyncGetCallTrace in the handler (agct.c); the VM's threads are added
