@@ -120,6 +120,9 @@ typedef struct ss_nid_matcher ss_nid_matcher;
 int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
                        jint state, bool include_internal, ss_nid_matcher *nids,
                        ss_jthread_memo *memo, ss_thread_sample **out, pid_t *nid);
+/* Up to max kernel tids of Java threads started (ThreadStart, VMInit)
+ * since the last call; how many. Sampler thread only. */
+uint32_t ss_jthreads_started(pid_t *out, uint32_t max);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 

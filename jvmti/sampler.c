@@ -30,6 +30,11 @@
  * (each one's state is read just before its stack); with
  * STACKSHOT_JAVA_STACKS=safepoint the default stays GetAllStackTraces.
  *
+ * With `each`, a thread that did not run since its stack was taken keeps
+ * that stack (the reuse rule, at add_stack), and every Java stack keeps an
+ * identity while it does not change (jmemo.c), so the exporters reuse what
+ * they made of it.
+ *
  * Before the JVMTI stacks, the native pass (ss_native_gather): the VM's
  * own threads, and the running Java threads signalled and walked by
  * AsyncGetCallTrace in the handler (agct.c); the VM's threads are added
@@ -487,8 +492,16 @@ static void take_round(sampler *s, JNIEnv *env) {
     ss_round_builder_begin(s->builder, ss_wall_ns(), S.interval_ms, SS_RUNTIME_JVM);
     uint32_t skipped = 0, blocked = 0;
     s->walk = S.java_stacks != JS_SAFEPOINT && !s->native_failed;
-    if (S.vm_threads || s->walk)
+    if (S.vm_threads || s->walk) {
+        /* the Java threads: the last round's, and those started since */
+        pid_t fresh[256];
+        uint32_t nf;
+        while ((nf = ss_jthreads_started(fresh, 256)) > 0)
+            for (uint32_t i = 0; i < nf; i++)
+                note_java_nid(s, fresh[i]);
+        qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
         gather_native(s, &skipped, &blocked);
+    }
     uint64_t tn = ss_mono_ns();
     jvmtiStackInfo *si = NULL;
     jint n = 0;

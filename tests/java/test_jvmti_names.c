@@ -1,5 +1,6 @@
 /* Unit tests of the JVM-free parts of jvmti/: class names as jstack prints
- * them, modified UTF-8, the state mapping, and the kernel-tid matcher. */
+ * them, modified UTF-8, the state mapping, the kernel-tid matcher, and the
+ * per-thread memo (stack identities, threads forgotten when they end). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,12 +149,96 @@ static void test_nid_match(void **state) {
     pthread_join(b.th, NULL);
 }
 
+/* A stack of n frames whose first frame's line is `line`. */
+static void stack_of(ss_frame *f, uint32_t n, int32_t line) {
+    static const ss_funcinfo *fn;
+    if (!fn)
+        fn = ss_funcinfo_intern("Memo", "run", "Memo.java", NULL, SS_FRAME_JAVA);
+    memset(f, 0, n * sizeof *f);
+    for (uint32_t i = 0; i < n; i++) {
+        f[i].fn = fn;
+        f[i].addr = i;
+        f[i].line = i ? (int32_t)i : line;
+    }
+}
+
+static void test_memo(void **state) {
+    (void)state;
+    ss_stack_reuse_set(true);
+    size_t mem0 = ss_mem_used();
+    ss_jmemo *m = ss_jmemo_create();
+    assert_non_null(m);
+    ss_frame f[8];
+    ss_thread_sample t;
+    /* round 1: 600 threads (the table grows from 256 on the way) */
+    uint64_t ids[600];
+    for (int64_t id = 1; id <= 600; id++) {
+        ss_jthread_memo *e = ss_jmemo_get(m, id);
+        assert_non_null(e);
+        assert_int_equal(e->id, id);
+        assert_true(e->cpu_prev == SS_UNKNOWN_U64);
+        e->cpu_prev = (uint64_t)id * 10;
+        stack_of(f, 8, 100);
+        memset(&t, 0, sizeof t);
+        ss_jmemo_keep(m, e, f, 8, false, &t);
+        assert_true(t.stack_id != 0);
+        assert_false(t.same_stack);
+        ids[id - 1] = t.stack_id;
+    }
+    assert_true(ss_mem_used() > mem0);
+    ss_jmemo_end(m);
+    /* round 2: the odd ids only; thread 1 moved, thread 3 truncated */
+    for (int64_t id = 1; id <= 600; id += 2) {
+        ss_jthread_memo *e = ss_jmemo_get(m, id);
+        assert_non_null(e);
+        assert_int_equal(e->cpu_prev, (uint64_t)id * 10); /* kept across rounds */
+        stack_of(f, 8, id == 1 ? 101 : 100);
+        memset(&t, 0, sizeof t);
+        ss_jmemo_keep(m, e, f, 8, id == 3, &t);
+        if (id == 1 || id == 3) {
+            assert_true(t.stack_id != ids[id - 1]);
+            assert_false(t.same_stack);
+        } else {
+            assert_int_equal(t.stack_id, ids[id - 1]);
+            assert_true(t.same_stack);
+            /* the kept frames, used again as they are */
+            memset(&t, 0, sizeof t);
+            ss_jmemo_keep(m, e, e->frames, e->n_frames, e->truncated, &t);
+            assert_int_equal(t.stack_id, ids[id - 1]);
+        }
+    }
+    ss_jmemo_end(m);
+    /* round 3: an even id was forgotten (its thread ended): a new entry */
+    ss_jthread_memo *e = ss_jmemo_get(m, 2);
+    assert_non_null(e);
+    assert_false(e->have_stack);
+    assert_true(e->cpu_prev == SS_UNKNOWN_U64);
+    assert_null(ss_jmemo_get(m, 0));
+    e = ss_jmemo_get(m, 5);
+    assert_non_null(e);
+    assert_true(e->have_stack);
+    ss_jmemo_end(m);
+    /* with reuse off, no identity is given out */
+    ss_stack_reuse_set(false);
+    e = ss_jmemo_get(m, 5);
+    memset(&t, 0, sizeof t);
+    stack_of(f, 8, 100);
+    ss_jmemo_keep(m, e, f, 8, false, &t);
+    assert_int_equal(t.stack_id, 0);
+    ss_stack_reuse_set(true);
+    ss_jmemo_end(m);
+    ss_jmemo_end(m); /* nothing got: everything forgotten */
+    assert_int_equal(ss_mem_used(), mem0);
+    ss_jmemo_destroy(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_modified_utf8),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_nid_match),
+        cmocka_unit_test(test_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
