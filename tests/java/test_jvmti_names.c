@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/mem.h"
 #include "agent/round.h"
 #include "agent/thread.h"
 #include "agent/time.h"
