@@ -43,6 +43,28 @@ const char *ss_thread_state_name(ss_thread_state s) {
     return state_names[s];
 }
 
+/* The rows a source's kinds and runtime are described by (agent/round.h):
+ * exporters read these instead of branching on the runtime. */
+static const ss_frame_kind_info frame_kinds[SS_FRAME_KINDS] = {
+    [SS_FRAME_NATIVE] = {.type = "native", .qualify = NULL, .addressed = true},
+    [SS_FRAME_JAVA] = {.type = "jvm", .qualify = ".", .addressed = false},
+};
+
+const ss_frame_kind_info *ss_frame_kind_about(unsigned kind) {
+    return &frame_kinds[kind < SS_FRAME_KINDS ? kind : SS_FRAME_NATIVE];
+}
+
+static const ss_runtime_info runtimes[] = {
+    [SS_RUNTIME_NATIVE] = {.name = "native", .numbers_threads = false, .state_label = NULL},
+    [SS_RUNTIME_JVM] = {.name = "jvm", .numbers_threads = true,
+                        .state_label = "java.lang.Thread.State"},
+};
+
+const ss_runtime_info *ss_runtime_about(unsigned runtime) {
+    return &runtimes[runtime < sizeof runtimes / sizeof runtimes[0] ? runtime
+                                                                    : SS_RUNTIME_NATIVE];
+}
+
 ss_round_builder *ss_round_builder_create(void) {
     ss_round_builder *b = calloc(1, sizeof *b);
     if (b)

@@ -14,10 +14,32 @@
  * visibility, exported by loader/core.map. */
 #pragma GCC visibility push(default)
 
+/* What a frame's code is, set by the source that made the frame. A new
+ * kind is a value here and a row in agent/round.c (ss_frame_kind_about). */
 typedef enum ss_frame_kind {
     SS_FRAME_NATIVE = 0,
     SS_FRAME_JAVA = 1,
 } ss_frame_kind;
+#define SS_FRAME_KINDS 2
+
+/* What an exporter needs to know of a frame kind, so it formats what it is
+ * given instead of testing which runtime made the frame. */
+typedef struct ss_frame_kind_info {
+    /* OpenTelemetry profile.frame.type: "native", "jvm" */
+    const char *type;
+    /* How a function is named in profiles: ns, qualify, name
+     * ("java.util.HashMap" "." "get"; no qualify when ns is ""). NULL: by
+     * the native resolver's namespaces (a C++ scope joined by "::",
+     * "global" and "jit" dropped). */
+    const char *qualify;
+    /* ss_frame.addr is an instruction address in ss_frame.map: the frame
+     * has a module and an offset in it. false: addr is a bytecode index,
+     * the frame has no mapping (its function and line say where it is). */
+    bool addressed;
+} ss_frame_kind_info;
+
+/* Never NULL: an unknown kind reads as native. */
+const ss_frame_kind_info *ss_frame_kind_about(unsigned kind);
 
 /* A loaded native module, as the symbol resolver saw it. Interned: never
  * freed while the agent runs, so rounds may point at it after dlclose. */
@@ -76,10 +98,30 @@ typedef enum ss_thread_state {
 /* "RUNNABLE", "BLOCKED", ... as java.lang.Thread.State spells them. */
 const char *ss_thread_state_name(ss_thread_state s);
 
+/* Which source made a round (ss_round.runtime). A new runtime is a value
+ * here and a row in agent/round.c (ss_runtime_about). */
 typedef enum ss_runtime {
     SS_RUNTIME_NATIVE = 0,
     SS_RUNTIME_JVM = 1,
 } ss_runtime;
+
+/* What an exporter needs to know of a round's runtime, so it formats what
+ * it is given instead of testing which runtime made the round. */
+typedef struct ss_runtime_info {
+    const char *name; /* "native", "jvm" */
+    /* The runtime numbers its own threads (ss_thread_sample.number: a
+     * Java thread id) and readers know them by that number; the threads it
+     * did not number (number <= 0 and not virtual: a VM's GC or compiler
+     * threads) and every thread of a runtime that numbers none are OS
+     * threads, known by their kernel id (nid). */
+    bool numbers_threads;
+    /* The state line's label of the threads it numbers in a thread dump
+     * ("java.lang.Thread.State"); OS threads get "native.Thread.State". */
+    const char *state_label;
+} ss_runtime_info;
+
+/* Never NULL: an unknown runtime reads as native. */
+const ss_runtime_info *ss_runtime_about(unsigned runtime);
 
 #define SS_UNKNOWN_U64 UINT64_MAX
 

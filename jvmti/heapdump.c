@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -309,6 +310,14 @@ static bool key_false(const char *key) {
     return false;
 }
 
+/* The feature release of the running JDK ("17.0.15+6-...": 17, "1.8.0_392": 8). */
+static int jdk_major(const char *version) {
+    int v = atoi(version);
+    if (v == 1 && strncmp(version, "1.", 2) == 0)
+        v = atoi(version + 2);
+    return v;
+}
+
 void ss_jheap_live(JNIEnv *env, const ss_config *cfg) {
     ss_process_info *p = ss_process_mut();
     char name[80], version[80], info[80];
@@ -318,6 +327,8 @@ void ss_jheap_live(JNIEnv *env, const ss_config *cfg) {
     /* VM_Version::vm_name(), vm_release() and vm_info_string(), as the
      * "Full thread dump" line prints them */
     snprintf(p->runtime_banner, sizeof p->runtime_banner, "%s (%s %s)", name, version, info);
+    /* runtime_version is read (core/jvmti_entry.c) before this is called */
+    p->dump_os_tid = jdk_major(p->runtime_version) >= 21;
     p->jvm = &services;
     /* the dumps exporter wants heap dumps (as diagtools' scripts decide:
      * DIAGNOSTIC_CENTER_DUMPS_ENABLED and NC_DIAGNOSTIC_DUMPS_ENABLED not

@@ -51,6 +51,9 @@ typedef struct ss_process_info {
                                     "<java.vm.name> (<java.vm.version> <java.vm.info>)" */
     const ss_jvm_services *jvm;
     ss_runtime runtime;
+    /* The runtime's thread dumps print "#<n> [<os tid>]" and the nid in
+     * decimal (JDK 21 and later); set by jvmti/ with runtime_banner. */
+    bool dump_os_tid;
 } ss_process_info;
 
 /* Filled at agent start and again in a forked child. */

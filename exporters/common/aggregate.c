@@ -263,7 +263,8 @@ static bool func_eq(const ss_agg *a, uint32_t idx, const void *key) {
 static uint32_t ptr_hash(const void *p) { return fold(mix(0, (uint64_t)(uintptr_t)p)); }
 
 /* A function's name in profiles, as profilers spell it (async-profiler,
- * perf, pprof): Java "pkg.Class.method"; native code its plain name
+ * perf, pprof): qualified as its kind says (Java "pkg.Class.method");
+ * native code its plain name
  * ("compute_primes", "std::vector<int>::push_back"). The "global." and
  * "unknown." namespaces are the Splunk call-stack text's convention and
  * stay there (text_format.c). */
@@ -287,8 +288,9 @@ static uint32_t join_name(ss_agg *a, const char *ns, const char *sep, const char
 static uint32_t func_name(ss_agg *a, const ss_funcinfo *fn) {
     const char *ns = fn->ns ? fn->ns : "";
     const char *name = fn->name ? fn->name : "unknown";
-    if (fn->kind == SS_FRAME_JAVA)
-        return join_name(a, ns, ns[0] ? "." : "", name);
+    const char *qualify = ss_frame_kind_about(fn->kind)->qualify;
+    if (qualify)
+        return join_name(a, ns, ns[0] ? qualify : "", name);
     if (!ns[0] || strcmp(ns, "global") == 0 || strcmp(ns, "jit") == 0)
         return intern_z(a, name);
     if (strcmp(ns, "stackshot") == 0) /* the agent's own markers: stackshot.truncated */
@@ -296,8 +298,10 @@ static uint32_t func_name(ss_agg *a, const ss_funcinfo *fn) {
     return join_name(a, ns, "::", name); /* C++ / Rust scope split by the resolver */
 }
 
+/* The flame graph's colours: code without an address (a VM's methods, by
+ * bytecode index) is the "java" colour; native code by what it is. */
 static uint8_t func_kind(const ss_funcinfo *fn, const ss_mapping *m) {
-    if (fn && fn->kind == SS_FRAME_JAVA)
+    if (fn && !ss_frame_kind_about(fn->kind)->addressed)
         return AGG_KIND_JAVA;
     if (fn && fn->ns && strcmp(fn->ns, "jit") == 0)
         return AGG_KIND_JIT;
@@ -308,8 +312,10 @@ static uint8_t func_kind(const ss_funcinfo *fn, const ss_mapping *m) {
     return AGG_KIND_NATIVE;
 }
 
+/* Without a symbol: only a frame with an address has a module and an
+ * offset to be named by (unresolved_function). */
 static bool unresolved(const ss_funcinfo *fn) {
-    return !fn || (fn->kind != SS_FRAME_JAVA && fn->name && fn->ns &&
+    return !fn || (ss_frame_kind_about(fn->kind)->addressed && fn->name && fn->ns &&
                    strcmp(fn->name, "unknown") == 0 && strcmp(fn->ns, "unknown") == 0);
 }
 
@@ -428,11 +434,13 @@ static uint32_t location_of(ss_agg *a, const ss_frame *f, uint32_t n) {
     if (GROW(a, scratch_lines, n) != 0)
         return 0;
     const ss_frame *outer = &f[n - 1];
-    bool java = outer->fn && outer->fn->kind == SS_FRAME_JAVA;
-    agg_location key = {.mapping = java ? 0 : mapping_of(a, outer->map),
-                        .address = java ? 0 : outer->addr,
+    /* a frame without a function is native code nothing resolved */
+    uint8_t kind = outer->fn ? outer->fn->kind : SS_FRAME_NATIVE;
+    bool addressed = ss_frame_kind_about(kind)->addressed;
+    agg_location key = {.mapping = addressed ? mapping_of(a, outer->map) : 0,
+                        .address = addressed ? outer->addr : 0,
                         .n_lines = n,
-                        .kind = java ? AGG_FRAME_JVM : AGG_FRAME_NATIVE};
+                        .kind = kind};
     uint64_t h = mix(mix(mix(key.mapping, key.address), key.kind), n);
     for (uint32_t i = 0; i < n; i++) {
         agg_line l;
@@ -658,8 +666,11 @@ static int seed(ss_agg *a) {
     a->s_thread_state = intern_z(a, "thread.state");
     a->s_frame_type = intern_z(a, "profile.frame.type");
     a->s_build_id_gnu = intern_z(a, "process.executable.build_id.gnu");
-    a->a_frame_jvm = attr_str(a, a->s_frame_type, intern_z(a, "jvm"));
-    a->a_frame_native = attr_str(a, a->s_frame_type, intern_z(a, "native"));
+    /* every kind's profile.frame.type, last kind first (the order the
+     * strings and attributes always had: "jvm", then "native") */
+    for (unsigned k = SS_FRAME_KINDS; k-- > 0;)
+        a->a_frame_type[k] =
+            attr_str(a, a->s_frame_type, intern_z(a, ss_frame_kind_about(k)->type));
     return a->failed ? -ENOMEM : 0;
 }
 

@@ -67,13 +67,11 @@ typedef struct agg_line {
     int32_t line;
 } agg_line;
 
-enum { AGG_FRAME_NATIVE = 0, AGG_FRAME_JVM = 1 };
-
 typedef struct agg_location {
     uint32_t mapping;
     uint32_t line_start, n_lines; /* in ss_agg.lines, innermost first */
     uint64_t address;
-    uint8_t kind; /* AGG_FRAME_* */
+    uint8_t kind; /* ss_frame_kind of the outermost frame */
 } agg_location;
 
 typedef struct agg_stack {
@@ -155,7 +153,7 @@ typedef struct ss_agg {
     uint32_t s_samples, s_count, s_wall, s_cpu, s_nanoseconds;
     uint32_t s_thread_name, s_thread_id, s_thread_state;
     uint32_t s_frame_type, s_build_id_gnu;
-    uint32_t a_frame_jvm, a_frame_native; /* profile.frame.type = jvm / native */
+    uint32_t a_frame_type[SS_FRAME_KINDS]; /* profile.frame.type of each ss_frame_kind */
 
     uint64_t start_ns, end_ns; /* first round's time, last round's time + interval */
     uint64_t interval_ns;      /* of the last round */

@@ -26,19 +26,22 @@ static void put_name(ss_buf *out, const char *name) {
         ss_buf_putc(out, (*p == '\n' || *p == '\r') ? ' ' : *p);
 }
 
-/* A thread of a JVM that is not a Java thread (VM Thread, GC and compiler
- * threads: number -tid). The body grammar (specs/splunk-profiling.md) asks
- * every thread for "#<n>" and a state line, which OTLP logs, Qubership and
- * Zorka readers parse: "#0" (no Java id) and the native state line, where
- * jstack prints neither for these threads. */
+/* A thread of a runtime that numbers its threads, which it did not number
+ * (a JVM's VM Thread, GC and compiler threads: number -tid). The body
+ * grammar (specs/splunk-profiling.md) asks every thread for "#<n>" and a
+ * state line, which OTLP logs, Qubership and Zorka readers parse: "#0" (no
+ * Java id) and the native state line, where jstack prints neither for
+ * these threads. */
 static bool vm_thread(const ss_round *r, const ss_thread_sample *t) {
-    return r->runtime == SS_RUNTIME_JVM && t->number <= 0 && !t->is_virtual;
+    return ss_runtime_about(r->runtime)->numbers_threads && t->number <= 0 && !t->is_virtual;
 }
 
+/* The runtime's own threads take its label; OS threads the native one. */
 static void put_state_line(ss_buf *out, const ss_round *r, const ss_thread_sample *t) {
-    ss_buf_puts(out, r->runtime == SS_RUNTIME_JVM && !vm_thread(r, t)
-                         ? "   java.lang.Thread.State: "
-                         : "   native.Thread.State: ");
+    const char *label = ss_runtime_about(r->runtime)->state_label;
+    ss_buf_puts(out, "   ");
+    ss_buf_puts(out, label && !vm_thread(r, t) ? label : "native.Thread.State");
+    ss_buf_puts(out, ": ");
     ss_buf_puts(out, ss_thread_state_name(t->state));
     if (t->state_detail) {
         ss_buf_puts(out, " (");

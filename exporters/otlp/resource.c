@@ -176,11 +176,10 @@ static int add_detected(ss_otlp_resource *r) {
     rc |= detected(r, "process.executable.name", p->exe_name);
     rc |= detected(r, "process.executable.path", p->exe_path);
     rc |= detected(r, "process.command_line", p->command_line);
-    if (p->runtime == SS_RUNTIME_JVM || p->runtime_name[0]) {
-        rc |= detected(r, "process.runtime.name", p->runtime_name);
-        rc |= detected(r, "process.runtime.version", p->runtime_version);
-        rc |= detected(r, "process.runtime.description", p->runtime_description);
-    }
+    /* what the source said of its runtime ("" adds nothing: a native process) */
+    rc |= detected(r, "process.runtime.name", p->runtime_name);
+    rc |= detected(r, "process.runtime.version", p->runtime_version);
+    rc |= detected(r, "process.runtime.description", p->runtime_description);
     rc |= detected(r, "host.name", p->host_name);
     rc |= detected(r, "telemetry.sdk.name", SS_NAME);
     rc |= detected(r, "telemetry.sdk.language", "cpp");

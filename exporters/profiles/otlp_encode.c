@@ -208,7 +208,7 @@ static void dev_dictionary(ss_buf *b, const ss_agg *a) {
                 pb_end(b, l);
             }
             size_t p = pb_begin(b, LO_ATTRS);
-            pb_varint(b, lc->kind == AGG_FRAME_JVM ? a->a_frame_jvm : a->a_frame_native);
+            pb_varint(b, a->a_frame_type[lc->kind < SS_FRAME_KINDS ? lc->kind : SS_FRAME_NATIVE]);
             pb_end(b, p);
         }
         pb_end(b, m);
@@ -287,7 +287,13 @@ static void exp_value_type(ss_buf *b, uint32_t field, uint32_t type, uint32_t un
     pb_end(b, m);
 }
 
-static void exp_tables(ss_buf *b, const ss_agg *a, uint32_t s_jvm, uint32_t s_native) {
+/* A location's profile.frame.type string (the value of the attribute
+ * ss_agg_reset made for its kind). */
+static uint32_t frame_type_string(const ss_agg *a, uint8_t kind) {
+    return a->attrs[a->a_frame_type[kind < SS_FRAME_KINDS ? kind : SS_FRAME_NATIVE]].str;
+}
+
+static void exp_tables(ss_buf *b, const ss_agg *a) {
     for (uint32_t i = 0; i < a->n_mappings; i++) {
         const agg_mapping *mp = &a->mappings[i];
         size_t m = pb_begin(b, X_MAPPING);
@@ -324,7 +330,7 @@ static void exp_tables(ss_buf *b, const ss_agg *a, uint32_t s_jvm, uint32_t s_na
                 pb_uint_nz(b, XN_LINE, (uint64_t)ln->line);
                 pb_end(b, l);
             }
-            pb_uint(b, XL_TYPE_INDEX, lc->kind == AGG_FRAME_JVM ? s_jvm : s_native);
+            pb_uint(b, XL_TYPE_INDEX, frame_type_string(a, lc->kind));
         }
         pb_end(b, m);
     }
@@ -364,7 +370,6 @@ static void exp_tables(ss_buf *b, const ss_agg *a, uint32_t s_jvm, uint32_t s_na
 }
 
 static int encode_exp(ss_agg *a, const ss_prof_request_opts *o, ss_buf *b) {
-    uint32_t s_jvm = ss_agg_intern(a, "jvm", 3), s_native = ss_agg_intern(a, "native", 6);
     if (a->failed)
         return -ENOMEM;
     agg_obs *obs = NULL;
@@ -406,7 +411,7 @@ static int encode_exp(ss_agg *a, const ss_prof_request_opts *o, ss_buf *b) {
         }
         pb_end(b, sm);
     }
-    exp_tables(b, a, s_jvm, s_native);
+    exp_tables(b, a);
     for (uint32_t i = 0; i < a->n_strings; i++)
         pb_bytes(b, X_STRING_TABLE, ss_agg_str(a, i), ss_agg_strlen(a, i));
     pb_uint_nz(b, X_TIME_NANOS, a->start_ns);

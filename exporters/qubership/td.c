@@ -32,14 +32,6 @@
 #include <string.h>
 #include <time.h>
 
-/* The feature release of the running JDK ("17.0.15+6-...": 17, "1.8.0_392": 8). */
-static int jdk_major(const char *version) {
-    int v = atoi(version);
-    if (v == 1 && strncmp(version, "1.", 2) == 0)
-        v = atoi(version + 2);
-    return v;
-}
-
 int qb_td_format(const ss_round *r, ss_buf *out) {
     time_t secs = (time_t)(r->time_ns / 1000000000ull);
     struct tm tm;
@@ -47,15 +39,16 @@ int qb_td_format(const ss_round *r, ss_buf *out) {
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     const ss_process_info *p = ss_process();
-    bool jvm = r->runtime == SS_RUNTIME_JVM && p->runtime_banner[0];
-    if (jvm)
+    /* the runtime's own banner when its source gave one (a JVM's) */
+    if (p->runtime_banner[0])
         ss_buf_printf(out, "%s\nFull thread dump %s:\n\n", when, p->runtime_banner);
     else
         ss_buf_printf(out, "%s\nFull thread dump %s (native process %d, stackshot %s):\n\n",
                       when, p->exe_name[0] ? p->exe_name : "process", (int)p->pid, SS_VERSION);
     /* JDK 21 added the os thread id after the number and prints nid in
-     * decimal: the dump takes the spelling of the VM it comes from */
-    bool new_header = jvm && jdk_major(p->runtime_version) >= 21;
+     * decimal: the dump takes the spelling of the VM it comes from, as
+     * its source says (ss_process_info.dump_os_tid) */
+    bool new_header = p->dump_os_tid;
     for (uint32_t i = 0; i < r->n_threads; i++) {
         const ss_thread_sample *t = &r->threads[i];
         if (t->is_virtual)

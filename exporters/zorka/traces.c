@@ -211,7 +211,8 @@ static zk_trace *open_trace(zk_builder *b, zk_thread *th, const ss_round *r,
     t->start_ns = r->time_ns;
     t->round_lo = b->round_no;
     t->interval_ns = (uint64_t)(r->interval_ms ? r->interval_ms : 1000) * 1000000ull;
-    t->thread_id = r->runtime == SS_RUNTIME_JVM ? s->number : (int64_t)s->nid;
+    /* the id readers know the thread by: the runtime's number, or the kernel's */
+    t->thread_id = ss_runtime_about(r->runtime)->numbers_threads ? s->number : (int64_t)s->nid;
     t->has_span = s->has_span;
     if (s->has_span) {
         memcpy(t->trace_id, s->trace_id, 16);
@@ -224,6 +225,11 @@ static zk_trace *open_trace(zk_builder *b, zk_thread *th, const ss_round *r,
     th->depth = 0;
     th->n_states = 0;
     return t;
+}
+
+/* A record's module: only a frame with an address has one (its kind says). */
+static const ss_mapping *frame_map(const ss_frame *f) {
+    return f->fn && ss_frame_kind_about(f->fn->kind)->addressed ? f->map : NULL;
 }
 
 static int add_record(zk_builder *b, zk_thread *th, const ss_frame *f, uint32_t depth) {
@@ -253,7 +259,7 @@ static int add_record(zk_builder *b, zk_thread *th, const ss_frame *f, uint32_t 
     zk_rec *rec = &t->recs[t->n_recs];
     memset(rec, 0, sizeof *rec);
     rec->fn = f->fn;
-    rec->map = f->fn && f->fn->kind == SS_FRAME_NATIVE ? f->map : NULL;
+    rec->map = frame_map(f);
     rec->depth = depth;
     rec->first = t->n_samples;
     th->path[depth] = t->n_recs++;
@@ -273,8 +279,7 @@ static void note_line(zk_rec *rec, int32_t line) {
 }
 
 static bool same_frame(const zk_rec *rec, const ss_frame *f) {
-    const ss_mapping *map = f->fn && f->fn->kind == SS_FRAME_NATIVE ? f->map : NULL;
-    return rec->fn == f->fn && rec->map == map;
+    return rec->fn == f->fn && rec->map == frame_map(f);
 }
 
 static bool same_span(const zk_trace *t, const ss_thread_sample *s) {
@@ -450,15 +455,13 @@ void zk_names_of(const zk_rec *r, zk_method_names *out) {
     const ss_funcinfo *fn = r->fn;
     const char *file = fn && fn->file ? fn->file : "unknown";
     out->method = fn && fn->name ? fn->name : "unknown";
-    if (fn && fn->kind == SS_FRAME_JAVA) {
-        out->cls = fn->ns ? fn->ns : "unknown";
-        out->signature = fn->signature ? fn->signature : "()";
-    } else {
-        out->cls = is_namespace(fn ? fn->ns : NULL) ? fn->ns
-                   : r->map && r->map->path ? base_name(r->map->path)
-                   : fn && fn->ns ? fn->ns : "unknown";
-        out->signature = "()";
-    }
+    /* The class: the namespace, else the module of a frame that has one
+     * (a frame without an address has none: its namespace, even "unknown",
+     * is its class); the signature when the source gave one. */
+    out->cls = is_namespace(fn ? fn->ns : NULL) ? fn->ns
+               : r->map && r->map->path ? base_name(r->map->path)
+               : fn && fn->ns ? fn->ns : "unknown";
+    out->signature = fn && fn->signature ? fn->signature : "()";
     /* a source file, not a placeholder or the module's own name */
     bool placeholder = !strcmp(file, "unknown") || !strcmp(file, "Native Method") ||
                        !strcmp(file, "Unknown Source") ||

@@ -83,7 +83,7 @@ static void test_tables(void **st) {
             assert_int_equal(a->lines[l->line_start + 1].function, outer);
             assert_int_equal(a->lines[l->line_start + 1].line, 50);
             assert_int_equal(l->address, 0x401400);
-            assert_int_equal(l->kind, AGG_FRAME_NATIVE);
+            assert_int_equal(l->kind, SS_FRAME_NATIVE);
             found = true;
         }
     }

@@ -383,6 +383,11 @@ def sc_jvm(args, work):
     # a td leaves virtual threads out, as jstack does)
     jstack_compare.compare(agent, jstack_compare.parse_dump(js), major, True, False)
     check(len(jstack_compare.failures) == before, "jvm td: every thread equals jstack's (%d threads)" % len(agent))
+    # JDK 21 and later spell a thread's line "#<n> [<os tid>]" (the source
+    # says so: ss_process_info.dump_os_tid); older ones "#<n> prio="
+    os_tid = re.compile(r'^"[^"\n]*" #\d+ \[\d+\] ', re.M)
+    check(bool(os_tid.search(td)) == bool(os_tid.search(js)) and "prio=" in td,
+          "jvm td: thread lines spelled as jstack's (os thread id: %s)" % bool(os_tid.search(js)))
     tops = [u for u in ups if u.kind == "top"]
     if tops:
         t = min(tops, key=lambda x: abs(x.when - top_when))

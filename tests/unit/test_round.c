@@ -115,6 +115,31 @@ static void test_state_names(void **state) {
     assert_string_equal(ss_thread_state_name((ss_thread_state)99), "UNKNOWN");
 }
 
+/* The rows exporters read instead of testing the runtime: what each kind
+ * and runtime says, and an unknown value reading as native. */
+static void test_kind_and_runtime_rows(void **state) {
+    (void)state;
+    const ss_frame_kind_info *n = ss_frame_kind_about(SS_FRAME_NATIVE);
+    const ss_frame_kind_info *j = ss_frame_kind_about(SS_FRAME_JAVA);
+    assert_string_equal(n->type, "native");
+    assert_null(n->qualify);
+    assert_true(n->addressed);
+    assert_string_equal(j->type, "jvm");
+    assert_string_equal(j->qualify, ".");
+    assert_false(j->addressed);
+    assert_ptr_equal(ss_frame_kind_about(SS_FRAME_KINDS), n);
+    assert_ptr_equal(ss_frame_kind_about(255), n);
+    const ss_runtime_info *rn = ss_runtime_about(SS_RUNTIME_NATIVE);
+    const ss_runtime_info *rj = ss_runtime_about(SS_RUNTIME_JVM);
+    assert_string_equal(rn->name, "native");
+    assert_false(rn->numbers_threads);
+    assert_null(rn->state_label);
+    assert_string_equal(rj->name, "jvm");
+    assert_true(rj->numbers_threads);
+    assert_string_equal(rj->state_label, "java.lang.Thread.State");
+    assert_ptr_equal(ss_runtime_about(99), rn);
+}
+
 static void test_buf(void **state) {
     (void)state;
     ss_buf b;
@@ -139,6 +164,7 @@ int main(void) {
         cmocka_unit_test(test_build_two_threads),
         cmocka_unit_test(test_intern_dedups),
         cmocka_unit_test(test_state_names),
+        cmocka_unit_test(test_kind_and_runtime_rows),
         cmocka_unit_test(test_buf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
