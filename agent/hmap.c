@@ -1,0 +1,110 @@
+/* hmap.c: the one hash index (hmap.h). */
+#include "agent/hmap.h"
+
+#include "agent/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ss_hmap_init(ss_hmap *h, uint32_t first, uint32_t load_pct, size_t *bytes) {
+    memset(h, 0, sizeof *h);
+    h->first = first ? first : 64;
+    h->load_pct = load_pct && load_pct < 100 ? load_pct : 75;
+    h->bytes = bytes;
+}
+
+static size_t slot_bytes(const ss_hmap *h) {
+    return h->slots ? ((size_t)h->mask + 1) * sizeof *h->slots : 0;
+}
+
+static void account(ss_hmap *h, size_t released, size_t charged) {
+    ss_mem_release(released);
+    ss_mem_charge(charged);
+    if (h->bytes)
+        *h->bytes = *h->bytes - released + charged;
+}
+
+/* Rebuild into cap slots; the old slots stay whole on failure. */
+static int resize(ss_hmap *h, size_t cap) {
+    ss_hslot *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    uint32_t mask = (uint32_t)(cap - 1);
+    for (uint32_t i = 0; h->slots && i <= h->mask; i++) {
+        ss_hslot s = h->slots[i];
+        if (!s.idx1)
+            continue;
+        uint32_t j = s.hash & mask;
+        while (slots[j].idx1)
+            j = (j + 1) & mask;
+        slots[j] = s;
+    }
+    size_t old = slot_bytes(h);
+    free(h->slots);
+    h->slots = slots;
+    h->mask = mask;
+    account(h, old, cap * sizeof *slots);
+    return 0;
+}
+
+uint32_t ss_hmap_find(ss_hmap *h, uint32_t hash, ss_hmap_eq eq, const void *ctx,
+                      const void *key, ss_hslot **slot) {
+    *slot = NULL;
+    size_t cap = h->slots ? (size_t)h->mask + 1 : 0;
+    if (!h->slots || ((uint64_t)h->count + 1) * 100 > (uint64_t)cap * h->load_pct) {
+        size_t ncap = h->slots ? cap * 2 : h->first;
+        if (ncap > (size_t)UINT32_MAX + 1 || resize(h, ncap) != 0)
+            return SS_HMAP_NONE;
+    }
+    for (uint32_t j = hash & h->mask;; j = (j + 1) & h->mask) {
+        ss_hslot *s = &h->slots[j];
+        if (!s->idx1) {
+            *slot = s;
+            return SS_HMAP_NONE;
+        }
+        if (s->hash == hash && eq(ctx, s->idx1 - 1, key))
+            return s->idx1 - 1;
+    }
+}
+
+void ss_hmap_put(ss_hmap *h, ss_hslot *slot, uint32_t hash, uint32_t idx) {
+    slot->hash = hash;
+    slot->idx1 = idx + 1;
+    h->count++;
+}
+
+void ss_hmap_clear(ss_hmap *h) {
+    if (h->slots)
+        memset(h->slots, 0, slot_bytes(h));
+    h->count = 0;
+}
+
+void ss_hmap_free(ss_hmap *h) {
+    account(h, slot_bytes(h), 0);
+    free(h->slots);
+    h->slots = NULL;
+    h->mask = h->count = 0;
+}
+
+uint32_t ss_hash_fold(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return (uint32_t)h;
+}
+
+uint32_t ss_hash_bytes(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return ss_hash_fold(h);
+}
+
+uint32_t ss_hash_str(const char *s) { return ss_hash_bytes(s, strlen(s)); }
+
+uint32_t ss_hash_u64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    return ss_hash_fold(x);
+}

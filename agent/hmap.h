@@ -1,0 +1,69 @@
+/* hmap.h: the one hash index of the agent's tables.
+ *
+ * Open addressing with linear probing over slots {hash, index + 1}: the
+ * table stores no keys. The caller keeps its elements in an array of its
+ * own (strings, functions, words...) and the index maps a key to the
+ * element's position in it; the caller's hash says where to look and its
+ * eq callback compares a candidate element with the key. Keeping the hash
+ * in the slot means a probe compares elements only when 32 bits agree.
+ *
+ * The slots are charged to the memory account (agent/mem.h) as they are
+ * allocated and released, and added to the caller's own byte count when
+ * it gives one. Not for the signal handler (it allocates): the signal
+ * path keeps its own fixed tables. Not thread-safe: each table has one
+ * owner, or its owner's lock. */
+#ifndef SS_HMAP_H
+#define SS_HMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SS_HMAP_NONE UINT32_MAX
+
+typedef struct ss_hslot {
+    uint32_t hash;
+    uint32_t idx1; /* the element's index + 1; 0: an empty slot */
+} ss_hslot;
+
+typedef struct ss_hmap {
+    ss_hslot *slots; /* mask + 1 of them (a power of two), or NULL */
+    uint32_t mask;
+    uint32_t count;
+    uint32_t first;    /* the slots of the first allocation */
+    uint32_t load_pct; /* grows before an insert would pass this load */
+    size_t *bytes;     /* when not NULL: the slots' bytes are added here too */
+} ss_hmap;
+
+/* Does element `idx` of the caller's array (ctx) equal key? */
+typedef bool (*ss_hmap_eq)(const void *ctx, uint32_t idx, const void *key);
+
+/* An empty index; nothing allocated until the first find. first: the
+ * slots allocated then (a power of two; 0: 64); load_pct: the load an
+ * insert may reach (0: 75). */
+void ss_hmap_init(ss_hmap *h, uint32_t first, uint32_t load_pct, size_t *bytes);
+
+/* The index of the element equal to key, or SS_HMAP_NONE with *slot the
+ * empty slot where it goes (pass it to ss_hmap_put). Grows the table
+ * first when one more element would pass its load; when that fails,
+ * SS_HMAP_NONE with *slot NULL (the table is left as it was). */
+uint32_t ss_hmap_find(ss_hmap *h, uint32_t hash, ss_hmap_eq eq, const void *ctx,
+                      const void *key, ss_hslot **slot);
+
+/* Fill the slot ss_hmap_find returned with element idx. */
+void ss_hmap_put(ss_hmap *h, ss_hslot *slot, uint32_t hash, uint32_t idx);
+
+/* Forget every element, keep the slots. */
+void ss_hmap_clear(ss_hmap *h);
+
+/* Release the slots (the index is empty and may be used again). */
+void ss_hmap_free(ss_hmap *h);
+
+/* Hashes for the keys the tables use. */
+uint32_t ss_hash_bytes(const void *p, size_t n);          /* FNV-1a 64, folded */
+uint32_t ss_hash_str(const char *s);                      /* the same, to the NUL */
+uint32_t ss_hash_u64(uint64_t x);                         /* a 64-bit finaliser */
+uint32_t ss_hash_fold(uint64_t h);                        /* 64 bits of hash to 32 */
+static inline uint32_t ss_hash_ptr(const void *p) { return ss_hash_u64((uint64_t)(uintptr_t)p); }
+
+#endif
