@@ -36,37 +36,33 @@ static inline size_t ss_grow_cap(size_t cap, size_t need, size_t first, size_t e
     return n;
 }
 
+/* realloc *p to the capacity that holds `need` (ss_grow_cap); returns
+ * that capacity, or 0 with *p unchanged. */
+static inline size_t ss_grow_realloc(void **p, size_t cap, size_t need, size_t elem,
+                                     size_t first, size_t max) {
+    size_t n = ss_grow_cap(cap, need, first, elem, max);
+    void *q = n ? realloc(*p, n * elem) : NULL;
+    if (!q)
+        return 0;
+    *p = q;
+    return n;
+}
+
 /* Make *p hold at least `need` elements of `elem` bytes. 0 (done, or
  * nothing to do), or -ENOMEM with *p and *cap unchanged. */
 static inline int ss_grow(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
-    if (need <= *cap)
-        return 0;
-    size_t n = ss_grow_cap(*cap, need, first, elem, SIZE_MAX);
-    if (!n)
-        return -ENOMEM;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
+    size_t n = need <= *cap ? *cap : ss_grow_realloc(p, *cap, need, elem, first, SIZE_MAX);
+    *cap = n ? n : *cap;
+    return n ? 0 : -ENOMEM;
 }
 
 /* The same for the tables that count in uint32_t (their capacity never
  * passes UINT32_MAX). */
 static inline int ss_grow32(void **p, uint32_t *cap, uint32_t need, size_t elem,
                             uint32_t first) {
-    if (need <= *cap)
-        return 0;
-    size_t n = ss_grow_cap(*cap, need, first, elem, UINT32_MAX);
-    if (!n)
-        return -ENOMEM;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return -ENOMEM;
-    *p = q;
-    *cap = (uint32_t)n;
-    return 0;
+    size_t n = need <= *cap ? *cap : ss_grow_realloc(p, *cap, need, elem, first, UINT32_MAX);
+    *cap = n ? (uint32_t)n : *cap;
+    return n ? 0 : -ENOMEM;
 }
 
 #endif
