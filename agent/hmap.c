@@ -18,8 +18,10 @@ static size_t slot_bytes(const ss_hmap *h) {
 }
 
 static void account(ss_hmap *h, size_t released, size_t charged) {
-    ss_mem_release(released);
-    ss_mem_charge(charged);
+    if (!h->uncharged) {
+        ss_mem_release(released);
+        ss_mem_charge(charged);
+    }
     if (h->bytes)
         *h->bytes = *h->bytes - released + charged;
 }

@@ -8,8 +8,8 @@
  * in the slot means a probe compares elements only when 32 bits agree.
  *
  * The slots are charged to the memory account (agent/mem.h) as they are
- * allocated and released, and added to the caller's own byte count when
- * it gives one. Not for the signal handler (it allocates): the signal
+ * allocated and released (unless the table says uncharged), and added to
+ * the caller's own byte count when it gives one. Not for the signal handler (it allocates): the signal
  * path keeps its own fixed tables. Not thread-safe: each table has one
  * owner, or its owner's lock. */
 #ifndef SS_HMAP_H
@@ -33,6 +33,7 @@ typedef struct ss_hmap {
     uint32_t first;    /* the slots of the first allocation */
     uint32_t load_pct; /* grows before an insert would pass this load */
     size_t *bytes;     /* when not NULL: the slots' bytes are added here too */
+    bool uncharged;    /* not in the memory account (the intern table never was) */
 } ss_hmap;
 
 /* Does element `idx` of the caller's array (ctx) equal key? */
