@@ -49,30 +49,11 @@ static int resize(ss_hmap *h, size_t cap) {
     return 0;
 }
 
-uint32_t ss_hmap_find(ss_hmap *h, uint32_t hash, ss_hmap_eq eq, const void *ctx,
-                      const void *key, ss_hslot **slot) {
-    *slot = NULL;
-    size_t cap = h->slots ? (size_t)h->mask + 1 : 0;
-    if (!h->slots || ((uint64_t)h->count + 1) * 100 > (uint64_t)cap * h->load_pct) {
-        size_t ncap = h->slots ? cap * 2 : h->first;
-        if (ncap > (size_t)UINT32_MAX + 1 || resize(h, ncap) != 0)
-            return SS_HMAP_NONE;
-    }
-    for (uint32_t j = hash & h->mask;; j = (j + 1) & h->mask) {
-        ss_hslot *s = &h->slots[j];
-        if (!s->idx1) {
-            *slot = s;
-            return SS_HMAP_NONE;
-        }
-        if (s->hash == hash && eq(ctx, s->idx1 - 1, key))
-            return s->idx1 - 1;
-    }
-}
-
-void ss_hmap_put(ss_hmap *h, ss_hslot *slot, uint32_t hash, uint32_t idx) {
-    slot->hash = hash;
-    slot->idx1 = idx + 1;
-    h->count++;
+int ss_hmap_grow(ss_hmap *h) {
+    size_t ncap = h->slots ? ((size_t)h->mask + 1) * 2 : h->first;
+    if (ncap > (size_t)UINT32_MAX + 1 || resize(h, ncap) != 0)
+        return -1;
+    return 0;
 }
 
 void ss_hmap_clear(ss_hmap *h) {

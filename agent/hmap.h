@@ -44,15 +44,38 @@ typedef bool (*ss_hmap_eq)(const void *ctx, uint32_t idx, const void *key);
  * insert may reach (0: 75). */
 void ss_hmap_init(ss_hmap *h, uint32_t first, uint32_t load_pct, size_t *bytes);
 
+/* Allocate the first slots, or double them (ss_hmap_find calls it): 0,
+ * or -1 with the table as it was. */
+int ss_hmap_grow(ss_hmap *h);
+
 /* The index of the element equal to key, or SS_HMAP_NONE with *slot the
  * empty slot where it goes (pass it to ss_hmap_put). Grows the table
  * first when one more element would pass its load; when that fails,
- * SS_HMAP_NONE with *slot NULL (the table is left as it was). */
-uint32_t ss_hmap_find(ss_hmap *h, uint32_t hash, ss_hmap_eq eq, const void *ctx,
-                      const void *key, ss_hslot **slot);
+ * SS_HMAP_NONE with *slot NULL (the table is left as it was). Inline: a
+ * table's lookups are its hot path, and its eq is then a direct call. */
+static inline uint32_t ss_hmap_find(ss_hmap *h, uint32_t hash, ss_hmap_eq eq, const void *ctx,
+                                    const void *key, ss_hslot **slot) {
+    *slot = NULL;
+    if ((!h->slots || ((uint64_t)h->count + 1) * 100 > ((uint64_t)h->mask + 1) * h->load_pct) &&
+        ss_hmap_grow(h) != 0)
+        return SS_HMAP_NONE;
+    for (uint32_t j = hash & h->mask;; j = (j + 1) & h->mask) {
+        ss_hslot *s = &h->slots[j];
+        if (!s->idx1) {
+            *slot = s;
+            return SS_HMAP_NONE;
+        }
+        if (s->hash == hash && eq(ctx, s->idx1 - 1, key))
+            return s->idx1 - 1;
+    }
+}
 
 /* Fill the slot ss_hmap_find returned with element idx. */
-void ss_hmap_put(ss_hmap *h, ss_hslot *slot, uint32_t hash, uint32_t idx);
+static inline void ss_hmap_put(ss_hmap *h, ss_hslot *slot, uint32_t hash, uint32_t idx) {
+    slot->hash = hash;
+    slot->idx1 = idx + 1;
+    h->count++;
+}
 
 /* Forget every element, keep the slots. */
 void ss_hmap_clear(ss_hmap *h);
