@@ -9,9 +9,9 @@
  *
  * The slots are charged to the memory account (agent/mem.h) as they are
  * allocated and released (unless the table says uncharged), and added to
- * the caller's own byte count when it gives one. Not for the signal handler (it allocates): the signal
- * path keeps its own fixed tables. Not thread-safe: each table has one
- * owner, or its owner's lock. */
+ * the caller's own byte count when it gives one. Not for the signal
+ * handler (it allocates): the signal path keeps its own fixed tables. Not
+ * thread-safe: each table has one owner, or its owner's lock. */
 #ifndef SS_HMAP_H
 #define SS_HMAP_H
 
