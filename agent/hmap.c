@@ -68,26 +68,3 @@ void ss_hmap_free(ss_hmap *h) {
     h->slots = NULL;
     h->mask = h->count = 0;
 }
-
-uint32_t ss_hash_fold(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    return (uint32_t)h;
-}
-
-uint32_t ss_hash_bytes(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return ss_hash_fold(h);
-}
-
-uint32_t ss_hash_str(const char *s) { return ss_hash_bytes(s, strlen(s)); }
-
-uint32_t ss_hash_u64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    return ss_hash_fold(x);
-}

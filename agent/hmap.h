@@ -83,11 +83,41 @@ void ss_hmap_clear(ss_hmap *h);
 /* Release the slots (the index is empty and may be used again). */
 void ss_hmap_free(ss_hmap *h);
 
-/* Hashes for the keys the tables use. */
-uint32_t ss_hash_bytes(const void *p, size_t n);          /* FNV-1a 64, folded */
-uint32_t ss_hash_str(const char *s);                      /* the same, to the NUL */
-uint32_t ss_hash_u64(uint64_t x);                         /* a 64-bit finaliser */
-uint32_t ss_hash_fold(uint64_t h);                        /* 64 bits of hash to 32 */
+/* Hashes for the keys the tables use (inline: a lookup's hash is on
+ * the same hot path as its probe). */
+
+/* 64 bits of hash to 32 (a finaliser's last steps). */
+static inline uint32_t ss_hash_fold(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return (uint32_t)h;
+}
+
+/* FNV-1a 64 of n bytes, folded. */
+static inline uint32_t ss_hash_bytes(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    return ss_hash_fold(h);
+}
+
+/* The same, up to the NUL. */
+static inline uint32_t ss_hash_str(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return ss_hash_fold(h);
+}
+
+/* A 64-bit key (an id, an address). */
+static inline uint32_t ss_hash_u64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    return ss_hash_fold(x);
+}
+
 static inline uint32_t ss_hash_ptr(const void *p) { return ss_hash_u64((uint64_t)(uintptr_t)p); }
 
 #endif
