@@ -149,13 +149,15 @@ int ss_stack_memo_put(ss_stack_memo *m, uint64_t id, uint64_t value, const void 
         e->used = m->gen;
         return 0;
     }
-    uint32_t cap = m->cap;
-    if (ss_grow32((void **)&m->entries, &m->cap, m->n + 1, sizeof *m->entries, 64) != 0) {
-        free(copy);
-        m->refused++;
-        return -ENOMEM;
+    if (m->n == m->cap) {
+        uint32_t cap = m->cap;
+        if (ss_grow32((void **)&m->entries, &m->cap, m->n + 1, sizeof *m->entries, 64) != 0) {
+            free(copy);
+            m->refused++;
+            return -ENOMEM;
+        }
+        charge(m, (size_t)(m->cap - cap) * sizeof *m->entries, 0);
     }
-    charge(m, (size_t)(m->cap - cap) * sizeof *m->entries, 0);
     m->entries[m->n++] = (ss_memo_entry){id, value, copy, len, m->gen};
     charge(m, len, 0);
     if ((size_t)m->n * 2 > (size_t)m->mask) {

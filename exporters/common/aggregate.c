@@ -36,6 +36,8 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 
 /* Grow an array to hold `need` elements; the growth is charged to ss_mem. */
 static int grow(ss_agg *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
+    if (need <= *cap) /* the common case: no call, no charge */
+        return 0;
     uint32_t old = *cap;
     if (ss_grow32(arr, cap, need, elem, 16) != 0) {
         a->failed = true;

@@ -113,12 +113,14 @@ uint32_t qb_dict_method(qb_dict *d, const ss_frame *f) {
     /* qb_dict_id touched the word index only: slot is still key's place */
     if (id == QB_NO_ID || !slot)
         return id; /* uncached when the cache could not grow, still correct */
-    uint32_t cap = d->cap_fn;
-    if (ss_grow32((void **)&d->fns, &d->cap_fn, d->n_fn + 1, sizeof *d->fns, 256) != 0)
-        return id;
-    size_t grown = (size_t)(d->cap_fn - cap) * sizeof *d->fns;
-    d->bytes += grown;
-    ss_mem_charge(grown);
+    if (d->n_fn == d->cap_fn) {
+        uint32_t cap = d->cap_fn;
+        if (ss_grow32((void **)&d->fns, &d->cap_fn, d->n_fn + 1, sizeof *d->fns, 256) != 0)
+            return id;
+        size_t grown = (size_t)(d->cap_fn - cap) * sizeof *d->fns;
+        d->bytes += grown;
+        ss_mem_charge(grown);
+    }
     d->fns[d->n_fn] = (qb_fn_id){key, id};
     ss_hmap_put(&d->fn_ix, slot, h, d->n_fn++);
     return id;
