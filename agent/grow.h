@@ -10,7 +10,9 @@
  * The signal handler never grows anything (it uses slots the sampler
  * thread preallocated), so nothing here needs to be async-signal-safe.
  * Memory accounting stays at the site: it knows the capacity before and
- * after, and charges the difference as it did. */
+ * after, and charges the difference as it did, only when the array grew
+ * (the account is one atomic counter every thread touches: an add per
+ * element appended is measurable, docs/architecture.md). */
 #ifndef SS_GROW_H
 #define SS_GROW_H
 
