@@ -2,6 +2,7 @@
  * what it has, sets `failed`, and every later append is a no-op, so a
  * caller checks once at the end instead of after every append. */
 #include "agent/buf.h"
+#include "agent/grow.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,21 +30,11 @@ int ss_buf_reserve(ss_buf *b, size_t extra) {
         return -ENOMEM;
     if (b->len + extra + 1 <= b->cap)
         return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) {
-        if (cap > SIZE_MAX / 2) {
-            b->failed = true;
-            return -ENOMEM;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(b->data, cap);
-    if (!p) {
+    if (extra > SIZE_MAX - b->len - 1 ||
+        ss_grow((void **)&b->data, &b->cap, b->len + extra + 1, 1, 256) != 0) {
         b->failed = true;
         return -ENOMEM;
     }
-    b->data = p;
-    b->cap = cap;
     return 0;
 }
 

@@ -7,6 +7,8 @@
  * class unload never leaves a dangling pointer in a queued round).
  * Records are deduplicated by content, so the table grows with the number
  * of distinct functions ever seen, not with the number of samples. */
+#include "agent/grow.h"
+#include "agent/hmap.h"
 #include "agent/round.h"
 
 #include <pthread.h>
@@ -14,7 +16,6 @@
 #include <string.h>
 
 typedef struct entry {
-    struct entry *next;
     uint64_t hash;
     int type; /* 0 string, 1 funcinfo, 2 mapping */
     union {
@@ -24,9 +25,14 @@ typedef struct entry {
     } u;
 } entry;
 
+/* Records are allocated one by one and never move (callers keep pointers
+ * into them); the index (agent/hmap.h) maps a record's content to its
+ * place in `entries`. Neither was ever in the memory account: interned
+ * records live as long as the agent, whatever rounds are queued. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static entry **buckets;
-static size_t n_buckets, n_entries;
+static entry **entries;
+static uint32_t n_entries, cap_entries;
+static ss_hmap index_ = {.first = 1024, .load_pct = 75, .uncharged = true};
 
 /* A fork never copies the table half-changed, nor the lock held by a
  * thread the child does not have (the child's sampler would wait for it
@@ -61,23 +67,6 @@ static bool str_eq(const char *a, const char *b) {
     return strcmp(a, b) == 0;
 }
 
-static int grow(void) {
-    size_t n = n_buckets ? n_buckets * 2 : 1024;
-    entry **nb = calloc(n, sizeof *nb);
-    if (!nb)
-        return -1;
-    for (size_t i = 0; i < n_buckets; i++)
-        for (entry *e = buckets[i], *next; e; e = next) {
-            next = e->next;
-            e->next = nb[e->hash & (n - 1)];
-            nb[e->hash & (n - 1)] = e;
-        }
-    free(buckets);
-    buckets = nb;
-    n_buckets = n;
-    return 0;
-}
-
 static bool same(const entry *e, int type, const void *key) {
     if (e->type != type)
         return false;
@@ -95,27 +84,38 @@ static bool same(const entry *e, int type, const void *key) {
            str_eq(a->build_id, b->build_id);
 }
 
-/* Called with the lock held. */
-static entry *find(uint64_t h, int type, const void *key) {
-    if (!n_buckets)
-        return NULL;
-    for (entry *e = buckets[h & (n_buckets - 1)]; e; e = e->next)
-        if (e->hash == h && same(e, type, key))
-            return e;
-    return NULL;
+typedef struct probe {
+    uint64_t hash;
+    int type;
+    const void *key;
+} probe;
+
+static bool entry_eq(const void *ctx, uint32_t idx, const void *key) {
+    (void)ctx;
+    const probe *p = key;
+    const entry *e = entries[idx];
+    return e->hash == p->hash && same(e, p->type, p->key);
 }
 
-static entry *insert(uint64_t h, int type, size_t extra) {
-    if (n_entries >= n_buckets && grow() != 0)
+/* Called with the lock held. The record equal to key, or NULL with *slot
+ * where a new one goes (NULL when the index could not grow). */
+static entry *find(uint64_t h, int type, const void *key, ss_hslot **slot) {
+    probe p = {h, type, key};
+    uint32_t i = ss_hmap_find(&index_, ss_hash_fold(h), entry_eq, NULL, &p, slot);
+    return i == SS_HMAP_NONE ? NULL : entries[i];
+}
+
+static entry *insert(uint64_t h, int type, size_t extra, ss_hslot *slot) {
+    if (!slot ||
+        ss_grow32((void **)&entries, &cap_entries, n_entries + 1, sizeof *entries, 1024) != 0)
         return NULL;
     entry *e = calloc(1, sizeof *e + extra);
     if (!e)
         return NULL;
     e->hash = h;
     e->type = type;
-    e->next = buckets[h & (n_buckets - 1)];
-    buckets[h & (n_buckets - 1)] = e;
-    n_entries++;
+    entries[n_entries] = e;
+    ss_hmap_put(&index_, slot, ss_hash_fold(h), n_entries++);
     return e;
 }
 
@@ -137,9 +137,10 @@ const char *ss_intern(const char *s) {
         return NULL;
     uint64_t h = mix_str(14695981039346656037ull, s);
     pthread_mutex_lock(&lock);
-    entry *e = find(h, 0, s);
+    ss_hslot *slot;
+    entry *e = find(h, 0, s, &slot);
     if (!e) {
-        e = insert(h, 0, len0(s));
+        e = insert(h, 0, len0(s), slot);
         if (e) {
             char *tail = (char *)(e + 1);
             e->u.str = stash(&tail, s);
@@ -165,11 +166,13 @@ const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
     if (signature) /* unchanged hashes for functions without one */
         h = mix_str(h, signature);
     pthread_mutex_lock(&lock);
-    entry *e = find(h, 1, &key);
+    ss_hslot *slot;
+    entry *e = find(h, 1, &key, &slot);
     if (!e) {
         e = insert(h, 1,
                    len0(key.ns) + len0(key.name) + len0(key.file) + len0(module) +
-                       len0(signature));
+                       len0(signature),
+                   slot);
         if (e) {
             char *tail = (char *)(e + 1);
             e->u.fn.ns = stash(&tail, key.ns);
@@ -193,9 +196,10 @@ const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                      &file_offset, 8);
     h = mix_str(mix_str(h, key.path), key.build_id);
     pthread_mutex_lock(&lock);
-    entry *e = find(h, 2, &key);
+    ss_hslot *slot;
+    entry *e = find(h, 2, &key, &slot);
     if (!e) {
-        e = insert(h, 2, len0(key.path) + len0(key.build_id));
+        e = insert(h, 2, len0(key.path) + len0(key.build_id), slot);
         if (e) {
             char *tail = (char *)(e + 1);
             e->u.map = key;

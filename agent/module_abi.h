@@ -24,6 +24,7 @@
 #include "agent/config.h"         /* ss_config and the typed readers of keys */
 #include "agent/exporter.h"       /* ss_exporter_ops: what an exporter module returns */
 #include "agent/exporter_stats.h" /* the counters an exporter keeps */
+#include "agent/grow.h"           /* ss_grow: header-only, no exported symbol */
 #include "agent/kept_fd.h"        /* descriptors the agent keeps, checked before use */
 #include "agent/log.h"            /* ss_log and its levels */
 #include "agent/mem.h"            /* the account of memory queued */

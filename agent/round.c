@@ -7,6 +7,7 @@
  * exact and freeing trivial. */
 #include "agent/buf.h"
 #include "agent/config.h"
+#include "agent/grow.h"
 #include "agent/mem.h"
 #include "agent/round.h"
 #include "agent/time.h"
@@ -95,18 +96,9 @@ void ss_round_builder_begin(ss_round_builder *b, uint64_t time_ns,
     b->failed = false;
 }
 
+/* The builder's arrays start at 64 elements and double (agent/grow.h). */
 static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
-    if (need <= *cap)
-        return 0;
-    uint32_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
+    return ss_grow32(p, cap, need, elem, 64);
 }
 
 ss_thread_sample *ss_round_builder_add_thread(ss_round_builder *b,

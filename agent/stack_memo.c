@@ -7,6 +7,7 @@
  * index over it; a sweep at the end of each round drops the entries that
  * round did not use and rebuilds the index, so the memo never holds more
  * than one round's stacks. Everything it holds is charged to ss_mem. */
+#include "agent/grow.h"
 #include "agent/mem.h"
 #include "agent/stack_memo.h"
 
@@ -149,16 +150,13 @@ int ss_stack_memo_put(ss_stack_memo *m, uint64_t id, uint64_t value, const void 
         return 0;
     }
     if (m->n == m->cap) {
-        uint32_t cap = m->cap ? m->cap * 2 : 64;
-        ss_memo_entry *ne = realloc(m->entries, (size_t)cap * sizeof *ne);
-        if (!ne) {
+        uint32_t cap = m->cap;
+        if (ss_grow32((void **)&m->entries, &m->cap, m->n + 1, sizeof *m->entries, 64) != 0) {
             free(copy);
             m->refused++;
             return -ENOMEM;
         }
-        m->entries = ne;
-        charge(m, (size_t)(cap - m->cap) * sizeof *ne, 0);
-        m->cap = cap;
+        charge(m, (size_t)(m->cap - cap) * sizeof *m->entries, 0);
     }
     m->entries[m->n++] = (ss_memo_entry){id, value, copy, len, m->gen};
     charge(m, len, 0);

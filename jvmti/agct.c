@@ -73,6 +73,7 @@ typedef struct agct_trace {
 
 typedef void (*agct_fn)(agct_trace *, jint, void *);
 
+/* Handler side: fixed buffers only, never agent/grow.h or agent/hmap.h (they allocate). */
 static agct_fn agct;
 static _Atomic uint64_t preloaded_classes;
 

@@ -16,6 +16,7 @@
  * only when a thread renames itself), and ties between idle threads with
  * equal names and equal CPU times, which are left unassigned rather than
  * guessed. */
+#include "agent/grow.h"
 #include "agent/round.h"
 #include "jvmti/jvmti_internal.h"
 #include "proc/threads.h"
@@ -56,14 +57,8 @@ void ss_nid_matcher_begin(ss_nid_matcher *m) {
 }
 
 void ss_nid_matcher_take(ss_nid_matcher *m, pid_t tid) {
-    if (m->n_taken == m->cap_taken) {
-        uint32_t cap = m->cap_taken ? m->cap_taken * 2 : 256;
-        pid_t *p = realloc(m->taken, cap * sizeof *p);
-        if (!p)
-            return;
-        m->taken = p;
-        m->cap_taken = cap;
-    }
+    if (ss_grow32((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken, 256) != 0)
+        return;
     m->taken[m->n_taken++] = tid;
 }
 

@@ -29,6 +29,8 @@
  * forever, so at MAX_METHODS entries it is emptied and refilled from the
  * next stacks (the strings stay interned; only line tables are re-read). */
 #include "agent/config.h"
+#include "agent/grow.h"
+#include "agent/hmap.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "jvmti/jvmti_internal.h"
@@ -53,8 +55,9 @@ typedef struct method_entry {
 } method_entry;
 
 struct ss_jresolver {
-    method_entry *slots;
+    method_entry *methods; /* in the order they were resolved */
     uint32_t cap, used;
+    ss_hmap ix;            /* jmethodID -> index in methods (agent/hmap.h) */
     uint64_t invalid, clears, refreshes;
     uint64_t refresh_ns;
     uint64_t now; /* monotonic ns, set once per round */
@@ -67,12 +70,14 @@ ss_jresolver *ss_jresolver_create(void) {
     ss_jresolver *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    r->cap = 1024;
     r->now = ss_mono_ns();
     r->refresh_ns = (uint64_t)ss_config_int("STACKSHOT_JVMTI_REFRESH", 60, 1, 86400) *
                     1000000000ull;
-    r->slots = calloc(r->cap, sizeof *r->slots);
-    if (!r->slots) {
+    /* 1,024 slots at first, at most half full: 512 methods (not in the
+     * memory account, as before) */
+    ss_hmap_init(&r->ix, 1024, 50, NULL);
+    r->ix.uncharged = true;
+    if (ss_grow32((void **)&r->methods, &r->cap, 1, sizeof *r->methods, 512) != 0) {
         free(r);
         return NULL;
     }
@@ -82,9 +87,10 @@ ss_jresolver *ss_jresolver_create(void) {
 void ss_jresolver_destroy(ss_jresolver *r) {
     if (!r)
         return;
-    for (uint32_t i = 0; i < r->cap; i++)
-        free(r->slots[i].lines);
-    free(r->slots);
+    for (uint32_t i = 0; i < r->used; i++)
+        free(r->methods[i].lines);
+    free(r->methods);
+    ss_hmap_free(&r->ix);
     /* the global refs of the module classes live as long as the VM */
     free(r);
 }
@@ -97,42 +103,17 @@ void ss_jresolver_stats(const ss_jresolver *r, uint64_t *methods, uint64_t *inva
     *refreshes = r->refreshes;
 }
 
-static uint32_t hash_ptr(const void *p) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 static void clear(ss_jresolver *r) {
-    for (uint32_t i = 0; i < r->cap; i++)
-        free(r->slots[i].lines);
-    memset(r->slots, 0, (size_t)r->cap * sizeof *r->slots);
+    for (uint32_t i = 0; i < r->used; i++)
+        free(r->methods[i].lines);
+    ss_hmap_clear(&r->ix);
     r->used = 0;
     r->clears++;
 }
 
-static method_entry *lookup(ss_jresolver *r, jmethodID m) {
-    uint32_t mask = r->cap - 1;
-    for (uint32_t i = hash_ptr(m) & mask;; i = (i + 1) & mask)
-        if (r->slots[i].key == m || r->slots[i].key == NULL)
-            return &r->slots[i];
-}
-
-static int grow(ss_jresolver *r) {
-    uint32_t old_cap = r->cap;
-    method_entry *old = r->slots;
-    method_entry *slots = calloc((size_t)old_cap * 2, sizeof *slots);
-    if (!slots)
-        return -1;
-    r->slots = slots;
-    r->cap = old_cap * 2;
-    for (uint32_t i = 0; i < old_cap; i++)
-        if (old[i].key)
-            *lookup(r, old[i].key) = old[i];
-    free(old);
-    return 0;
+static bool method_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_jresolver *r = ctx;
+    return r->methods[idx].key == key;
 }
 
 /* ---- modules ------------------------------------------------------ */
@@ -315,23 +296,24 @@ int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci, ss_fra
         out->fn = unknown_fn();
         return -1;
     }
-    method_entry *e = lookup(r, m);
-    if (!e->key) {
+    uint32_t h = ss_hash_ptr(m);
+    ss_hslot *slot;
+    uint32_t at = ss_hmap_find(&r->ix, h, method_eq, r, m, &slot);
+    method_entry *e = at != SS_HMAP_NONE ? &r->methods[at] : NULL;
+    if (!e) {
         if (r->used >= MAX_METHODS) {
             clear(r);
-            e = lookup(r, m);
+            ss_hmap_find(&r->ix, h, method_eq, r, m, &slot);
         }
-        if (r->used + 1 > r->cap / 2) {
-            if (grow(r) != 0) {
-                /* no room to cache: resolve without keeping it */
-                method_entry tmp = {.key = m};
-                int rc = resolve_method(r, env, m, &tmp);
-                out->fn = tmp.fn;
-                out->line = tmp.native ? 0 : line_at(&tmp, bci);
-                free(tmp.lines);
-                return rc;
-            }
-            e = lookup(r, m);
+        if (!slot ||
+            ss_grow32((void **)&r->methods, &r->cap, r->used + 1, sizeof *r->methods, 512) != 0) {
+            /* no room to cache: resolve without keeping it */
+            method_entry tmp = {.key = m};
+            int rc = resolve_method(r, env, m, &tmp);
+            out->fn = tmp.fn;
+            out->line = tmp.native ? 0 : line_at(&tmp, bci);
+            free(tmp.lines);
+            return rc;
         }
         method_entry fresh = {.key = m};
         if (resolve_method(r, env, m, &fresh) != 0) {
@@ -340,8 +322,9 @@ int ss_jresolve(ss_jresolver *r, JNIEnv *env, jmethodID m, jlocation bci, ss_fra
             out->fn = fresh.fn;
             return -1;
         }
+        e = &r->methods[r->used];
         *e = fresh;
-        r->used++;
+        ss_hmap_put(&r->ix, slot, h, r->used++);
     }
     out->fn = e->fn;
     if (!e->native && r->now - e->lines_mono_ns > r->refresh_ns) {

@@ -42,6 +42,7 @@
  */
 #include "agent/config.h"
 #include "agent/exporter.h"
+#include "agent/grow.h"
 #include "agent/lifecycle.h"
 #include "agent/log.h"
 #include "agent/round.h"
@@ -275,14 +276,9 @@ static int by_id(const void *a, const void *b) {
 
 /* A Java thread's kernel tid: the native pass leaves it to us. */
 static void note_java_nid(sampler *s, pid_t nid) {
-    if (s->n_java_nids == s->cap_java_nids) {
-        uint32_t cap = s->cap_java_nids ? s->cap_java_nids * 2 : 256;
-        pid_t *p = realloc(s->java_nids, cap * sizeof *p);
-        if (!p)
-            return; /* the native pass then lists it too */
-        s->java_nids = p;
-        s->cap_java_nids = cap;
-    }
+    if (ss_grow32((void **)&s->java_nids, &s->cap_java_nids, s->n_java_nids + 1,
+                  sizeof *s->java_nids, 256) != 0)
+        return; /* the native pass then lists it too */
     s->java_nids[s->n_java_nids++] = nid;
 }
 

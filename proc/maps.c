@@ -10,6 +10,7 @@
  *     since would make a copy fault;
  *   - the symbol resolver's mappings of files (ss_map_files_read), which
  *     symbols_maps.c groups into modules. */
+#include "agent/grow.h"
 #include "proc/maps.h"
 
 #include <errno.h>
@@ -165,15 +166,10 @@ int ss_map_files_read(ss_map_files *out) {
         /* a file as libdwfl's own maps reader counts one */
         bool file = l.inode != 0 || l.dev_major != 0 || l.dev_minor != 0;
         if (l.path && l.path[0] == '/' && file) {
-            if (out->n == cap) {
-                cap = cap ? cap * 2 : 256;
-                ss_map_file *v = realloc(out->v, cap * sizeof *v);
-                if (!v) {
-                    free(text);
-                    ss_map_files_free(out);
-                    return -ENOMEM;
-                }
-                out->v = v;
+            if (ss_grow((void **)&out->v, &cap, out->n + 1, sizeof *out->v, 256) != 0) {
+                free(text);
+                ss_map_files_free(out);
+                return -ENOMEM;
             }
             ((char *)l.path)[l.path_len] = '\0'; /* the line's newline */
             out->v[out->n++] = (ss_map_file){l.lo, l.hi, l.offset, l.inode,

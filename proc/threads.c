@@ -32,6 +32,7 @@
  *     host's code runs again (ss_proc_close_all from the at-fork child
  *     handler), each after the same check. */
 #include "agent/dir.h"
+#include "agent/grow.h"
 #include "agent/round.h"
 #include "agent/time.h"
 #include "proc/threads.h"
@@ -350,14 +351,8 @@ static int add_tid(const char *name, void *arg) {
     tid_list *l = arg;
     if (name[0] < '0' || name[0] > '9')
         return 0;
-    if (l->n == *l->cap) {
-        size_t nc = *l->cap ? *l->cap * 2 : 256;
-        pid_t *p = realloc(*l->tids, nc * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        *l->tids = p;
-        *l->cap = nc;
-    }
+    if (ss_grow((void **)l->tids, l->cap, l->n + 1, sizeof **l->tids, 256) != 0)
+        return -ENOMEM;
     (*l->tids)[l->n++] = (pid_t)atoi(name);
     return 0;
 }

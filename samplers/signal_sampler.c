@@ -106,6 +106,8 @@ typedef struct tab_entry {
     _Atomic uint32_t slot;
 } tab_entry;
 
+/* The signal path keeps its own tid table and arrays, not agent/hmap.h or agent/grow.h:
+ * the handler reads them lock-free while the sampler thread retires old tables (kept). */
 typedef struct sig_table {
     uint32_t mask;
     struct sig_table *retired; /* older tables: kept, a late handler may read them */

@@ -14,6 +14,7 @@
  *
  * Like perf, it trusts only a regular file owned by this user (or root),
  * opened without following a symlink: anyone can create files in /tmp. */
+#include "agent/grow.h"
 #include "agent/round.h"
 #include "samplers/symbols_internal.h"
 
@@ -82,14 +83,8 @@ static void add_line(ss_perfmap *m, char *line) {
     const char *name = end + 1;
     if (!*name || m->n >= PERFMAP_MAX_ENTRIES)
         return;
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        perf_entry *e = realloc(m->e, cap * sizeof *e);
-        if (!e)
-            return;
-        m->e = e;
-        m->cap = cap;
-    }
+    if (ss_grow((void **)&m->e, &m->cap, m->n + 1, sizeof *m->e, 1024) != 0)
+        return;
     const char *interned = ss_intern(name);
     if (interned)
         m->e[m->n++] = (perf_entry){start, size, ++m->seq, interned};

@@ -22,6 +22,7 @@
  * the headers may be read directly. Everything read later (the table, the
  * FDEs and CIEs) is read with ss_uw_read_memory (self_mem.c): a module
  * unloaded meanwhile gives an error, not a fault. */
+#include "agent/grow.h"
 #include "samplers/unwind.h"
 
 #include <errno.h>
@@ -284,14 +285,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
         return 0;
     if (m.hdr)
         read_hdr(&m);
-    if (c->n_mods == c->cap_mods) {
-        uint32_t cap = c->cap_mods ? c->cap_mods * 2 : 64;
-        module *p = realloc(c->mods, cap * sizeof *p);
-        if (!p)
-            return 1;
-        c->mods = p;
-        c->cap_mods = cap;
-    }
+    if (ss_grow32((void **)&c->mods, &c->cap_mods, c->n_mods + 1, sizeof *c->mods, 64) != 0)
+        return 1;
     c->mods[c->n_mods++] = m;
     return 0;
 }
@@ -604,33 +599,17 @@ static uint32_t hash_addr(uint64_t a) {
 }
 
 static int32_t arena_put(ss_cfi *c, const uint8_t *p, uint32_t len) {
-    if (c->arena_used + len > c->arena_cap) {
-        uint32_t cap = c->arena_cap ? c->arena_cap : 4096;
-        while (cap < c->arena_used + len)
-            cap *= 2;
-        uint8_t *a = realloc(c->arena, cap);
-        if (!a)
-            return -1;
-        c->arena = a;
-        c->arena_cap = cap;
-    }
+    if (len > UINT32_MAX - c->arena_used ||
+        ss_grow32((void **)&c->arena, &c->arena_cap, c->arena_used + len, 1, 4096) != 0)
+        return -1;
     memcpy(c->arena + c->arena_used, p, len);
     c->arena_used += len;
     return (int32_t)(c->arena_used - len);
 }
 
 static bool rules_room(ss_cfi *c, uint32_t n) {
-    if (c->n_rules + n <= c->cap_rules)
-        return true;
-    uint32_t cap = c->cap_rules ? c->cap_rules * 2 : 1024;
-    while (cap < c->n_rules + n)
-        cap *= 2;
-    ss_cfi_reg_rule *r = realloc(c->rules, cap * sizeof *r);
-    if (!r)
-        return false;
-    c->rules = r;
-    c->cap_rules = cap;
-    return true;
+    return n <= UINT32_MAX - c->n_rules &&
+           ss_grow32((void **)&c->rules, &c->cap_rules, c->n_rules + n, sizeof *c->rules, 1024) == 0;
 }
 
 /* Keep the row now in c->row as addr's entry. */

@@ -9,6 +9,8 @@
  * to the period's working set.
  */
 #include "agent/buf.h"
+#include "agent/grow.h"
+#include "agent/hmap.h"
 #include "agent/mem.h"
 #include "agent/round.h"
 #include "agent/stack_memo.h"
@@ -28,45 +30,22 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
     return h * 0xff51afd7ed558ccdull;
 }
 
-static inline uint32_t fold(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    return (uint32_t)h;
-}
-
-static uint32_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return fold(h);
-}
-
 /* ------------------------------------------------------------------ */
 /* Memory                                                               */
 /* ------------------------------------------------------------------ */
 
 /* Grow an array to hold `need` elements; the growth is charged to ss_mem. */
 static int grow(ss_agg *a, void **arr, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap)
+    if (need <= *cap) /* the common case: no call, no charge */
         return 0;
-    uint32_t ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > UINT32_MAX / 2)
-            return -ENOMEM;
-        ncap *= 2;
-    }
-    void *p = realloc(*arr, (size_t)ncap * elem);
-    if (!p) {
+    uint32_t old = *cap;
+    if (ss_grow32(arr, cap, need, elem, 16) != 0) {
         a->failed = true;
         return -ENOMEM;
     }
-    size_t delta = (size_t)(ncap - *cap) * elem;
+    size_t delta = (size_t)(*cap - old) * elem;
     ss_mem_charge(delta);
     a->bytes += delta;
-    *arr = p;
-    *cap = ncap;
     return 0;
 }
 
@@ -88,78 +67,18 @@ static void free_array(ss_agg *a, void **arr, uint32_t *n, uint32_t *cap, size_t
 /* Hash index                                                           */
 /* ------------------------------------------------------------------ */
 
-typedef bool (*eq_fn)(const ss_agg *a, uint32_t idx, const void *key);
-
-static int ix_resize(ss_agg *a, agg_index *ix, uint32_t cap) {
-    agg_slot *slots = calloc(cap, sizeof *slots);
-    if (!slots) {
-        a->failed = true;
-        return -ENOMEM;
-    }
-    uint32_t mask = cap - 1;
-    for (uint32_t i = 0; ix->slots && i <= ix->mask; i++) {
-        agg_slot s = ix->slots[i];
-        if (!s.idx1)
-            continue;
-        uint32_t j = s.hash & mask;
-        while (slots[j].idx1)
-            j = (j + 1) & mask;
-        slots[j] = s;
-    }
-    size_t old = ix->slots ? ((size_t)ix->mask + 1) * sizeof *slots : 0;
-    free(ix->slots);
-    ss_mem_release(old);
-    a->bytes -= old;
-    ss_mem_charge((size_t)cap * sizeof *slots);
-    a->bytes += (size_t)cap * sizeof *slots;
-    ix->slots = slots;
-    ix->mask = mask;
-    return 0;
-}
-
-static void ix_clear(agg_index *ix) {
-    if (ix->slots)
-        memset(ix->slots, 0, ((size_t)ix->mask + 1) * sizeof *ix->slots);
-    ix->count = 0;
-}
-
-static void ix_free(ss_agg *a, agg_index *ix) {
-    if (ix->slots) {
-        size_t n = ((size_t)ix->mask + 1) * sizeof *ix->slots;
-        ss_mem_release(n);
-        a->bytes -= n;
-    }
-    free(ix->slots);
-    memset(ix, 0, sizeof *ix);
-}
-
-/* Find the element equal to key; returns its index, or 0 with *slot set to
- * the empty slot to fill (NULL when the index could not grow). */
-static uint32_t ix_find(ss_agg *a, agg_index *ix, uint32_t h, eq_fn eq, const void *key,
+/* The indexes are agent/hmap.h's, their slots counted in a->bytes (set up
+ * by ss_agg_create). Index 0 is never a hit: the zero elements are not in
+ * the indexes, so 0 means "not there" (with *slot where it goes, or NULL
+ * when the index could not grow). */
+static uint32_t ix_find(ss_agg *a, agg_index *ix, uint32_t h, ss_hmap_eq eq, const void *key,
                         agg_slot **slot) {
-    *slot = NULL;
-    if (!ix->slots || (ix->count + 1) * 4 > (ix->mask + 1) * 3) {
-        uint32_t cap = ix->slots ? (ix->mask + 1) * 2 : 64;
-        if (ix_resize(a, ix, cap) != 0)
-            return 0;
-    }
-    uint32_t j = h & ix->mask;
-    for (;;) {
-        agg_slot *s = &ix->slots[j];
-        if (!s->idx1) {
-            *slot = s;
-            return 0;
-        }
-        if (s->hash == h && eq(a, s->idx1 - 1, key))
-            return s->idx1 - 1;
-        j = (j + 1) & ix->mask;
-    }
-}
-
-static void ix_put(agg_index *ix, agg_slot *slot, uint32_t h, uint32_t idx) {
-    slot->hash = h;
-    slot->idx1 = idx + 1;
-    ix->count++;
+    uint32_t idx = ss_hmap_find(ix, h, eq, a, key, slot);
+    if (idx != SS_HMAP_NONE)
+        return idx;
+    if (!*slot)
+        a->failed = true;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -171,7 +90,8 @@ typedef struct str_key {
     size_t len;
 } str_key;
 
-static bool str_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool str_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const str_key *k = key;
     return a->strings[idx].len == k->len &&
            memcmp(a->chars.data + a->strings[idx].off, k->s, k->len) == 0;
@@ -181,7 +101,7 @@ uint32_t ss_agg_intern(ss_agg *a, const char *s, size_t len) {
     if (len == 0 && a->n_strings > 0)
         return 0;
     str_key k = {s, len};
-    uint32_t h = hash_bytes(s, len);
+    uint32_t h = ss_hash_bytes(s, len);
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_strings, h, str_eq, &k, &slot);
     if (idx || !slot)
@@ -200,7 +120,7 @@ uint32_t ss_agg_intern(ss_agg *a, const char *s, size_t len) {
     }
     idx = a->n_strings++;
     a->strings[idx] = (agg_string){(uint32_t)off, (uint32_t)len};
-    ix_put(&a->ix_strings, slot, h, idx);
+    ss_hmap_put(&a->ix_strings, slot, h, idx);
     return idx;
 }
 
@@ -212,14 +132,15 @@ static uint32_t intern_z(ss_agg *a, const char *s) {
 /* Attributes                                                           */
 /* ------------------------------------------------------------------ */
 
-static bool attr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool attr_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_attr *x = &a->attrs[idx], *y = key;
     return x->key == y->key && x->unit == y->unit && x->is_int == y->is_int &&
            x->str == y->str && x->num == y->num;
 }
 
 static uint32_t attr_intern(ss_agg *a, const agg_attr *k) {
-    uint32_t h = fold(mix(mix(mix(mix(k->key, k->unit), k->is_int), k->str), (uint64_t)k->num));
+    uint32_t h = ss_hash_fold(mix(mix(mix(mix(k->key, k->unit), k->is_int), k->str), (uint64_t)k->num));
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_attrs, h, attr_eq, k, &slot);
     if (idx || !slot)
@@ -228,7 +149,7 @@ static uint32_t attr_intern(ss_agg *a, const agg_attr *k) {
         return 0;
     idx = a->n_attrs++;
     a->attrs[idx] = *k;
-    ix_put(&a->ix_attrs, slot, h, idx);
+    ss_hmap_put(&a->ix_attrs, slot, h, idx);
     return idx;
 }
 
@@ -246,21 +167,23 @@ static uint32_t attr_int(ss_agg *a, uint32_t key, int64_t v) {
 /* Functions and mappings (by interned pointer, then by content)        */
 /* ------------------------------------------------------------------ */
 
-static bool fnptr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool fnptr_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     return a->fnptr_keys[idx] == key;
 }
 
-static bool mapptr_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool mapptr_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     return a->mapptr_keys[idx] == key;
 }
 
-static bool func_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool func_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_function *x = &a->functions[idx], *y = key;
     return x->name == y->name && x->system_name == y->system_name && x->file == y->file &&
            x->kind == y->kind;
 }
 
-static uint32_t ptr_hash(const void *p) { return fold(mix(0, (uint64_t)(uintptr_t)p)); }
 
 /* A function's name in profiles, as profilers spell it (async-profiler,
  * perf, pprof): qualified as its kind says (Java "pkg.Class.method");
@@ -320,7 +243,7 @@ static bool unresolved(const ss_funcinfo *fn) {
 }
 
 static uint32_t add_function(ss_agg *a, agg_function f) {
-    uint32_t fh = fold(mix(mix(mix(f.name, f.system_name), f.file), f.kind));
+    uint32_t fh = ss_hash_fold(mix(mix(mix(f.name, f.system_name), f.file), f.kind));
     agg_slot *fslot;
     uint32_t idx = ix_find(a, &a->ix_functions, fh, func_eq, &f, &fslot);
     if (idx)
@@ -329,7 +252,7 @@ static uint32_t add_function(ss_agg *a, agg_function f) {
         return 0;
     idx = a->n_functions++;
     a->functions[idx] = f;
-    ix_put(&a->ix_functions, fslot, fh, idx);
+    ss_hmap_put(&a->ix_functions, fslot, fh, idx);
     return idx;
 }
 
@@ -359,7 +282,7 @@ static uint32_t function_of(ss_agg *a, const ss_frame *fr) {
     const ss_funcinfo *fn = fr->fn;
     if (unresolved(fn))
         return unresolved_function(a, fr);
-    uint32_t h = ptr_hash(fn);
+    uint32_t h = ss_hash_ptr(fn);
     agg_slot *slot;
     uint32_t at = ix_find(a, &a->ix_fnptr, h, fnptr_eq, fn, &slot);
     if (at)
@@ -383,14 +306,14 @@ static uint32_t function_of(ss_agg *a, const ss_frame *fr) {
     a->n_fnptr_vals++;
     a->fnptr_keys[k] = fn;
     a->fnptr_vals[k] = idx;
-    ix_put(&a->ix_fnptr, slot, h, k);
+    ss_hmap_put(&a->ix_fnptr, slot, h, k);
     return idx;
 }
 
 static uint32_t mapping_of(ss_agg *a, const ss_mapping *m) {
     if (!m)
         return 0;
-    uint32_t h = ptr_hash(m);
+    uint32_t h = ss_hash_ptr(m);
     agg_slot *slot;
     uint32_t at = ix_find(a, &a->ix_mapptr, h, mapptr_eq, m, &slot);
     if (at)
@@ -413,7 +336,7 @@ static uint32_t mapping_of(ss_agg *a, const ss_mapping *m) {
     a->n_mapptr_vals++;
     a->mapptr_keys[k] = m;
     a->mapptr_vals[k] = idx;
-    ix_put(&a->ix_mapptr, slot, h, k);
+    ss_hmap_put(&a->ix_mapptr, slot, h, k);
     return idx;
 }
 
@@ -421,7 +344,8 @@ static uint32_t mapping_of(ss_agg *a, const ss_mapping *m) {
 /* Locations and stacks                                                 */
 /* ------------------------------------------------------------------ */
 
-static bool loc_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool loc_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_location *x = &a->locations[idx], *y = key;
     if (x->mapping != y->mapping || x->address != y->address || x->kind != y->kind ||
         x->n_lines != y->n_lines)
@@ -450,7 +374,7 @@ static uint32_t location_of(ss_agg *a, const ss_frame *f, uint32_t n) {
         a->scratch_lines[i] = l;
         h = mix(mix(h, l.function), (uint32_t)l.line);
     }
-    uint32_t fh = fold(h);
+    uint32_t fh = ss_hash_fold(h);
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_locations, fh, loc_eq, &key, &slot);
     if (idx || !slot)
@@ -462,11 +386,12 @@ static uint32_t location_of(ss_agg *a, const ss_frame *f, uint32_t n) {
     a->n_lines += n;
     idx = a->n_locations++;
     a->locations[idx] = key;
-    ix_put(&a->ix_locations, slot, fh, idx);
+    ss_hmap_put(&a->ix_locations, slot, fh, idx);
     return idx;
 }
 
-static bool stack_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool stack_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_stack *x = &a->stacks[idx];
     const uint32_t *n = key;
     return x->n == *n &&
@@ -506,7 +431,7 @@ static uint32_t intern_stack(ss_agg *a, const ss_round *r, const ss_thread_sampl
     }
     if (n == 0)
         return 0; /* the zero stack is the empty stack */
-    uint32_t fh = fold(h);
+    uint32_t fh = ss_hash_fold(h);
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_stacks, fh, stack_eq, &n, &slot);
     if (idx || !slot)
@@ -517,7 +442,7 @@ static uint32_t intern_stack(ss_agg *a, const ss_round *r, const ss_thread_sampl
     idx = a->n_stacks++;
     a->stacks[idx] = (agg_stack){a->n_stack_locs, n};
     a->n_stack_locs += n;
-    ix_put(&a->ix_stacks, slot, fh, idx);
+    ss_hmap_put(&a->ix_stacks, slot, fh, idx);
     return idx;
 }
 
@@ -525,7 +450,8 @@ static uint32_t intern_stack(ss_agg *a, const ss_round *r, const ss_thread_sampl
 /* Attribute sets, links, samples                                       */
 /* ------------------------------------------------------------------ */
 
-static bool attrset_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool attrset_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_attrset *x = &a->attrsets[idx], *y = key;
     return x->name == y->name && x->state == y->state && x->id == y->id;
 }
@@ -534,7 +460,7 @@ static uint32_t attrset_of(ss_agg *a, const ss_thread_sample *t) {
     agg_attrset k = {.name = intern_z(a, t->name),
                      .state = intern_z(a, ss_thread_state_name(t->state)),
                      .id = t->nid ? t->nid : t->number};
-    uint32_t h = fold(mix(mix(k.name, k.state), (uint64_t)k.id));
+    uint32_t h = ss_hash_fold(mix(mix(k.name, k.state), (uint64_t)k.id));
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_attrsets, h, attrset_eq, &k, &slot);
     if (idx || !slot)
@@ -546,11 +472,12 @@ static uint32_t attrset_of(ss_agg *a, const ss_thread_sample *t) {
         return 0;
     idx = a->n_attrsets++;
     a->attrsets[idx] = k;
-    ix_put(&a->ix_attrsets, slot, h, idx);
+    ss_hmap_put(&a->ix_attrsets, slot, h, idx);
     return idx;
 }
 
-static bool link_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool link_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     return memcmp(&a->links[idx], key, sizeof(agg_link)) == 0;
 }
 
@@ -563,7 +490,7 @@ static uint32_t link_of(ss_agg *a, const ss_thread_sample *t) {
     static const agg_link zero;
     if (memcmp(&k, &zero, sizeof k) == 0)
         return 0;
-    uint32_t h = hash_bytes(&k, sizeof k);
+    uint32_t h = ss_hash_bytes(&k, sizeof k);
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_links, h, link_eq, &k, &slot);
     if (idx || !slot)
@@ -572,11 +499,12 @@ static uint32_t link_of(ss_agg *a, const ss_thread_sample *t) {
         return 0;
     idx = a->n_links++;
     a->links[idx] = k;
-    ix_put(&a->ix_links, slot, h, idx);
+    ss_hmap_put(&a->ix_links, slot, h, idx);
     return idx;
 }
 
-static bool sample_eq(const ss_agg *a, uint32_t idx, const void *key) {
+static bool sample_eq(const void *ctx, uint32_t idx, const void *key) {
+    const ss_agg *a = ctx;
     const agg_sample *x = &a->samples[idx], *y = key;
     return x->stack == y->stack && x->attrset == y->attrset && x->link == y->link;
 }
@@ -599,7 +527,7 @@ static int add_thread(ss_agg *a, const ss_round *r, const ss_thread_sample *t, u
     k.stack = stack_of(a, r, t);
     if (a->failed || !k.attrset)
         return -ENOMEM;
-    uint32_t h = fold(mix(mix(k.stack, k.attrset), k.link));
+    uint32_t h = ss_hash_fold(mix(mix(k.stack, k.attrset), k.link));
     agg_slot *slot;
     uint32_t idx = ix_find(a, &a->ix_samples, h, sample_eq, &k, &slot);
     if (!idx) {
@@ -607,7 +535,7 @@ static int add_thread(ss_agg *a, const ss_round *r, const ss_thread_sample *t, u
             return -ENOMEM;
         idx = a->n_samples++;
         a->samples[idx] = k;
-        ix_put(&a->ix_samples, slot, h, idx);
+        ss_hmap_put(&a->ix_samples, slot, h, idx);
     }
     if (GROW(a, obs, a->n_obs + 1) != 0)
         return -ENOMEM;
@@ -679,6 +607,11 @@ ss_agg *ss_agg_create(size_t limit) {
     if (!a)
         return NULL;
     ss_buf_init(&a->chars);
+    agg_index *ixs[] = {&a->ix_strings, &a->ix_functions, &a->ix_locations, &a->ix_stacks,
+                        &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,
+                        &a->ix_fnptr,   &a->ix_mapptr};
+    for (size_t i = 0; i < sizeof ixs / sizeof *ixs; i++)
+        ss_hmap_init(ixs[i], 64, 75, &a->bytes);
     a->limit = limit;
     a->stack_memo = ss_stack_memo_create(limit / 16 + 4096);
     ss_agg_reset(a);
@@ -713,7 +646,7 @@ static void free_all(ss_agg *a) {
                         &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,
                         &a->ix_fnptr,   &a->ix_mapptr};
     for (size_t i = 0; i < sizeof ixs / sizeof *ixs; i++)
-        ix_free(a, ixs[i]);
+        ss_hmap_free(ixs[i]);
     ss_mem_release(a->chars.cap);
     a->bytes -= a->chars.cap;
     ss_buf_free(&a->chars);
@@ -736,7 +669,7 @@ void ss_agg_reset(ss_agg *a) {
                         &a->ix_attrs,   &a->ix_attrsets,  &a->ix_links,     &a->ix_samples,
                         &a->ix_fnptr,   &a->ix_mapptr};
     for (size_t i = 0; i < sizeof ixs / sizeof *ixs; i++)
-        ix_clear(ixs[i]);
+        ss_hmap_clear(ixs[i]);
     a->n_lines = a->n_stack_locs = a->n_obs = a->n_round_times = 0;
     a->n_fnptr_keys = a->n_fnptr_vals = a->n_mapptr_keys = a->n_mapptr_vals = 0;
     a->start_ns = a->end_ns = a->interval_ns = 0;

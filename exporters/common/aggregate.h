@@ -23,21 +23,14 @@
 #define SS_PROFILES_AGGREGATE_H
 
 #include "agent/buf.h"
+#include "agent/hmap.h"
 #include "agent/round.h"
 #include "agent/stack_memo.h"
 #include "exporters/common/common.h"
 
-typedef struct agg_slot {
-    uint32_t hash;
-    uint32_t idx1; /* element index + 1; 0 = empty */
-} agg_slot;
-
 /* An open-addressing hash index over the elements of one table. */
-typedef struct agg_index {
-    agg_slot *slots;
-    uint32_t mask; /* capacity - 1; capacity is a power of two */
-    uint32_t count;
-} agg_index;
+typedef ss_hslot agg_slot;
+typedef ss_hmap agg_index;
 
 typedef struct agg_string {
     uint32_t off, len; /* in ss_agg.chars */

@@ -1,8 +1,10 @@
 /* dict.c: the dictionary stream's words (spec §4.1). A word's id is its
  * ordinal: append-only for the life of the agent, and the whole list is
- * re-sent from id 0 after every reconnect. Two hash tables: word -> id,
- * and a cache funcinfo pointer -> method id (funcinfos are interned, so
- * the pointer identifies the method). */
+ * re-sent from id 0 after every reconnect. Two indexes (agent/hmap.h):
+ * word -> id, and a cache funcinfo pointer -> method id (funcinfos are
+ * interned, so the pointer identifies the method). */
+#include "agent/grow.h"
+#include "agent/hmap.h"
 #include "agent/mem.h"
 #include "agent/round.h"
 #include "exporters/qubership/qb.h"
@@ -11,80 +13,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t hash_str(const char *s) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+static bool word_eq(const void *ctx, uint32_t idx, const void *key) {
+    const qb_dict *d = ctx;
+    return strcmp(d->words[idx], key) == 0;
 }
 
-static uint32_t hash_ptr(const void *p) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (uint32_t)x;
+static bool fn_eq(const void *ctx, uint32_t idx, const void *key) {
+    const qb_dict *d = ctx;
+    return d->fns[idx].fn == key;
 }
 
-void qb_dict_init(qb_dict *d) { memset(d, 0, sizeof *d); }
+void qb_dict_init(qb_dict *d) {
+    memset(d, 0, sizeof *d);
+    ss_hmap_init(&d->ix, 256, 50, NULL);
+    ss_hmap_init(&d->fn_ix, 256, 50, NULL);
+}
 
 void qb_dict_free(qb_dict *d) {
     for (uint32_t i = 0; i < d->n; i++)
         free(d->words[i]);
     free(d->words);
-    free(d->slots);
-    free(d->fn_keys);
-    free(d->fn_ids);
+    free(d->fns);
+    ss_hmap_free(&d->ix);
+    ss_hmap_free(&d->fn_ix);
     ss_mem_release(d->bytes);
-    memset(d, 0, sizeof *d);
-}
-
-static bool rehash(qb_dict *d) {
-    uint32_t n = d->n_slots ? d->n_slots * 2 : 256;
-    uint32_t *slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return false;
-    for (uint32_t id = 0; id < d->n; id++) {
-        uint32_t i = hash_str(d->words[id]) & (n - 1);
-        while (slots[i])
-            i = (i + 1) & (n - 1);
-        slots[i] = id + 1;
-    }
-    ss_mem_release((size_t)d->n_slots * sizeof *slots);
-    ss_mem_charge((size_t)n * sizeof *slots);
-    free(d->slots);
-    d->slots = slots;
-    d->n_slots = n;
-    return true;
+    qb_dict_init(d);
 }
 
 uint32_t qb_dict_id(qb_dict *d, const char *word) {
-    if (d->n_slots == 0 && !rehash(d))
+    uint32_t h = ss_hash_str(word);
+    ss_hslot *slot;
+    uint32_t id = ss_hmap_find(&d->ix, h, word_eq, d, word, &slot);
+    if (id != SS_HMAP_NONE)
+        return id;
+    if (!slot || ss_grow32((void **)&d->words, &d->cap, d->n + 1, sizeof *d->words, 256) != 0)
         return QB_NO_ID;
-    uint32_t mask = d->n_slots - 1;
-    uint32_t i = hash_str(word) & mask;
-    for (; d->slots[i]; i = (i + 1) & mask)
-        if (strcmp(d->words[d->slots[i] - 1], word) == 0)
-            return d->slots[i] - 1;
-    if (d->n == d->cap) {
-        uint32_t cap = d->cap ? d->cap * 2 : 256;
-        char **w = realloc(d->words, cap * sizeof *w);
-        if (!w)
-            return QB_NO_ID;
-        d->words = w;
-        d->cap = cap;
-    }
     char *copy = strdup(word);
     if (!copy)
         return QB_NO_ID;
-    uint32_t id = d->n++;
+    id = d->n++;
     d->words[id] = copy;
-    d->slots[i] = id + 1;
+    ss_hmap_put(&d->ix, slot, h, id);
     size_t charge = strlen(word) + 1 + sizeof(char *);
     d->bytes += charge;
     ss_mem_charge(charge);
-    if (d->n * 2 > d->n_slots)
-        rehash(d); /* on failure the table just gets fuller */
     return id;
 }
 
@@ -111,34 +83,6 @@ void qb_method_word(const ss_frame *f, char *buf, size_t size) {
         snprintf(buf, size, "void %s.%s() (%s)", ns, name, file);
 }
 
-static bool fn_rehash(qb_dict *d) {
-    uint32_t n = d->n_fn_slots ? d->n_fn_slots * 2 : 256;
-    const void **keys = calloc(n, sizeof *keys);
-    uint32_t *ids = calloc(n, sizeof *ids);
-    if (!keys || !ids) {
-        free(keys);
-        free(ids);
-        return false;
-    }
-    for (uint32_t k = 0; k < d->n_fn_slots; k++) {
-        if (!d->fn_keys[k])
-            continue;
-        uint32_t i = hash_ptr(d->fn_keys[k]) & (n - 1);
-        while (keys[i])
-            i = (i + 1) & (n - 1);
-        keys[i] = d->fn_keys[k];
-        ids[i] = d->fn_ids[k];
-    }
-    ss_mem_release((size_t)d->n_fn_slots * (sizeof *keys + sizeof *ids));
-    ss_mem_charge((size_t)n * (sizeof *keys + sizeof *ids));
-    free(d->fn_keys);
-    free(d->fn_ids);
-    d->fn_keys = keys;
-    d->fn_ids = ids;
-    d->n_fn_slots = n;
-    return true;
-}
-
 /* An unresolved native frame: "unknown" would merge every unresolved
  * function of a module into one method, so the word names the address
  * instead ("void libfoo.so+0x1a2b() (libfoo.so)"), uncached. */
@@ -156,27 +100,28 @@ uint32_t qb_dict_method(qb_dict *d, const ss_frame *f) {
         return qb_dict_id(d, word);
     }
     const void *key = f->fn;
+    uint32_t h = key ? ss_hash_ptr(key) : 0;
+    ss_hslot *slot = NULL;
     if (key) {
-        if (d->n_fn_slots == 0 && !fn_rehash(d))
-            return QB_NO_ID;
-        uint32_t mask = d->n_fn_slots - 1;
-        for (uint32_t i = hash_ptr(key) & mask; d->fn_keys[i]; i = (i + 1) & mask)
-            if (d->fn_keys[i] == key)
-                return d->fn_ids[i];
+        uint32_t at = ss_hmap_find(&d->fn_ix, h, fn_eq, d, key, &slot);
+        if (at != SS_HMAP_NONE)
+            return d->fns[at].id;
     }
     char word[1024];
     qb_method_word(f, word, sizeof word);
     uint32_t id = qb_dict_id(d, word);
-    if (id == QB_NO_ID || !key)
-        return id;
-    if ((d->n_fn + 1) * 2 > d->n_fn_slots && !fn_rehash(d))
-        return id; /* uncached, still correct */
-    uint32_t mask = d->n_fn_slots - 1;
-    uint32_t i = hash_ptr(key) & mask;
-    while (d->fn_keys[i])
-        i = (i + 1) & mask;
-    d->fn_keys[i] = key;
-    d->fn_ids[i] = id;
-    d->n_fn++;
+    /* qb_dict_id touched the word index only: slot is still key's place */
+    if (id == QB_NO_ID || !slot)
+        return id; /* uncached when the cache could not grow, still correct */
+    if (d->n_fn == d->cap_fn) {
+        uint32_t cap = d->cap_fn;
+        if (ss_grow32((void **)&d->fns, &d->cap_fn, d->n_fn + 1, sizeof *d->fns, 256) != 0)
+            return id;
+        size_t grown = (size_t)(d->cap_fn - cap) * sizeof *d->fns;
+        d->bytes += grown;
+        ss_mem_charge(grown);
+    }
+    d->fns[d->n_fn] = (qb_fn_id){key, id};
+    ss_hmap_put(&d->fn_ix, slot, h, d->n_fn++);
     return id;
 }

@@ -14,6 +14,7 @@
  * stack at that sample. A thread whose stack did not change and that used
  * no CPU during the whole window writes nothing. */
 #include "agent/buf.h"
+#include "agent/grow.h"
 #include "agent/mem.h"
 #include "agent/round.h"
 #include "exporters/qubership/qb.h"
@@ -123,14 +124,8 @@ static qb_thread *find_thread(qb_map *m, int64_t number) {
     for (uint32_t i = 0; i < m->n; i++)
         if (m->t[i].number == number)
             return &m->t[i];
-    if (m->n == m->cap) {
-        uint32_t cap = m->cap ? m->cap * 2 : 32;
-        qb_thread *t = realloc(m->t, cap * sizeof *t);
-        if (!t)
-            return NULL;
-        m->t = t;
-        m->cap = cap;
-    }
+    if (ss_grow32((void **)&m->t, &m->cap, m->n + 1, sizeof *m->t, 32) != 0)
+        return NULL;
     qb_thread *t = &m->t[m->n++];
     memset(t, 0, sizeof *t);
     t->number = number;
@@ -139,17 +134,7 @@ static qb_thread *find_thread(qb_map *m, int64_t number) {
 }
 
 static bool reserve_u32(uint32_t **arr, uint32_t *cap, uint32_t need) {
-    if (need <= *cap)
-        return true;
-    uint32_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    uint32_t *p = realloc(*arr, (size_t)c * sizeof *p);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = c;
-    return true;
+    return ss_grow32((void **)arr, cap, need, sizeof **arr, 64) == 0;
 }
 
 /* The growth of a cumulative counter since the previous round (0 when
@@ -171,14 +156,8 @@ static void add_sample(qb_map *m, qb_session *q, const ss_round *r, const ss_thr
             t->name = n;
         }
     }
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap ? t->cap * 2 : 8;
-        qb_sample *s = realloc(t->samples, cap * sizeof *s);
-        if (!s)
-            return;
-        t->samples = s;
-        t->cap = cap;
-    }
+    if (ss_grow32((void **)&t->samples, &t->cap, t->n + 1, sizeof *t->samples, 8) != 0)
+        return;
     if (!reserve_u32(&t->ids, &t->cap_ids, t->n_ids + ts->frame_count))
         return;
     qb_sample *s = &t->samples[t->n];

@@ -15,6 +15,7 @@
 
 #include "agent/buf.h"
 #include "agent/exporter_stats.h"
+#include "agent/hmap.h"
 #include "agent/round.h"
 #include "exporters/qubership/records.h"
 #include "agent/kept_fd.h"
@@ -22,16 +23,20 @@
 
 /* ---- dictionary ------------------------------------------------------ */
 
+typedef struct qb_fn_id {
+    const void *fn; /* an interned funcinfo */
+    uint32_t id;
+} qb_fn_id;
+
 typedef struct qb_dict {
     char **words;          /* id -> UTF-8 word (owned) */
     uint32_t n, cap;
-    uint32_t *slots;       /* open addressing: id + 1, 0 empty */
-    uint32_t n_slots;
-    const void **fn_keys;  /* funcinfo pointer -> id cache */
-    uint32_t *fn_ids;
-    uint32_t n_fn_slots, n_fn;
+    ss_hmap ix;            /* word -> id */
+    qb_fn_id *fns;         /* funcinfo pointer -> id cache */
+    uint32_t n_fn, cap_fn;
+    ss_hmap fn_ix;         /* funcinfo pointer -> index in fns */
     uint32_t sent;         /* words [0, sent) are in the current dictionary file */
-    size_t bytes;          /* charged to ss_mem */
+    size_t bytes;          /* charged to ss_mem (the indexes charge their own) */
 } qb_dict;
 
 #define QB_NO_ID UINT32_MAX

@@ -6,6 +6,7 @@
  * trace tags refer to. Headers are written when a file opens, exactly as
  * the real agent writes them on rotation. */
 #include "agent/buf.h"
+#include "agent/grow.h"
 #include "agent/mem.h"
 #include "exporters/qubership/qb.h"
 
@@ -176,15 +177,10 @@ void qb_session_write_call(qb_session *q, const qb_call *c) {
     ss_buf name;
     ss_buf_init(&name);
     if (idx == q->n_threads) {
-        if (q->n_threads == q->cap_threads) {
-            uint32_t cap = q->cap_threads ? q->cap_threads * 2 : 64;
-            int64_t *t = realloc(q->threads, cap * sizeof *t);
-            if (!t) {
-                ss_buf_free(&name);
-                return;
-            }
-            q->threads = t;
-            q->cap_threads = cap;
+        if (ss_grow32((void **)&q->threads, &q->cap_threads, q->n_threads + 1, sizeof *q->threads,
+                      64) != 0) {
+            ss_buf_free(&name);
+            return;
         }
         q->threads[q->n_threads++] = c->thread_number;
         const char *tn = c->thread_name ? c->thread_name : "";

@@ -235,26 +235,19 @@ static const ss_mapping *frame_map(const ss_frame *f) {
 static int add_record(zk_builder *b, zk_thread *th, const ss_frame *f, uint32_t depth) {
     zk_trace *t = th->open;
     if (t->n_recs == t->cap_recs) {
-        uint32_t cap = t->cap_recs ? t->cap_recs * 2 : 16;
-        zk_rec *recs = realloc(t->recs, (size_t)cap * sizeof *recs);
-        if (!recs)
+        uint32_t cap = t->cap_recs;
+        if (ss_grow32((void **)&t->recs, &t->cap_recs, t->n_recs + 1, sizeof *t->recs, 16) != 0)
             return -ENOMEM;
-        size_t add = (size_t)(cap - t->cap_recs) * sizeof *recs;
-        t->recs = recs;
-        t->cap_recs = cap;
+        size_t add = (size_t)(t->cap_recs - cap) * sizeof *t->recs;
         t->bytes += add;
         charge(b, add, 0);
     }
     if (depth >= th->cap_path) {
-        uint32_t cap = th->cap_path ? th->cap_path * 2 : 32;
-        while (cap <= depth)
-            cap *= 2;
-        uint32_t *path = realloc(th->path, (size_t)cap * sizeof *path);
-        if (!path)
+        uint32_t cap = th->cap_path;
+        if (depth == UINT32_MAX ||
+            ss_grow32((void **)&th->path, &th->cap_path, depth + 1, sizeof *th->path, 32) != 0)
             return -ENOMEM;
-        charge(b, (size_t)cap * sizeof *path, (size_t)th->cap_path * sizeof *path);
-        th->path = path;
-        th->cap_path = cap;
+        charge(b, (size_t)th->cap_path * sizeof *th->path, (size_t)cap * sizeof *th->path);
     }
     zk_rec *rec = &t->recs[t->n_recs];
     memset(rec, 0, sizeof *rec);

@@ -405,11 +405,53 @@ static void mapping_events(void **st) {
     qb_session_free(&q);
 }
 
+/* The dictionary: a word keeps its id, a method's id is cached by its
+ * funcinfo, and freeing it gives back every byte it charged (its indexes
+ * included). */
+static void dictionary_ids_and_bytes(void **state) {
+    (void)state;
+    size_t before = ss_mem_used();
+    qb_dict d;
+    qb_dict_init(&d);
+    char w[32];
+    for (uint32_t i = 0; i < 3000; i++) {
+        snprintf(w, sizeof w, "word-%u", i);
+        assert_int_equal(qb_dict_id(&d, w), i);
+    }
+    for (uint32_t i = 0; i < 3000; i += 7) {
+        snprintf(w, sizeof w, "word-%u", i);
+        assert_int_equal(qb_dict_id(&d, w), i); /* the same id again */
+    }
+    assert_int_equal(d.n, 3000);
+    uint32_t ids[600];
+    for (uint32_t i = 0; i < 600; i++) {
+        snprintf(w, sizeof w, "m%u", i);
+        ss_frame f = {.fn = ss_funcinfo_intern("com.example.C", w, "C.java", NULL, SS_FRAME_JAVA)};
+        ids[i] = qb_dict_method(&d, &f);
+        assert_int_not_equal(ids[i], QB_NO_ID);
+        char want[64];
+        snprintf(want, sizeof want, "void com.example.C.m%u() (C.java)", i);
+        assert_string_equal(d.words[ids[i]], want);
+    }
+    uint32_t n = d.n;
+    for (uint32_t i = 0; i < 600; i++) {
+        snprintf(w, sizeof w, "m%u", i);
+        ss_frame f = {.fn = ss_funcinfo_intern("com.example.C", w, "C.java", NULL, SS_FRAME_JAVA)};
+        assert_int_equal(qb_dict_method(&d, &f), ids[i]);
+    }
+    assert_int_equal(d.n, n); /* nothing new */
+    assert_int_equal(d.n_fn, 600);
+    assert_true(ss_mem_used() > before);
+    qb_dict_free(&d);
+    assert_int_equal(ss_mem_used(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(client_transcript), cmocka_unit_test(client_chunks_and_blacklist),
         cmocka_unit_test(client_timeout),    cmocka_unit_test(replies),
         cmocka_unit_test(session_headers),   cmocka_unit_test(mapping_events),
+        cmocka_unit_test(dictionary_ids_and_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

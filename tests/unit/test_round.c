@@ -159,10 +159,48 @@ static void test_buf(void **state) {
     ss_buf_free(&b);
 }
 
+/* Interned records keep their address while the table grows past its
+ * first 1,024 slots many times over, and the table stays out of the
+ * memory account. */
+static void test_intern_grows(void **state) {
+    (void)state;
+    enum { N = 6000 };
+    static const char *strs[N];
+    static const ss_funcinfo *fns[N];
+    static const ss_mapping *maps[N];
+    size_t used = ss_mem_used();
+    char buf[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "grows-%d", i);
+        strs[i] = ss_intern(buf);
+        fns[i] = ss_funcinfo_intern("grows", buf, "g.c", NULL, SS_FRAME_NATIVE);
+        maps[i] = ss_mapping_intern("/lib/grows.so", buf, 0x1000u * (uint64_t)i, 0x1000u * (uint64_t)i + 0x800, 0);
+        assert_non_null(strs[i]);
+        assert_non_null(fns[i]);
+        assert_non_null(maps[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "grows-%d", i);
+        assert_ptr_equal(ss_intern(buf), strs[i]);
+        assert_string_equal(strs[i], buf);
+        assert_ptr_equal(ss_funcinfo_intern("grows", buf, "g.c", NULL, SS_FRAME_NATIVE), fns[i]);
+        assert_string_equal(fns[i]->name, buf);
+        assert_ptr_equal(ss_mapping_intern("/lib/grows.so", buf, 0x1000u * (uint64_t)i,
+                                           0x1000u * (uint64_t)i + 0x800, 0),
+                         maps[i]);
+        assert_string_equal(maps[i]->build_id, buf);
+    }
+    /* the same name in another kind or namespace is another record */
+    assert_ptr_not_equal(ss_funcinfo_intern("grows", "grows-1", "g.c", NULL, SS_FRAME_JAVA), fns[1]);
+    assert_ptr_not_equal(ss_funcinfo_intern("other", "grows-1", "g.c", NULL, SS_FRAME_NATIVE), fns[1]);
+    assert_int_equal(ss_mem_used(), used);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_build_two_threads),
         cmocka_unit_test(test_intern_dedups),
+        cmocka_unit_test(test_intern_grows),
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_kind_and_runtime_rows),
         cmocka_unit_test(test_buf),
