@@ -265,6 +265,23 @@ static pid_t find_nid(ss_nid_matcher *nids, const char *name, uint64_t cpu_ns, u
     return nid;
 }
 
+/* thread's JVMTI facts, its name in UTF-8 into name; the caller deletes
+ * ti->thread_group's local reference (the name and the class loader are
+ * released here). false: the thread is gone. */
+static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *name,
+                        size_t cap) {
+    memset(ti, 0, sizeof *ti);
+    if ((*ss_jvmti)->GetThreadInfo(ss_jvmti, thread, ti) != JVMTI_ERROR_NONE)
+        return false;
+    ss_mutf8_to_utf8(ti->name ? ti->name : "", name, cap);
+    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti->name);
+    ti->name = NULL;
+    if (ti->context_class_loader)
+        (*env)->DeleteLocalRef(env, ti->context_class_loader);
+    ti->context_class_loader = NULL;
+    return true;
+}
+
 /* A thread whose facts are in its memo: its kernel tid, whether it is
  * kept, its JavaThread* and start time do not change while it lives (a
  * live thread's group is fixed; the agent's threads are named before they
@@ -278,14 +295,9 @@ static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint s
     if (!e->keep)
         return 0;
     jvmtiThreadInfo ti;
-    memset(&ti, 0, sizeof ti);
-    if ((*ss_jvmti)->GetThreadInfo(ss_jvmti, thread, &ti) != JVMTI_ERROR_NONE)
-        return 0;
     char name[512];
-    ss_mutf8_to_utf8(ti.name ? ti.name : "", name, sizeof name);
-    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti.name);
-    if (ti.context_class_loader)
-        (*env)->DeleteLocalRef(env, ti.context_class_loader);
+    if (!thread_info(env, thread, &ti, name, sizeof name))
+        return 0;
     if (ti.thread_group)
         (*env)->DeleteLocalRef(env, ti.thread_group);
     ss_thread_sample *t = ss_round_builder_add_thread(b, name);
@@ -318,14 +330,9 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread, jint st
         return sample_known(b, env, thread, state, e, out, nid_out);
     *nid_out = 0;
     jvmtiThreadInfo ti;
-    memset(&ti, 0, sizeof ti);
-    if ((*ss_jvmti)->GetThreadInfo(ss_jvmti, thread, &ti) != JVMTI_ERROR_NONE)
-        return 0;
     char name[512];
-    ss_mutf8_to_utf8(ti.name ? ti.name : "", name, sizeof name);
-    (*ss_jvmti)->Deallocate(ss_jvmti, (unsigned char *)ti.name);
-    if (ti.context_class_loader)
-        (*env)->DeleteLocalRef(env, ti.context_class_loader);
+    if (!thread_info(env, thread, &ti, name, sizeof name))
+        return 0;
     int keep = strncmp(name, "stackshot-", 10) != 0;
 
     uint64_t tls = tls_get(thread);
