@@ -35,10 +35,10 @@
 #include "agent/lifecycle.h"
 #include "agent/log.h"
 #include "proc/process.h"
+#include "proc/threads.h"
 #include "agent/round.h"
 #include "jvmti/jvmti_internal.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -217,24 +217,8 @@ static bool install_events(bool live) {
  * keeps 15 bytes)? A sampler that missed the shutdown deadline at a stop
  * is left to finish by itself: no second one may start beside it. */
 static bool sampler_thread_alive(void) {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return true; /* cannot tell: do not start a second one */
-    bool found = false;
-    struct dirent *e;
-    while (!found && (e = readdir(d))) {
-        char path[300], name[32] = "";
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            found = fgets(name, sizeof name, f) && !strncmp(name, "stackshot-sampl", 15);
-            fclose(f);
-        }
-    }
-    closedir(d);
-    return found;
+    /* cannot tell: do not start a second one */
+    return ss_proc_has_thread_named(0, "stackshot-sampl") != 0;
 }
 
 /* `stackshot stop PID`: the option string "stop" given to Agent_OnAttach

@@ -49,6 +49,7 @@
 #include "agent/log.h"
 #include "agent/mem.h"
 #include "proc/process.h"
+#include "proc/threads.h"
 #include "agent/span.h"
 #include "agent/thread.h"
 #include "agent/time.h"
@@ -56,7 +57,6 @@
 #include "loader/ss_core_api.h"
 #include "include/stackshot.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -167,24 +167,7 @@ static bool parent_runs_agent_too(void) {
     ssize_t b = readlink(path, theirs, sizeof theirs - 1);
     if (a <= 0 || b <= 0 || a != b || memcmp(mine, theirs, (size_t)a) != 0)
         return false;
-    snprintf(path, sizeof path, "/proc/%d/task", (int)ppid);
-    DIR *d = opendir(path);
-    if (!d)
-        return false;
-    bool found = false;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
-        char comm_path[128], comm[32] = "";
-        snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%.20s/comm", (int)ppid, e->d_name);
-        int fd = open(comm_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, comm, sizeof comm - 1);
-        close(fd);
-        found = n > 10 && strncmp(comm, "stackshot-", 10) == 0;
-    }
-    closedir(d);
-    return found;
+    return ss_proc_has_thread_named(ppid, "stackshot-") == 1;
 }
 
 static int start_locked(start_kind kind) {

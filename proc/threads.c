@@ -527,6 +527,36 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
     return 0;
 }
 
+typedef struct named_scan {
+    char dir[48];
+    const char *prefix;
+    bool found;
+} named_scan;
+
+static int has_prefix_comm(const char *name, void *arg) {
+    named_scan *n = arg;
+    char path[96], comm[32];
+    snprintf(path, sizeof path, "%s/%.20s/comm", n->dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* ended meanwhile */
+    ssize_t len = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    size_t k = strlen(n->prefix);
+    n->found = len >= (ssize_t)k && memcmp(comm, n->prefix, k) == 0;
+    return n->found; /* found: stop */
+}
+
+int ss_proc_has_thread_named(pid_t pid, const char *prefix) {
+    named_scan n = {.prefix = prefix};
+    if (pid)
+        snprintf(n.dir, sizeof n.dir, "/proc/%d/task", (int)pid);
+    else
+        snprintf(n.dir, sizeof n.dir, "/proc/self/task");
+    int rc = ss_dir_each(AT_FDCWD, n.dir, has_prefix_comm, &n);
+    return rc < 0 ? rc : n.found;
+}
+
 int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
     char buf[2048];
     ssize_t len = read_once(tid, "status", buf, sizeof buf);

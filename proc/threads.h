@@ -47,6 +47,11 @@ int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
 /* The thread's name (comm) into buf. 0 or -errno. */
 int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
 
+/* Has process pid (0: this one) a thread whose name (comm) starts with
+ * prefix? 1 or 0; -errno when its thread list cannot be read. Listed
+ * without opendir (agent/dir.h). */
+int ss_proc_has_thread_named(pid_t pid, const char *prefix);
+
 /* CPU time of any thread of this process from its CPU clock, ns;
  * SS_UNKNOWN_U64 when gone. */
 uint64_t ss_thread_cpu_ns(pid_t tid);
