@@ -17,9 +17,9 @@
  * /proc/self/task/<tid>/status of each thread the agent registered as its
  * own (ss_internal_thread_is: the agent's stackshot-* threads and gRPC's).
  */
+#include "agent/dir.h"
 #include "agent/thread.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -88,29 +88,35 @@ typedef bool (*creds_test)(const creds *caller, const creds *ours);
 /* Every registered thread of ours but the caller: does `test` hold for
  * each? A thread whose status cannot be read fails it (the safe answer:
  * step aside); one that has ended passes. */
+typedef struct creds_scan {
+    creds_test test;
+    creds me;
+    pid_t self;
+    bool ok;
+} creds_scan;
+
+static int check_one(const char *name, void *arg) {
+    creds_scan *c = arg;
+    pid_t tid = (pid_t)atoi(name);
+    if (tid <= 0 || tid == c->self || !ss_internal_thread_is(tid))
+        return 0;
+    char path[64];
+    creds them;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    int rc = read_creds(path, &them);
+    if (rc == -ENOENT)
+        return 0;
+    c->ok = rc == 0 && c->test(&c->me, &them);
+    return !c->ok; /* one that fails: stop */
+}
+
 static bool all_ours(creds_test test) {
-    creds me, them;
-    if (read_creds("/proc/thread-self/status", &me) != 0)
+    creds_scan c = {.test = test, .self = ss_gettid(), .ok = true};
+    if (read_creds("/proc/thread-self/status", &c.me) != 0)
         return false;
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    if (ss_dir_each(AT_FDCWD, "/proc/self/task", check_one, &c) < 0)
         return false;
-    pid_t self = ss_gettid();
-    bool ok = true;
-    struct dirent *e;
-    while (ok && (e = readdir(d)) != NULL) {
-        pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid <= 0 || tid == self || !ss_internal_thread_is(tid))
-            continue;
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-        int rc = read_creds(path, &them);
-        if (rc == -ENOENT)
-            continue;
-        ok = rc == 0 && test(&me, &them);
-    }
-    closedir(d);
-    return ok;
+    return c.ok;
 }
 
 static bool same(const creds *caller, const creds *ours) {
