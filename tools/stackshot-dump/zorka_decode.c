@@ -504,6 +504,10 @@ static const char *trace_id_text(const zkd_request *rq) {
     return rq->trace_id;
 }
 
+/* a - b as Java's long arithmetic gives it (the collector's): wrapping,
+ * where C's signed overflow is undefined (hostile input reaches here). */
+static int64_t java_minus(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
 static void print_chunk(trc_state *st, const span *s, int64_t tstop, int32_t flags) {
     const meth *m = method(st->sess, s->mid);
     const char *cls = m ? symbol(st->sess, m->cls) : NULL;
@@ -525,7 +529,7 @@ static void print_chunk(trc_state *st, const span *s, int64_t tstop, int32_t fla
                      " flags=0x%x span=%016" PRIx64 " parent=%s trace=%s attrs=",
                   name ? name : "null", tid, (uint64_t)s->id, pid, ttype ? ttype : "null",
                   cls ? cls : "null", name ? name : "null", s->tstart_last, tstop,
-                  tstop - s->tstart_own, s->clock, s->calls, s->recs, s->errors,
+                  java_minus(tstop, s->tstart_own), s->clock, s->calls, s->recs, s->errors,
                   (unsigned)flags, (uint64_t)s->id, pid, tid);
     kv e[MAX_ATTRS];
     for (uint32_t i = 0; i < s->n_attrs; i++)
