@@ -367,11 +367,15 @@ SS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     return 0;
 }
 
-SS_EXPORT void *aligned_alloc(size_t align, size_t size) {
+/* aligned_alloc and memalign: the same but for the host's function, the
+ * field of `real` at real_fn (read only once ready() has said it is
+ * filled; NULL when the host has none). */
+typedef void *(*aligned_fn)(size_t, size_t);
+static void *aligned_via(const aligned_fn *real_fn, size_t align, size_t size) {
     if (ready() && own() && power_of_two(align))
         return ss_core_heap_alloc(size, align);
     if (ready())
-        return real.aligned_alloc ? real.aligned_alloc(align, size) : NULL;
+        return *real_fn ? (*real_fn)(align, size) : NULL;
     if (!power_of_two(align)) {
         errno = EINVAL;
         return NULL;
@@ -379,16 +383,12 @@ SS_EXPORT void *aligned_alloc(size_t align, size_t size) {
     return arena_alloc(size, align);
 }
 
+SS_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    return aligned_via(&real.aligned_alloc, align, size);
+}
+
 SS_EXPORT void *memalign(size_t align, size_t size) {
-    if (ready() && own() && power_of_two(align))
-        return ss_core_heap_alloc(size, align);
-    if (ready())
-        return real.memalign ? real.memalign(align, size) : NULL;
-    if (!power_of_two(align)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return arena_alloc(size, align);
+    return aligned_via(&real.memalign, align, size);
 }
 
 SS_EXPORT void *valloc(size_t size) {
