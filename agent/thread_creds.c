@@ -85,9 +85,6 @@ static int read_creds(const char *path, creds *c) {
 
 typedef bool (*creds_test)(const creds *caller, const creds *ours);
 
-/* Every registered thread of ours but the caller: does `test` hold for
- * each? A thread whose status cannot be read fails it (the safe answer:
- * step aside); one that has ended passes. */
 typedef struct creds_scan {
     creds_test test;
     creds me;
@@ -110,6 +107,9 @@ static int check_one(const char *name, void *arg) {
     return !c->ok; /* one that fails: stop */
 }
 
+/* Every registered thread of ours but the caller: does `test` hold for
+ * each? A thread whose status cannot be read fails it (the safe answer:
+ * step aside); one that has ended passes. */
 static bool all_ours(creds_test test) {
     creds_scan c = {.test = test, .self = ss_gettid(), .ok = true};
     if (read_creds("/proc/thread-self/status", &c.me) != 0)
