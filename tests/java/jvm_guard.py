@@ -21,7 +21,6 @@ Without the guard the first walk ends the JVM with SIGSEGV (no hs_err
 file either: the sampling handler blocks every signal, so the kernel
 kills the process without running HotSpot's handler).
 """
-import argparse
 import glob
 import os
 import re
@@ -33,19 +32,11 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jvm_whole  # noqa: E402
 
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print('FAIL: ' + msg)
+from jvm_whole import fail, failures  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--java-home', required=True)
-    ap.add_argument('--lib', required=True)
-    ap.add_argument('--work')
+    ap = jvm_whole.base_parser()
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.java_home, 'bin', 'javac')):
         print('SKIP: no javac in ' + a.java_home)

@@ -27,7 +27,6 @@ xrs          the same under -Xrs: the JVM does not take SIGTERM, so it is
              killed as without the agent (no hook, promptly); the agent
              installed nothing on SIGTERM that would keep it alive.
 """
-import argparse
 import os
 import re
 import shutil
@@ -39,22 +38,14 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import jvm_whole  # noqa: E402
 O_CLOEXEC = 0o2000000
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print('FAIL: ' + msg)
+from jvm_whole import fail, failures  # noqa: E402
 
 
 def compile_host(jh, work):
-    classes = os.path.join(work, 'classes')
-    os.makedirs(classes, exist_ok=True)
-    subprocess.run([os.path.join(jh, 'bin', 'javac'), '-nowarn', '-XDignore.symbol.file',
-                    '-d', classes, os.path.join(HERE, 'HardHost.java')],
-                   check=True, capture_output=True, text=True)
-    return classes
+    return jvm_whole.compile_host(jh, work, 'HardHost.java')
 
 
 def agent_env(out, **kv):
@@ -330,12 +321,9 @@ def check_xrs(a, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--java-home', required=True)
-    ap.add_argument('--lib', required=True)
+    ap = jvm_whole.base_parser()
     ap.add_argument('--collector')
     ap.add_argument('--preload', action='store_true')
-    ap.add_argument('--work')
     ap.add_argument('check', choices=['descriptors', 'signals', 'timeout', 'xrs'])
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.java_home, 'bin', 'javac')):

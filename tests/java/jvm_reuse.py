@@ -15,7 +15,6 @@ when its CPU clock moved since it last took it; so:
     and the exporters were told so (the text is the same as formatting
     it afresh: checked by the frames above).
 """
-import argparse
 import os
 import re
 import shutil
@@ -27,19 +26,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jvm_whole  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print('FAIL: ' + msg)
+from jvm_whole import fail, failures  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--java-home', required=True)
-    ap.add_argument('--lib', required=True)
-    ap.add_argument('--work')
+    ap = jvm_whole.base_parser()
     ap.add_argument('--ms', type=int, default=5000)
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.java_home, 'bin', 'javac')):

@@ -103,12 +103,21 @@ def jstack_threads(jh, pid):
     return java, vm
 
 
-def compile_host(jh, work):
+def compile_host(jh, work, source='MixedHost.java'):
     classes = os.path.join(work, 'classes')
     os.makedirs(classes, exist_ok=True)
-    subprocess.run([os.path.join(jh, 'bin', 'javac'), '-g', '-d', classes,
-                    os.path.join(HERE, 'MixedHost.java')], check=True)
+    subprocess.run([os.path.join(jh, 'bin', 'javac'), '-g', '-nowarn', '-d', classes,
+                    os.path.join(HERE, source)], check=True, capture_output=True, text=True)
     return classes
+
+
+def base_parser():
+    """The arguments every JVM test script takes (its own are added after)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--java-home', required=True)
+    ap.add_argument('--lib', required=True)
+    ap.add_argument('--work')
+    return ap
 
 
 def start(jh, lib, classes, out_dir, ms, extra_env=None, jvm_args=(), host_args=()):
@@ -409,10 +418,7 @@ def check_running(a, work, attach=False):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--java-home', required=True)
-    ap.add_argument('--lib', required=True)
-    ap.add_argument('--work')
+    ap = base_parser()
     ap.add_argument('--xrs', action='store_true')
     ap.add_argument('--stacks', help='STACKSHOT_JAVA_STACKS for the running check')
     ap.add_argument('--jfr', action='store_true', help='also run JFR: print its shares, assert against them')
