@@ -657,7 +657,7 @@ static int read_request(int fd) {
         buf[have] = '\0';
         end = strstr(buf, "\r\n\r\n");
     }
-    const char *cl = strstr(buf, "\r\nContent-Length:") /* as libcurl spells it */;
+    const char *cl = strstr(buf, "\r\nContent-Length:"); /* as libcurl spells it */
     size_t want = (size_t)(end + 4 - buf) + (cl ? strtoul(cl + 17, NULL, 10) : 0);
     while (have < want) {
         char sink[8192];
