@@ -15,6 +15,11 @@
 //             message, whatever the protocol)
 //   pass      a transparent proxy to a good server (a good backend on a
 //             port of our choosing, whatever the server behind it)
+// The proxies keep node's socket defaults, Nagle's algorithm on (as many
+// real relays): what a client sends in two pieces (an HTTP request's
+// headers, then its body) reaches the server behind after its delayed ACK,
+// ~40 ms later. A client that makes one call at a time and splits its
+// requests is capped near 25 calls a second here (docs/java.md, Zorka).
 // gRPC modes (valid HTTP/2 and gRPC framing, see GrpcServer):
 //   grpc-stall     never answers a call
 //   grpc-badproto  answers OK with a message that is not protobuf
