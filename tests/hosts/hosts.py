@@ -52,8 +52,11 @@ cases:
              are sampled; an in-handler unwinder (STACKSHOT_UNWIND=gcc, which
              signals them) cuts perl short: the case can tell
   timeout    `timeout 1 sleep 5` x 16 at 20 ms (and timers that fire after a
-             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a time): timeout exits 124 and writes no file and no line of
-             its own, whatever moment its timer fires
+             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a
+             time; and timeout held back by tests/hosts/stall.c, so that
+             the first look comes before it forks or after its whole end):
+             timeout exits 124 and writes no file and no line of its own,
+             whatever moment its timer fires
   postgres   PostgreSQL 15 (its own cluster, as a non-root user, in a temp
              directory) under the agent, three server starts (10 ms, 10 ms,
              1 s), each
@@ -849,21 +852,33 @@ def case_nobackend():
 def case_timeout():
     if shutil.which("timeout") is None:
         skip("no timeout")
-    # timers that fire after one second, and after a few looks (not
-    # before the first: a launcher looked at before it has forked, on a
-    # loaded machine, is a program like any other)
-    runs = [("1", "20")] * 16 + [("0.15", "20")] * 8 + [("0.1", "10")] * 8
+    stall_lib = os.path.join(bindir, "ss_hosts_stall.so")
+    # timers that fire after one second, and after a few looks
+    runs = [("1", "20", {})] * 16 + [("0.15", "20", {})] * 8 + [("0.1", "10", {})] * 8
+    # what a loaded machine does now and then, made certain by a library
+    # that holds timeout back (tests/hosts/stall.c): the start's first
+    # look comes before timeout has forked (its start held 300 ms; also
+    # with a timer shorter than that look's interval would be on an idle
+    # machine), and after timeout's whole end (fork, timer, kill, reap,
+    # return from main: its exit held 600 ms)
+    early = {"SS_STALL_COMM": "timeout", "SS_STALL_START": "300"}
+    late = {"SS_STALL_COMM": "timeout", "SS_STALL_EXIT": "600"}
+    runs += [("1", "20", early)] * 4 + [("0.03", "10", early)] * 4 + [("0.05", "200", late)] * 4
     for i in range(0, len(runs), 2):
         procs = []
-        for dur, iv in runs[i:i + 2]:
+        for dur, iv, stall in runs[i:i + 2]:
             out = fresh(f"timeout{len(procs)}")
-            p = subprocess.Popen(["timeout", dur, "sleep", "5"],
-                                 env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=iv),
+            env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=iv, **stall)
+            if stall:
+                env["LD_PRELOAD"] = f"{stall_lib}:{lib}"  # its constructor after ours
+            p = subprocess.Popen(["timeout", dur, "sleep", "5"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            procs.append((p, out, dur, iv))
-        for p, out, dur, iv in procs:
+            procs.append((p, out, dur, iv, stall))
+        for p, out, dur, iv, stall in procs:
             _, err = p.communicate(timeout=60)
-            what = f"timeout {dur} sleep 5 at {iv} ms (pid {p.pid})"
+            held = "".join(f", {k[9:].lower()} held {v} ms" for k, v in stall.items()
+                           if k != "SS_STALL_COMM")
+            what = f"timeout {dur} sleep 5 at {iv} ms{held} (pid {p.pid})"
             check(p.returncode == 124, f"{what} exits 124 ({p.returncode})")
             mine = [n for n in files(out) if n.startswith("timeout.") or f".{p.pid}." in n]
             check(not mine, f"{what} writes no file: {mine}")
