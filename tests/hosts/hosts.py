@@ -62,7 +62,8 @@ cases:
              1 s), each
              with a `pgbench -C` run: the server log holds exactly one agent
              line per start (the postmaster's), forked backends add none,
-             every file holds a round, and backends that took no round
+             every file holds a round and whole stacks (no truncation
+             marker, first rounds too), and backends that took no round
              (connections shorter than a forked child's 100 ms restart
              delay) leave no file
   shortlived a running agent's forked children that exit (exit(0), the
@@ -76,7 +77,8 @@ cases:
              agent thread created at fork: /proc/self/task counted by the
              child just before _exit); children that compute 1 s start
              their own agent (its restart thread created from the timer
-             signal), take rounds, exit 0 and add no line at info (nor
+             signal), take rounds of whole stacks (their first ones too),
+             exit 0 and add no line at info (nor
              when the host closed its descriptors before forking, or each
              child closes them as it starts); children
              that compute and sleep in turns see no EINTR; in a host
@@ -135,6 +137,12 @@ def agent_lines(text):
 def rounds_in(path):
     with open(path, errors="replace") as f:
         return len(re.findall(r"^Full thread dump stackshot round \d+ ", f.read(), re.M))
+
+
+def truncations(path):
+    """The truncation markers of a file's stacks (a copy cut short)."""
+    with open(path, errors="replace") as f:
+        return re.findall(r"at stackshot\.truncated\(([^)]*)\)", f.read())
 
 
 def files(d):
@@ -962,6 +970,10 @@ def case_postgres():
           f"the postmaster writes its file: {names[:5]}")
     empty = [n for n in names if rounds_in(os.path.join(out, n)) < 1]
     check(not empty, f"no file without a round: {empty[:5]}")
+    # the first rounds of the postmaster and of its forked processes hold
+    # whole stacks (a running one was cut at its stack pointer's page end)
+    cut = {n: t for n in names if (t := truncations(os.path.join(out, n)))}
+    check(not cut, f"whole stacks, first rounds too: {dict(list(cut.items())[:3])}")
     # Each connection is a backend forked for one short transaction,
     # gone long before a forked child's restart (100 ms); the files are
     # the postmaster's and its long-lived background processes', plus
@@ -1064,6 +1076,10 @@ def case_children():
             mine = [n for n in files(out) if f".{c}." in n]
             rounds = sum(rounds_in(os.path.join(out, n)) for n in mine)
             check(rounds >= 1, f"work at {interval} ms: child {c} took rounds of its own: {rounds}")
+            # its main thread runs: copied to its stack's end, the first
+            # round too (it was cut at its stack pointer's page end)
+            cut = [m for n in mine for m in truncations(os.path.join(out, n))]
+            check(not cut, f"work at {interval} ms: child {c}'s stacks are whole: {cut[:3]}")
         starts = [l for l in agent_lines(r.stderr) if " started" in l]
         check(len(starts) == 1, f"work at {interval} ms: one start line, the host's: {starts}")
         # a child forked while the parent's sampler adopted a kept
