@@ -9,7 +9,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static _Atomic uint64_t lost;
+static ss_own_count lost;
+
+void ss_own_count_add(ss_own_count *c) {
+    uint64_t me = (uint64_t)(uint32_t)getpid() << 32;
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed), next;
+    do {
+        if ((v & ~0xffffffffull) != me)
+            next = me | 1; /* the first in this process: a parent's count is not ours */
+        else if ((v & 0xffffffffull) == 0xffffffffull)
+            return;
+        else
+            next = v + 1;
+    } while (!atomic_compare_exchange_weak_explicit(c, &v, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
+}
+
+uint64_t ss_own_count_read(ss_own_count *c) {
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    return (v >> 32) == (uint64_t)(uint32_t)getpid() ? (v & 0xffffffffull) : 0;
+}
 
 int ss_kept_fd_adopt(ss_kept_fd *k, int fd) {
     k->fd = -1;
@@ -39,7 +58,7 @@ int ss_kept_fd_get(ss_kept_fd *k) {
         return -1;
     if (still_ours(k))
         return k->fd;
-    atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+    ss_own_count_add(&lost);
     k->fd = -1;
     return -1;
 }
@@ -52,7 +71,13 @@ void ss_kept_fd_close(ss_kept_fd *k) {
 
 void ss_kept_fd_forget(ss_kept_fd *k) { k->fd = -1; }
 
-uint64_t ss_kept_fd_lost(void) { return atomic_load_explicit(&lost, memory_order_relaxed); }
+void ss_kept_fd_close_inherited(ss_kept_fd *k) {
+    if (ss_kept_fd_is_ours(k))
+        close(k->fd);
+    k->fd = -1;
+}
+
+uint64_t ss_kept_fd_lost(void) { return ss_own_count_read(&lost); }
 
 #define HIGH_MAX 1024
 

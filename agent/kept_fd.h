@@ -17,6 +17,7 @@
 #ifndef SS_KEPT_FD_H
 #define SS_KEPT_FD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -47,8 +48,24 @@ void ss_kept_fd_close(ss_kept_fd *k);
 /* Forget without closing (a forked child's copy of a parent's
  * descriptor it must not use, a number known to be lost). */
 void ss_kept_fd_forget(ss_kept_fd *k);
-/* Kept descriptors found taken over by the host since the start. */
+/* A forked child's copy of its parent's descriptor: closed if it still
+ * names what was kept, forgotten either way, never counted. Not the
+ * child's to lose: the child's host may have closed it, and at fork the
+ * kernel copies the descriptor table before the memory, so a descriptor
+ * the parent's threads adopted in between is in the child's copy of our
+ * records but not in its table. */
+void ss_kept_fd_close_inherited(ss_kept_fd *k);
+/* Kept descriptors found taken over by the host in this process (a
+ * forked child counts from 0). */
 uint64_t ss_kept_fd_lost(void);
+
+/* A count of what happened in this process: a forked child's copy of its
+ * parent's count reads 0, as the pid it was counted in is not the
+ * child's. The pid (high half) and the count (low half, saturating)
+ * share one word. Zero-initialised. */
+typedef _Atomic uint64_t ss_own_count;
+void ss_own_count_add(ss_own_count *c);
+uint64_t ss_own_count_read(ss_own_count *c);
 
 /* A descriptor the agent keeps, moved into the top eighth of the table
  * (F_DUPFD_CLOEXEC from soft RLIMIT_NOFILE less an eighth, or from 1024

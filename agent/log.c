@@ -382,13 +382,20 @@ static dest *file_dest_locked(int *fdp) {
     if (!file_tmpl[0])
         return NULL;
     pid_t pid = getpid();
+    if (file_pid != pid && file.fd.fd >= 0) {
+        /* a forked child's copy of its parent's file: its own when the
+         * name has no pid and it is still that file; otherwise closed (or
+         * forgotten, if the child's host closed it: not a loss of ours) */
+        if (!strstr(file_tmpl, "%p") && ss_kept_fd_is_ours(&file.fd))
+            file_pid = pid;
+        else
+            ss_kept_fd_close_inherited(&file.fd);
+    }
     int fd = dest_get(&file);
-    if (fd >= 0 && (file_pid == pid || !strstr(file_tmpl, "%p"))) {
+    if (fd >= 0) {
         *fdp = fd;
         return &file;
     }
-    if (fd >= 0)
-        ss_kept_fd_close(&file.fd); /* the parent's file, in a forked child */
     char path[1100];
     expand(file_tmpl, path, sizeof path);
     fd = above_stdio(open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |

@@ -48,8 +48,11 @@
  * second at most, when it no longer looks like one: it has reaped its
  * child and is on its way out (the exit cancels the start), or it
  * launches again, or after that second it has work of its own and
- * starts. Left: a launcher whose whole end (kill, reap, exit) falls
- * between the start's very first look and its previous microseconds.
+ * starts. Programs whose only job is to launch another (timeout, env,
+ * nice, setpriv, flock, xargs...) are known by name: launchers at rest
+ * whatever they do, which covers the moments the rules above cannot
+ * tell from a program (not forked yet, or already past their child's
+ * end, at the first look).
  *
  * fork(): a child of an armed process arms again (its first round is due
  * when its parent's is, but not before 100 ms after the fork, whatever
@@ -259,6 +262,41 @@ static child_kind children_of(const char *tid, const char *self_exe) {
     return found;
 }
 
+/* Programs that only launch another: they set something up (a timer,
+ * limits, a scheduling class, credentials, namespaces, a root, a lock)
+ * and exec the program or fork it and wait. Known by name, such a
+ * process is a launcher at rest whatever it does: before it has forked
+ * (a loaded machine may not have run it that far when the start first
+ * looks), after it has reaped its child (on its way out), while it
+ * waits in poll (sudo) or for a lock (flock) or reads its input (xargs):
+ * moments a launcher unknown by name cannot be told from a program. Its
+ * start is put off for as long as it lives; what it runs starts its own
+ * agent. The name is the executable's (or, for a multi-call binary such
+ * as busybox, the one it was run by: comm). */
+static const char *const known_launchers[] = {
+    "timeout", "nohup",   "env",     "nice",    "ionice", "stdbuf",  "setsid",
+    "taskset", "chrt",    "prlimit", "runuser", "su",     "sudo",    "setpriv",
+    "unshare", "nsenter", "chroot",  "flock",   "xargs",  "numactl", "tini",
+    "dumb-init", NULL,
+};
+
+static bool is_known_launcher(const char *name) {
+    for (const char *const *k = known_launchers; *k; k++)
+        if (strcmp(name, *k) == 0)
+            return true;
+    return false;
+}
+
+static bool known_launcher(const char *self_exe) {
+    const char *slash = strrchr(self_exe, '/');
+    if (self_exe[0] && is_known_launcher(slash ? slash + 1 : self_exe))
+        return true;
+    char comm[32];
+    proc_comm("self", comm, sizeof comm);
+    comm[strcspn(comm, "\n")] = '\0';
+    return comm[0] && is_known_launcher(comm);
+}
+
 typedef enum launcher_state {
     NOT_LAUNCHER = 0,
     LAUNCHING,        /* a child runs another program; we are not waiting yet */
@@ -274,9 +312,11 @@ typedef enum launcher_state {
 static launcher_state launcher(void) {
     char self_exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    self_exe[len > 0 ? len : 0] = '\0';
+    if (known_launcher(self_exe))
+        return LAUNCHER_AT_REST;
     if (len <= 0)
         return NOT_LAUNCHER;
-    self_exe[len] = '\0';
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return NOT_LAUNCHER;

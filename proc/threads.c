@@ -29,7 +29,7 @@
  *     the identity check: a number that is the host's now is never closed;
  *   - every kept one is in a small set, so a forked child closes the
  *     copies it inherited (they name the parent's threads) before the
- *     host's code runs again (ss_proc_close_all from the at-fork child
+ *     host's code runs again (ss_proc_close_inherited from the at-fork child
  *     handler), each after the same check. */
 #include "agent/dir.h"
 #include "agent/grow.h"
@@ -141,14 +141,20 @@ static void kept_remove(int fd) {
     kept_set[i].fd = -1;
 }
 
-void ss_proc_close_all(void) {
+static void close_all(void (*close_one)(ss_kept_fd *)) {
     if (kept_set)
         for (uint32_t i = 0; i <= kept_mask; i++)
             if (kept_set[i].fd >= 0)
-                ss_kept_fd_close(&kept_set[i]); /* only what is still ours */
+                close_one(&kept_set[i]); /* only what is still ours */
     kept_n = 0;
     generation++;
 }
+
+void ss_proc_close_all(void) { close_all(ss_kept_fd_close); }
+
+/* The parent's copies: one found taken over is not the child's loss (see
+ * ss_kept_fd_close_inherited), not counted. */
+void ss_proc_close_inherited(void) { close_all(ss_kept_fd_close_inherited); }
 
 static void files_fresh(ss_task_files *f) {
     if (f->gen == generation)

@@ -110,10 +110,13 @@ bool ss_proc_fds_tight(void);
  * kept descriptor is closed (checked) and files are opened per read. */
 void ss_proc_limits_round(void);
 
-/* Close every kept descriptor (stop), or, in a forked child, the copies of
- * the parent's (they name the parent's threads). Every ss_task_files
- * becomes stale. Safe in an at-fork child handler. */
+/* Close every kept descriptor (the host lowered its limit). Every
+ * ss_task_files becomes stale. */
 void ss_proc_close_all(void);
+/* The same in a forked child, for the copies of the parent's (they name
+ * the parent's threads): one found taken over is not counted (it was the
+ * parent's). Safe in an at-fork child handler. */
+void ss_proc_close_inherited(void);
 
 /* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
 int ss_proc_blocks_signal(pid_t tid, int sig);

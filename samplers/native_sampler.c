@@ -1565,7 +1565,7 @@ static void native_after_fork_child(void) {
     ss_sig_after_fork();
     /* the kept /proc descriptors name the parent's threads: closed here,
      * before the host's code runs again in the child */
-    ss_proc_close_all();
+    ss_proc_close_inherited();
 }
 
 const ss_source_ops ss_native_source = {

@@ -94,7 +94,7 @@ static int mem_fd(void) {
     if (atomic_load_explicit(&forked, memory_order_relaxed)) {
         atomic_store_explicit(&forked, false, memory_order_relaxed);
         if (mem.fd >= 0 && mem_pid != getpid())
-            ss_kept_fd_close(&mem); /* the parent's memory: ours to close, never to read */
+            ss_kept_fd_close_inherited(&mem); /* the parent's memory: never read; not our loss */
         open_failed_at = 0;
     }
     if (ss_proc_fds_tight() && !seccomp_filtered()) {

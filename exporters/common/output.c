@@ -398,10 +398,10 @@ int ss_write_all(int fd, const void *buf, size_t len) {
 
 /* ---- files kept open across writes ---------------------------------- */
 
-static atomic_uint_fast64_t reopened;
+static ss_own_count reopened; /* a forked child's own: its parent's are not */
 static atomic_bool reopen_told;
 
-uint64_t ss_output_reopened(void) { return atomic_load(&reopened); }
+uint64_t ss_output_reopened(void) { return ss_own_count_read(&reopened); }
 
 /* 64 MiB a file and 7 kept: at most 512 MiB for a process's text dump.
  * A 200-thread program writes about 1.8 KB a thread a round in the text
@@ -442,7 +442,7 @@ static int output_fd(ss_output_file *f) {
         return fd;
     bool reopen = f->opened;
     if (reopen) {
-        atomic_fetch_add(&reopened, 1);
+        ss_own_count_add(&reopened);
         f->reopens++;
         /* the host's doing, and it may do it again every round */
         ss_log(atomic_exchange(&reopen_told, true) ? SS_LOG_DEBUG : SS_LOG_WARN,

@@ -52,14 +52,18 @@ cases:
              are sampled; an in-handler unwinder (STACKSHOT_UNWIND=gcc, which
              signals them) cuts perl short: the case can tell
   timeout    `timeout 1 sleep 5` x 16 at 20 ms (and timers that fire after a
-             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a time): timeout exits 124 and writes no file and no line of
-             its own, whatever moment its timer fires
+             few looks: 150 ms at 20 ms, 100 ms at 10 ms, two runs at a
+             time; and timeout held back by tests/hosts/stall.c, so that
+             the first look comes before it forks or after its whole end):
+             timeout exits 124 and writes no file and no line of its own,
+             whatever moment its timer fires
   postgres   PostgreSQL 15 (its own cluster, as a non-root user, in a temp
              directory) under the agent, three server starts (10 ms, 10 ms,
              1 s), each
              with a `pgbench -C` run: the server log holds exactly one agent
              line per start (the postmaster's), forked backends add none,
-             every file holds a round, and backends that took no round
+             every file holds a round and whole stacks (no truncation
+             marker, first rounds too), and backends that took no round
              (connections shorter than a forked child's 100 ms restart
              delay) leave no file
   shortlived a running agent's forked children that exit (exit(0), the
@@ -73,7 +77,10 @@ cases:
              agent thread created at fork: /proc/self/task counted by the
              child just before _exit); children that compute 1 s start
              their own agent (its restart thread created from the timer
-             signal), take rounds, exit 0 and add no line at info; children
+             signal), take rounds of whole stacks (their first ones too),
+             exit 0 and add no line at info (nor
+             when the host closed its descriptors before forking, or each
+             child closes them as it starts); children
              that compute and sleep in turns see no EINTR; in a host
              whose malloc is its own program's the thread is created at
              fork (no safe point for a handler) and children take rounds
@@ -130,6 +137,12 @@ def agent_lines(text):
 def rounds_in(path):
     with open(path, errors="replace") as f:
         return len(re.findall(r"^Full thread dump stackshot round \d+ ", f.read(), re.M))
+
+
+def truncations(path):
+    """The truncation markers of a file's stacks (a copy cut short)."""
+    with open(path, errors="replace") as f:
+        return re.findall(r"at stackshot\.truncated\(([^)]*)\)", f.read())
 
 
 def files(d):
@@ -849,21 +862,33 @@ def case_nobackend():
 def case_timeout():
     if shutil.which("timeout") is None:
         skip("no timeout")
-    # timers that fire after one second, and after a few looks (not
-    # before the first: a launcher looked at before it has forked, on a
-    # loaded machine, is a program like any other)
-    runs = [("1", "20")] * 16 + [("0.15", "20")] * 8 + [("0.1", "10")] * 8
+    stall_lib = os.path.join(bindir, "ss_hosts_stall.so")
+    # timers that fire after one second, and after a few looks
+    runs = [("1", "20", {})] * 16 + [("0.15", "20", {})] * 8 + [("0.1", "10", {})] * 8
+    # what a loaded machine does now and then, made certain by a library
+    # that holds timeout back (tests/hosts/stall.c): the start's first
+    # look comes before timeout has forked (its start held 300 ms; also
+    # with a timer shorter than that look's interval would be on an idle
+    # machine), and after timeout's whole end (fork, timer, kill, reap,
+    # return from main: its exit held 600 ms)
+    early = {"SS_STALL_COMM": "timeout", "SS_STALL_START": "300"}
+    late = {"SS_STALL_COMM": "timeout", "SS_STALL_EXIT": "600"}
+    runs += [("1", "20", early)] * 4 + [("0.03", "10", early)] * 4 + [("0.05", "200", late)] * 4
     for i in range(0, len(runs), 2):
         procs = []
-        for dur, iv in runs[i:i + 2]:
+        for dur, iv, stall in runs[i:i + 2]:
             out = fresh(f"timeout{len(procs)}")
-            p = subprocess.Popen(["timeout", dur, "sleep", "5"],
-                                 env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=iv),
+            env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=iv, **stall)
+            if stall:
+                env["LD_PRELOAD"] = f"{stall_lib}:{lib}"  # its constructor after ours
+            p = subprocess.Popen(["timeout", dur, "sleep", "5"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            procs.append((p, out, dur, iv))
-        for p, out, dur, iv in procs:
+            procs.append((p, out, dur, iv, stall))
+        for p, out, dur, iv, stall in procs:
             _, err = p.communicate(timeout=60)
-            what = f"timeout {dur} sleep 5 at {iv} ms (pid {p.pid})"
+            held = "".join(f", {k[9:].lower()} held {v} ms" for k, v in stall.items()
+                           if k != "SS_STALL_COMM")
+            what = f"timeout {dur} sleep 5 at {iv} ms{held} (pid {p.pid})"
             check(p.returncode == 124, f"{what} exits 124 ({p.returncode})")
             mine = [n for n in files(out) if n.startswith("timeout.") or f".{p.pid}." in n]
             check(not mine, f"{what} writes no file: {mine}")
@@ -945,6 +970,10 @@ def case_postgres():
           f"the postmaster writes its file: {names[:5]}")
     empty = [n for n in names if rounds_in(os.path.join(out, n)) < 1]
     check(not empty, f"no file without a round: {empty[:5]}")
+    # the first rounds of the postmaster and of its forked processes hold
+    # whole stacks (a running one was cut at its stack pointer's page end)
+    cut = {n: t for n in names if (t := truncations(os.path.join(out, n)))}
+    check(not cut, f"whole stacks, first rounds too: {dict(list(cut.items())[:3])}")
     # Each connection is a backend forked for one short transaction,
     # gone long before a forked child's restart (100 ms); the files are
     # the postmaster's and its long-lived background processes', plus
@@ -1047,11 +1076,58 @@ def case_children():
             mine = [n for n in files(out) if f".{c}." in n]
             rounds = sum(rounds_in(os.path.join(out, n)) for n in mine)
             check(rounds >= 1, f"work at {interval} ms: child {c} took rounds of its own: {rounds}")
-        # (a child forked while the parent's sampler adopts a kept
-        # descriptor may count it taken over and say so at its exit: not
-        # this test's business)
+            # its main thread runs: copied to its stack's end, the first
+            # round too (it was cut at its stack pointer's page end)
+            cut = [m for n in mine for m in truncations(os.path.join(out, n))]
+            check(not cut, f"work at {interval} ms: child {c}'s stacks are whole: {cut[:3]}")
         starts = [l for l in agent_lines(r.stderr) if " started" in l]
         check(len(starts) == 1, f"work at {interval} ms: one start line, the host's: {starts}")
+        # a child forked while the parent's sampler adopted a kept
+        # descriptor (the kernel copies the table before the memory) does
+        # not count it taken over: no line of a child's at all
+        theirs = [l for l in agent_lines(r.stderr) if any(f"pid {c} " in l for c in children)]
+        check(not theirs, f"work at {interval} ms: no line of a child's: {theirs}")
+    # Descriptors closed by the host: by the parent before it forks (its
+    # agent counts what it lost and says so at its exit; a child's copy of
+    # those counts is not the child's), by each child as it starts (the
+    # copies of the parent's agent's descriptors: not the child's to
+    # lose). The children take rounds and say nothing.
+    for mode in ("parentclose", "childclose"):
+        out = fresh("children")
+        r = subprocess.run([spawner, mode, "3", "1000"], env=agent_env(out,
+                           SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                           capture_output=True, text=True, timeout=120)
+        children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+        check(r.returncode == 0 and len(children) == 3,
+              f"{mode}: 3 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
+        for c in children:
+            rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
+            check(rounds >= 1, f"{mode}: child {c} took rounds of its own: {rounds}")
+        theirs = [l for l in agent_lines(r.stderr) if any(f"pid {c} " in l for c in children)]
+        check(not theirs, f"{mode}: no line of a child's: {theirs}")
+        if mode == "parentclose":
+            host = [l for l in agent_lines(r.stderr) if "accounting:" in l and
+                    re.search(r"[1-9]\d* kept descriptors taken over", l)]
+            check(len(host) == 1, f"{mode}: the host's exit says what it lost: {host}")
+    # The same children at debug, each writing its lines to a log file of
+    # its own (STACKSHOT_LOG_FILE with %p): the parent's log file, closed
+    # by the child, is not counted as the child's (it was, before: "1 kept
+    # descriptors taken over" in every child's last line)
+    out = fresh("children")
+    r = subprocess.run([spawner, "childclose", "2", "1000"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10", STACKSHOT_LOG_LEVEL="debug",
+                       STACKSHOT_LOG_FILE=os.path.join(out, "log.%p")),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == 2, f"childclose at debug: 2 children exited 0")
+    for c in children:
+        try:
+            with open(os.path.join(out, f"log.{c}"), errors="replace") as f:
+                counts = [int(n) for n in re.findall(r"(\d+) kept descriptors taken over", f.read())]
+        except OSError:
+            counts = []
+        check(counts and not any(counts),
+              f"childclose at debug: child {c} counts no kept descriptor taken over: {counts}")
     # Children that compute 2 ms and sleep 3 ms in turns for 300 ms: the
     # restart timer's signals come on the thread's CPU time, so while it
     # runs, never in its sleeps (a wall-clock timer ended about every other

@@ -11,7 +11,11 @@
  * and samples it) and calls exit(0), `naps` computes 2 ms and sleeps 3 ms
  * (nanosleep, not resumed) in turns for MS milliseconds and _exits with
  * 100 + the number of sleeps that ended with EINTR if any did, else with
- * its thread count. THREADS (default 0) threads compute
+ * its thread count, `parentclose` is `work` in a host that first closes
+ * every descriptor >= 3 (as a daemon does; its agent's among them) and
+ * computes 300 ms more (its agent meets them closed), `childclose` is
+ * `work` in children that close every descriptor >= 3 first (the copies
+ * of their parent's agent's among them). THREADS (default 0) threads compute
  * meanwhile (a busy host). Prints each child's pid ("child N", with
  * "tasks N" in `tasks` mode), then the mean cost of a child in
  * microseconds ("per child N us"); exits 0 when every child exited 0 (in
@@ -133,6 +137,13 @@ static void sleep_ms(long ms) {
         ;
 }
 
+/* Every descriptor >= 3 closed, as a daemon does at its start. */
+static void close_from_3(void) {
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+        close((int)fd);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4)
         return 2;
@@ -140,6 +151,9 @@ int main(int argc, char **argv) {
     bool tasks_mode = strcmp(argv[1], "tasks") == 0;
     bool work_mode = strcmp(argv[1], "work") == 0;
     bool naps_mode = strcmp(argv[1], "naps") == 0;
+    bool parent_close = strcmp(argv[1], "parentclose") == 0;
+    bool child_close = strcmp(argv[1], "childclose") == 0;
+    work_mode |= parent_close || child_close;
     int n = atoi(argv[2]);
     long ms = atol(argv[3]);
     int threads = argc > 4 ? atoi(argv[4]) : 0;
@@ -155,6 +169,10 @@ int main(int argc, char **argv) {
      * children are a running agent's, on a loaded machine too */
     for (int i = 0; i < 500 && thread_named("stackshot-start"); i++)
         sleep_ms(10);
+    if (parent_close) {
+        close_from_3();
+        compute_ms(300);
+    }
     int failed = 0;
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
@@ -167,6 +185,8 @@ int main(int argc, char **argv) {
                 int eintr = naps_ms(ms);
                 _exit(eintr ? 100 + (eintr < 100 ? eintr : 99) : tasks_now());
             }
+            if (child_close)
+                close_from_3();
             if (work_mode)
                 compute_ms(ms);
             else if (ms)
