@@ -96,26 +96,43 @@ void ss_proc_limits_round(void) {
 
 uint32_t ss_proc_fds_kept(void) { return kept_n; }
 
-static bool kept_add(const ss_kept_fd *k) {
-    if (kept_n >= ss_proc_fd_budget())
+static void kept_put(ss_kept_fd *set, uint32_t mask, const ss_kept_fd *k) {
+    uint32_t i = (uint32_t)k->fd * 2654435761u & mask;
+    while (set[i].fd >= 0)
+        i = (i + 1) & mask;
+    set[i] = *k;
+}
+
+/* The table doubles as it fills (load <= 1/2), up to what the budget
+ * needs: sized for the whole budget at once it was 8,192 entries
+ * (192 KiB, every one written) under a limit of 20,000 descriptors, for a
+ * host of a few threads. The new table is filled before it replaces the
+ * old one (a fork meanwhile leaves the child's handler a whole table).
+ * false when memory is short (the file is then opened for each read, as
+ * past the budget). */
+static bool kept_room(void) {
+    uint32_t cap = kept_set ? kept_mask + 1 : 0;
+    if (kept_set && kept_n < cap / 2)
+        return true;
+    uint32_t want = cap ? cap * 2 : 16;
+    ss_kept_fd *old = kept_set, *set = malloc(want * sizeof *set);
+    if (!set)
         return false;
-    if (kept_set && kept_n >= (kept_mask + 1) / 2)
-        return false; /* the budget grew past the table made for it */
-    if (!kept_set) {
-        uint32_t cap = 16;
-        while (cap < 2 * ss_proc_fd_budget())
-            cap *= 2;
-        kept_set = malloc(cap * sizeof *kept_set);
-        if (!kept_set)
-            return false;
-        for (uint32_t i = 0; i < cap; i++)
-            kept_set[i].fd = -1;
-        kept_mask = cap - 1;
-    }
-    uint32_t i = (uint32_t)k->fd * 2654435761u & kept_mask;
-    while (kept_set[i].fd >= 0)
-        i = (i + 1) & kept_mask;
-    kept_set[i] = *k;
+    for (uint32_t i = 0; i < want; i++)
+        set[i].fd = -1;
+    for (uint32_t i = 0; i < cap; i++)
+        if (old[i].fd >= 0)
+            kept_put(set, want - 1, &old[i]);
+    kept_set = set;
+    kept_mask = want - 1;
+    free(old);
+    return true;
+}
+
+static bool kept_add(const ss_kept_fd *k) {
+    if (kept_n >= ss_proc_fd_budget() || !kept_room())
+        return false;
+    kept_put(kept_set, kept_mask, k);
     kept_n++;
     return true;
 }

@@ -66,8 +66,11 @@ typedef struct cache_slot {
 #define SS_SYMBOLS_FN_SLOTS 1024
 
 /* libdw's tables are released after this long without a miss (doubled by
- * each reload, up to the max): see release_dwarf. */
-#define SS_SYMBOLS_IDLE_NS (5ull * 1000000000ull)
+ * each reload, up to the max): see release_dwarf. 1 s: a host settles
+ * within its first rounds, and libc6-dbg's DWARF is 15 MiB while held;
+ * a program still meeting new addresses pays a reload at 1, 2, 4 s...
+ * (two more over its life than from 5 s). */
+#define SS_SYMBOLS_IDLE_NS (1ull * 1000000000ull)
 #define SS_SYMBOLS_IDLE_MAX_NS (320ull * 1000000000ull)
 
 typedef struct fn_slot {

@@ -34,10 +34,15 @@
 #define GUESS_SPAN (16u * 1024u) /* how far above SP a frame pointer is looked for */
 #define MAX_STEPS 100000u   /* a walk never loops for ever */
 
-typedef struct live_page {
-    uint64_t addr; /* page address + 1; 0 empty */
-    uint8_t data[PAGE];
-} live_page;
+/* A small cache of pages read from the process. Each page's buffer is
+ * allocated the first time a page goes in that slot: the sets were arrays
+ * of whole pages (320 KiB), every page written as the sets were emptied,
+ * resident even where an idle host's walks read one or two pages. */
+typedef struct page_set {
+    uint32_t n;        /* slots */
+    uint64_t *addr;    /* page address + 1; 0 empty */
+    uint8_t **data;    /* PAGE bytes each, NULL until first used */
+} page_set;
 
 typedef struct call_slot {
     uint64_t ra;      /* 0: empty */
@@ -53,24 +58,41 @@ typedef struct prologue_slot {
 struct ss_unwinder {
     ss_cfi *cfi;
     const ss_maps *maps;
-    live_page *pages; /* LIVE_PAGES, emptied per walk */
-    live_page *code;  /* CODE_PAGES of module text (does not change while loaded) */
+    page_set pages; /* LIVE_PAGES, emptied per walk */
+    page_set code;  /* CODE_PAGES of module text (does not change while loaded) */
     call_slot *calls;
     prologue_slot *prologues;
     ss_unwinder_refresh_fn refresh; /* the table of mappings, read again */
     void *refresh_arg;
 };
 
+static bool page_set_init(page_set *p, uint32_t n) {
+    p->n = n;
+    p->addr = calloc(n, sizeof *p->addr);
+    p->data = calloc(n, sizeof *p->data);
+    return p->addr && p->data;
+}
+
+static void page_set_free(page_set *p) {
+    if (p->data)
+        for (uint32_t i = 0; i < p->n; i++)
+            free(p->data[i]);
+    free(p->data);
+    free(p->addr);
+}
+
+static void page_set_empty(page_set *p) { memset(p->addr, 0, p->n * sizeof *p->addr); }
+
 ss_unwinder *ss_unwinder_create(void) {
     ss_unwinder *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
     u->cfi = ss_cfi_create();
-    u->pages = calloc(LIVE_PAGES, sizeof *u->pages);
-    u->code = calloc(CODE_PAGES, sizeof *u->code);
+    bool pages = page_set_init(&u->pages, LIVE_PAGES);
+    bool code = page_set_init(&u->code, CODE_PAGES);
     u->calls = calloc(CALL_SLOTS, sizeof *u->calls);
     u->prologues = calloc(PROLOGUES, sizeof *u->prologues);
-    if (!u->cfi || !u->pages || !u->code || !u->calls || !u->prologues) {
+    if (!u->cfi || !pages || !code || !u->calls || !u->prologues) {
         ss_unwinder_destroy(u);
         return NULL;
     }
@@ -81,8 +103,8 @@ void ss_unwinder_destroy(ss_unwinder *u) {
     if (!u)
         return;
     ss_cfi_destroy(u->cfi);
-    free(u->pages);
-    free(u->code);
+    page_set_free(&u->pages);
+    page_set_free(&u->code);
     free(u->calls);
     free(u->prologues);
     free(u);
@@ -93,8 +115,7 @@ void ss_unwinder_round(ss_unwinder *u) {
     if (ss_cfi_refresh(u->cfi)) {
         memset(u->calls, 0, CALL_SLOTS * sizeof *u->calls);
         memset(u->prologues, 0, PROLOGUES * sizeof *u->prologues);
-        for (uint32_t i = 0; i < CODE_PAGES; i++)
-            u->code[i].addr = 0;
+        page_set_empty(&u->code);
     }
 }
 
@@ -137,26 +158,30 @@ static mem_rc fill_stack(ss_uw_stack *s, size_t need) {
     return MEM_OK;
 }
 
-static mem_rc read_paged(live_page *pages, uint32_t n_pages, uint64_t addr, void *out, size_t n) {
+static mem_rc read_direct(uint64_t addr, void *out, size_t n) {
+    return ss_uw_read_memory(out, addr, n) == (long)n ? MEM_OK : MEM_BAD;
+}
+
+static mem_rc read_paged(page_set *p, uint64_t addr, void *out, size_t n) {
     uint64_t page = addr & ~(uint64_t)(PAGE - 1);
     size_t at = (size_t)(addr - page);
-    if (at + n > PAGE) { /* across two pages: rare, read directly */
-        return ss_uw_read_memory(out, addr, n) == (long)n ? MEM_OK : MEM_BAD;
+    if (at + n > PAGE) /* across two pages: rare, read directly */
+        return read_direct(addr, out, n);
+    uint32_t i = (uint32_t)((page / PAGE) % p->n);
+    if (p->addr[i] != page + 1) {
+        p->addr[i] = 0;
+        if (!p->data[i] && !(p->data[i] = malloc(PAGE)))
+            return read_direct(addr, out, n); /* no memory: uncached */
+        if (ss_uw_read_memory(p->data[i], page, PAGE) != (long)PAGE)
+            return read_direct(addr, out, n);
+        p->addr[i] = page + 1;
     }
-    live_page *p = &pages[(page / PAGE) % n_pages];
-    if (p->addr != page + 1) {
-        if (ss_uw_read_memory(p->data, page, PAGE) != (long)PAGE) {
-            p->addr = 0;
-            return ss_uw_read_memory(out, addr, n) == (long)n ? MEM_OK : MEM_BAD;
-        }
-        p->addr = page + 1;
-    }
-    memcpy(out, p->data + at, n);
+    memcpy(out, p->data[i] + at, n);
     return MEM_OK;
 }
 
 static mem_rc read_live(ss_unwinder *u, uint64_t addr, void *out, size_t n) {
-    return read_paged(u->pages, LIVE_PAGES, addr, out, n);
+    return read_paged(&u->pages, addr, out, n);
 }
 
 static mem_rc read_mem(ss_unwinder *u, ss_uw_stack *s, uint64_t addr, void *out, size_t n) {
@@ -402,7 +427,7 @@ static bool is_return_code(ss_unwinder *u, uint64_t addr) {
  * walks (until a module is unloaded). Other code (JIT) is read anew. */
 static bool read_code(ss_unwinder *u, uint64_t addr, uint8_t *out, size_t n) {
     if (ss_cfi_in_module(u->cfi, addr))
-        return read_paged(u->code, CODE_PAGES, addr, out, n) == MEM_OK;
+        return read_paged(&u->code, addr, out, n) == MEM_OK;
     return read_live(u, addr, out, n) == MEM_OK;
 }
 
@@ -721,8 +746,7 @@ static int step_fp(ss_unwinder *u, ss_uw_stack *s, ss_uw_regs *regs) {
 ss_uw_end ss_unwind(ss_unwinder *u, const ss_uw_regs *start, ss_uw_stack *stack, bool at_syscall,
                     uint64_t *ips, uint32_t max, ss_uw_result *res) {
     memset(res, 0, sizeof *res);
-    for (uint32_t i = 0; i < LIVE_PAGES; i++)
-        u->pages[i].addr = 0;
+    page_set_empty(&u->pages);
     ss_uw_regs regs = *start;
     bool exact = true; /* the leaf pc is where the thread is, not a return address */
     if (!reg_known(&regs, SS_UW_RIP) || !reg_known(&regs, SS_UW_RSP))

@@ -156,6 +156,11 @@ typedef struct cache_entry {
 
 enum { CE_FOUND = 1, CE_SIGNAL = 2, CE_RA_UNDEF = 4 };
 
+/* The cache starts small and doubles at 3/4 full up to CACHE_SLOTS, where
+ * it is emptied instead: an idle host's few stacks need a few dozen rows,
+ * and a table of the full size, hashed at random, was 256 KiB resident
+ * from the first round on. */
+#define CACHE_FIRST 256u  /* power of two */
 #define CACHE_SLOTS 8192u /* power of two; emptied at 3/4 */
 #define MAX_FDE_BYTES (1u << 20)
 #define STATE_STACK 8     /* DW_CFA_remember_state depth */
@@ -183,6 +188,7 @@ struct ss_cfi {
     bool listed;
 
     cache_entry *cache;
+    uint32_t slots; /* capacity of cache, a power of two */
     uint32_t used;
     ss_cfi_reg_rule *rules;
     uint32_t n_rules, cap_rules;
@@ -199,11 +205,12 @@ ss_cfi *ss_cfi_create(void) {
     ss_cfi *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->cache = calloc(CACHE_SLOTS, sizeof *c->cache);
+    c->cache = calloc(CACHE_FIRST, sizeof *c->cache);
     if (!c->cache) {
         free(c);
         return NULL;
     }
+    c->slots = CACHE_FIRST;
     return c;
 }
 
@@ -227,7 +234,8 @@ void ss_cfi_destroy(ss_cfi *c) {
 }
 
 static void cache_clear(ss_cfi *c) {
-    memset(c->cache, 0, CACHE_SLOTS * sizeof *c->cache);
+    if (c->used) /* an empty table stays untouched (not resident) */
+        memset(c->cache, 0, c->slots * sizeof *c->cache);
     c->used = 0;
     c->n_rules = 0;
     c->arena_used = 0;
@@ -595,7 +603,31 @@ static uint32_t hash_addr(uint64_t a) {
     a ^= a >> 29;
     a *= 0xbf58476d1ce4e5b9ull;
     a ^= a >> 32;
-    return (uint32_t)a & (CACHE_SLOTS - 1);
+    return (uint32_t)a;
+}
+
+/* Double the cache, every row moved (rows hold indexes into rules and the
+ * arena, which stay). false when it is at its largest or memory is short:
+ * the caller empties it instead, as it did at the full size. */
+static bool cache_grow(ss_cfi *c) {
+    if (c->slots >= CACHE_SLOTS)
+        return false;
+    uint32_t slots = c->slots * 2, mask = slots - 1;
+    cache_entry *n = calloc(slots, sizeof *n);
+    if (!n)
+        return false;
+    for (uint32_t i = 0; i < c->slots; i++) {
+        if (!c->cache[i].key)
+            continue;
+        uint32_t h = hash_addr(c->cache[i].key - 1) & mask;
+        while (n[h].key)
+            h = (h + 1) & mask;
+        n[h] = c->cache[i];
+    }
+    free(c->cache);
+    c->cache = n;
+    c->slots = slots;
+    return true;
 }
 
 static int32_t arena_put(ss_cfi *c, const uint8_t *p, uint32_t len) {
@@ -701,9 +733,9 @@ static bool compile(ss_cfi *c, uint64_t addr, cache_entry *e) {
 }
 
 void ss_cfi_lookup(ss_cfi *c, uint64_t addr, ss_cfi_row *row) {
-    uint32_t h = hash_addr(addr);
+    uint32_t mask = c->slots - 1, h = hash_addr(addr) & mask;
     cache_entry *e;
-    for (;; h = (h + 1) & (CACHE_SLOTS - 1)) {
+    for (;; h = (h + 1) & mask) {
         e = &c->cache[h];
         if (e->key == addr + 1) {
             c->hits++;
@@ -712,9 +744,12 @@ void ss_cfi_lookup(ss_cfi *c, uint64_t addr, ss_cfi_row *row) {
         if (e->key == 0)
             break;
     }
-    if (c->used >= CACHE_SLOTS / 4 * 3) {
-        cache_clear(c);
-        h = hash_addr(addr);
+    if (c->used >= c->slots / 4 * 3) {
+        if (!cache_grow(c))
+            cache_clear(c);
+        mask = c->slots - 1;
+        for (h = hash_addr(addr) & mask; c->cache[h].key; h = (h + 1) & mask)
+            ;
         e = &c->cache[h];
     }
     memset(e, 0, sizeof *e);

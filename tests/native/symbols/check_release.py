@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The resolver releases what libdw read once no address has missed its
-cache for 5 s (samplers/symbols.c, release_dwarf), and reads it again for
-the next new address, with the same names and lines.
+cache for 1 s (samplers/symbols.c, release_dwarf; it was 5 s), and reads
+it again for the next new address, with the same names and lines.
 
-The host is python3 (Debian's) at a 50 ms interval: it sleeps 8 s (its
+The host is python3 (Debian's) at a 50 ms interval: it sleeps 3 s (its
 stack is resolved in the first rounds, libc's with libc6-dbg's DWARF, then
 never changes), reads its own maps, then waits 1 s in select() (a stack
 through libc code not resolved before) and reads its maps again. Checked:
@@ -41,7 +41,7 @@ def maps():
         m = f.read()
     shared = sum(1 for l in m.splitlines() if ' rw-s ' in l and '/dev/zero (deleted)' in l)
     return int('/usr/lib/debug/' in m), shared
-time.sleep(8.0)
+time.sleep(3.0)
 print('idle', *maps(), flush=True)
 select.select([], [], [], 1.0)
 print('after', *maps(), flush=True)
@@ -67,9 +67,9 @@ check(p.returncode == 0, f"the host exits 0 ({p.stderr.strip()[-300:]})")
 idle = re.search(r"^idle (\d+) (\d+)$", p.stdout, re.M)
 after = re.search(r"^after (\d+) (\d+)$", p.stdout, re.M)
 check(idle is not None and idle.group(1) == "0",
-      f"after 8 s idle libc6-dbg's file is not mapped ({idle.group(1) if idle else p.stdout!r})")
+      f"after 3 s idle libc6-dbg's file is not mapped ({idle.group(1) if idle else p.stdout!r})")
 check(idle is not None and idle.group(2) == "0",
-      f"after 8 s idle no shared buffer of libelf is left ({idle.group(2) if idle else '?'})")
+      f"after 3 s idle no shared buffer of libelf is left ({idle.group(2) if idle else '?'})")
 check(after is not None and after.group(1) == "1",
       f"a new stack reads it again ({after.group(1) if after else p.stdout!r})")
 text = ""
