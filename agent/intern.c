@@ -36,14 +36,52 @@ static ss_hmap index_ = {.first = 1024, .load_pct = 75, .uncharged = true};
 
 /* A fork never copies the table half-changed, nor the lock held by a
  * thread the child does not have (the child's sampler would wait for it
- * forever, and a forked child keeps its parent's sampler and resolver):
- * the forking thread takes the lock around fork. It is held only for a
- * lookup or an insert, microseconds. */
-static void lock_for_fork(void) { pthread_mutex_lock(&lock); }
-static void unlock_after_fork(void) { pthread_mutex_unlock(&lock); }
+ * forever, and a forked child keeps its parent's sampler and resolver).
+ * The forking thread (the host's) never waits for the lock: it is held
+ * only for a lookup or an insert, microseconds, but by an agent thread
+ * that a host whose CPUs are busy may keep preempted for milliseconds,
+ * and every fork() of the host would wait as long. So the lock is taken
+ * around fork only when it is free; when an agent thread held it, the
+ * child starts a table of its own (the records already handed out stay
+ * where they are: they are never freed, and pointers to them stay valid;
+ * a record interned again in the child is a second copy of the same
+ * content). */
+static bool fork_locked; /* the forking thread took the lock (fork is serialised) */
+
+static void lock_for_fork(void) { fork_locked = pthread_mutex_trylock(&lock) == 0; }
+
+static void unlock_after_fork(void) {
+    if (fork_locked)
+        pthread_mutex_unlock(&lock);
+}
+
+static void forget_after_fork(void) {
+    if (fork_locked) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    /* volatile: kept reachable (valgrind), never read */
+    static entry **volatile leftover;
+    static ss_hslot *volatile leftover_slots;
+    leftover = entries;
+    leftover_slots = index_.slots;
+    (void)leftover;
+    (void)leftover_slots;
+    pthread_mutex_init(&lock, NULL);
+    entries = NULL;
+    n_entries = cap_entries = 0;
+    index_ = (ss_hmap){.first = 1024, .load_pct = 75, .uncharged = true};
+}
+
+void ss_intern_hold(bool hold) {
+    if (hold)
+        pthread_mutex_lock(&lock);
+    else
+        pthread_mutex_unlock(&lock);
+}
 
 __attribute__((constructor)) static void intern_atfork(void) {
-    pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
+    pthread_atfork(lock_for_fork, unlock_after_fork, forget_after_fork);
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n) {

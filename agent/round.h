@@ -83,6 +83,9 @@ const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t file_offset);
 /* Intern an arbitrary string (copied; lives as long as the agent). */
 const char *ss_intern(const char *s);
+/* Tests: take (true) or release (false) the table's lock, as an agent
+ * thread in the middle of an insert holds it. */
+void ss_intern_hold(bool hold);
 
 typedef enum ss_thread_state {
     SS_STATE_UNKNOWN = 0,

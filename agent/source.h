@@ -16,9 +16,16 @@ typedef struct ss_source_ops {
     const char *name;
     int (*start)(const ss_config *cfg);
     void (*stop)(uint64_t deadline_ns);
-    /* In a forked child, before start() is called again: forget the
-     * parent's threads and state without joining or locking. May be NULL. */
+    /* In a forked child, in the at-fork handler: what must not wait for
+     * the child's own start (descriptors that name the parent's threads).
+     * Without joining or locking. May be NULL. */
     void (*after_fork_child)(void);
+    /* In a forked child, before start() is called again (on whichever
+     * thread starts it, so not in the at-fork handler of a child that
+     * exits or execs before its restart): forget the parent's threads and
+     * state without joining or locking. main_pthread is the thread that
+     * forked (pthread_self() there). May be NULL. */
+    void (*fork_forget)(uint64_t main_pthread);
 } ss_source_ops;
 
 #endif /* SS_AGENT_SOURCE_H */

@@ -170,7 +170,13 @@ static bool parent_runs_agent_too(void) {
     return ss_proc_has_thread_named(ppid, "stackshot-") == 1;
 }
 
+static void forget_parent(void);
+static bool fork_forget_due;
+
 static int start_locked(start_kind kind) {
+    /* a forked child's first start: what its at-fork handler left */
+    if (fork_forget_due)
+        forget_parent();
     ss_mem_set_limit(config.max_memory);
     ss_process_refresh();
     (void)ss_otel_proc_publish(); /* for readers outside: docs/otel-context.md */
@@ -525,10 +531,33 @@ static bool cancel_restart_locked(pthread_t *t, bool wait) {
     return true;
 }
 
+/* The parent's agent state, forgotten: its exporters, its memory count,
+ * its sampler's state. A child that restarts does it at its start
+ * (fork_forget_due); others at once. */
+static uint64_t fork_main_pthread; /* the thread that forked */
+
+static void forget_parent(void) {
+    fork_forget_due = false;
+    ss_exporters_forget();
+    ss_mem_reset();
+    if (source && source->fork_forget)
+        source->fork_forget(fork_main_pthread);
+}
+
+/* The child's at-fork handler writes as few pages as it can: each page it
+ * writes is one the fork shared with the parent, copied on that first
+ * write (a page fault and 4 KiB copied), and a child that exits or execs
+ * before its restart, the common case for a forking server, never needs
+ * the rest (forget_parent, at the child's start). What stays here is what
+ * a host thread of the child may use before then: the lifecycle lock, the
+ * log's lock, the registry of the agent's threads (the set*id wrappers
+ * look there), and the parent's /proc descriptors, closed before the
+ * host's code runs again. */
 void ss_agent_fork_child(bool restart) {
     /* Only this thread exists now. Locks of the parent's agent threads may
      * be held forever: reinitialise ours, forget the rest. A parent that
-     * was itself a child still waiting for its restart passes it on. */
+     * was itself a child still waiting for its restart passes it on (and
+     * its own state still to forget, fork_forget_due). */
     pthread_mutex_init(&lifecycle_lock, NULL);
     ss_cond_init_mono(&restart_cv);
     restart_thread_joinable = false; /* the parent's, not here */
@@ -541,17 +570,27 @@ void ss_agent_fork_child(bool restart) {
         ss_exporters_forget();
         if (source && source->after_fork_child)
             source->after_fork_child();
+        if (source && source->fork_forget)
+            source->fork_forget((uint64_t)pthread_self());
+        fork_forget_due = false;
         return;
     }
+    /* running, or a child still waiting for its restart whose own
+     * parent's state is still to forget (fork_forget_due, inherited) */
+    if (atomic_load(&running))
+        fork_forget_due = true;
     atomic_store(&running, false);
     atomic_store(&restart_pending, false);
     ss_internal_threads_reset();
-    ss_exporters_forget();
-    ss_mem_reset();
+    if (fork_forget_due)
+        fork_main_pthread = (uint64_t)pthread_self(); /* this child's main thread */
     if (source->after_fork_child)
         source->after_fork_child();
-    if (!restart)
+    if (!restart) {
+        if (fork_forget_due)
+            forget_parent();
         return;
+    }
     restart_pid = (pid_t)syscall(SYS_getpid);
     restart_due_ns = ss_mono_ns() + (uint64_t)RESTART_DELAY_MS * 1000000ull;
     restart_cancel = false;

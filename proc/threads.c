@@ -61,6 +61,19 @@ static const char *const task_file_names[SS_TASK_FILES] = {"stat", "syscall", "i
 static ss_kept_fd *kept_set;
 static uint32_t kept_mask; /* capacity - 1; 0 with no table */
 static uint32_t kept_n;
+/* The entries were closed (ss_proc_close_all) but not yet emptied: a
+ * forked child closes its copies without writing the table (each page of
+ * it written there is a page the fork shared, copied), and the table is
+ * emptied at its next use, on the sampler thread. */
+static bool kept_stale;
+
+static void kept_empty_stale(void) {
+    if (!kept_stale || !kept_set)
+        return;
+    kept_stale = false;
+    for (uint32_t i = 0; i <= kept_mask; i++)
+        kept_set[i].fd = -1;
+}
 /* The limit and the budget it gives: atomics, as ss_proc_fds_tight may be
  * asked from another thread than the sampler's (a resolver's creation). */
 static _Atomic uint32_t budget;
@@ -130,7 +143,10 @@ static bool kept_room(void) {
 }
 
 static bool kept_add(const ss_kept_fd *k) {
-    if (kept_n >= ss_proc_fd_budget() || !kept_room())
+    if (kept_n >= ss_proc_fd_budget())
+        return false;
+    kept_empty_stale();
+    if (!kept_room())
         return false;
     kept_put(kept_set, kept_mask, k);
     kept_n++;
@@ -140,6 +156,7 @@ static bool kept_add(const ss_kept_fd *k) {
 static void kept_remove(int fd) {
     if (!kept_set)
         return;
+    kept_empty_stale();
     uint32_t i = (uint32_t)fd * 2654435761u & kept_mask;
     while (kept_set[i].fd != fd) {
         if (kept_set[i].fd < 0)
@@ -159,10 +176,14 @@ static void kept_remove(int fd) {
 }
 
 static void close_all(void (*close_one)(ss_kept_fd *)) {
-    if (kept_set)
+    if (kept_set && !kept_stale) {
         for (uint32_t i = 0; i <= kept_mask; i++)
-            if (kept_set[i].fd >= 0)
-                close_one(&kept_set[i]); /* only what is still ours */
+            if (kept_set[i].fd >= 0) {
+                ss_kept_fd k = kept_set[i]; /* read only: see kept_stale */
+                close_one(&k);              /* only what is still ours */
+            }
+        kept_stale = true;
+    }
     kept_n = 0;
     generation++;
 }

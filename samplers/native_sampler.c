@@ -1543,7 +1543,20 @@ static void inherit_symbols(sampler *s) {
     s->symbols = NULL;
 }
 
+/* In the at-fork handler: only what cannot wait for the child's start. */
 static void native_after_fork_child(void) {
+    /* the kept /proc descriptors name the parent's threads: closed here,
+     * before the host's code runs again in the child (the parent's copies:
+     * one found taken over is not the child's loss, not counted) */
+    ss_proc_close_inherited();
+}
+
+/* At the child's start, not in its at-fork handler: a child that exits
+ * or execs before its restart (most children of a forking server) never
+ * writes the pages this touches (each write there, a copy of a page the
+ * fork shares). Nothing here is read by a host thread meanwhile: the
+ * parent's threads do not exist here, and no sampler runs. */
+static void native_fork_forget(uint64_t main_pthread) {
     /* The sampler thread does not exist here; the state it was using may
      * be half-updated: keep it reachable, never touch it, start afresh. */
     pthread_mutex_init(&lock, NULL);
@@ -1552,20 +1565,18 @@ static void native_after_fork_child(void) {
     /* A sampler caught between rounds left its state consistent: keep
      * it, the warm symbol cache above all (a cold start costs the child
      * hundreds of milliseconds of DWARF reading). The parent's threads
-     * drop out of it at the child's first round. */
+     * drop out of it at the child's first round. in_round is the value
+     * at the fork: no thread of this child has changed it since. */
     if (active && atomic_load(&in_round)) {
         inherit_symbols(active);
         forgotten = active;
         active = NULL;
     }
     atomic_store(&in_round, false);
-    /* the child's main thread is the one that forked (this one): the
-     * parent's main descriptor is not the child's when another forked */
-    ss_walker_note_main((uint64_t)pthread_self());
+    /* the child's main thread is the one that forked: the parent's main
+     * descriptor is not the child's when another forked */
+    ss_walker_note_main(main_pthread);
     ss_sig_after_fork();
-    /* the kept /proc descriptors name the parent's threads: closed here,
-     * before the host's code runs again in the child */
-    ss_proc_close_inherited();
 }
 
 const ss_source_ops ss_native_source = {
@@ -1573,6 +1584,7 @@ const ss_source_ops ss_native_source = {
     .start = native_start,
     .stop = native_stop,
     .after_fork_child = native_after_fork_child,
+    .fork_forget = native_fork_forget,
 };
 
 /* ---- synchronous use (benchmarks, tests) -------------------------- */

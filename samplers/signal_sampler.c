@@ -58,6 +58,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef MADV_WIPEONFORK
+#define SS_MADV_WIPEONFORK MADV_WIPEONFORK
+#else
+#define SS_MADV_WIPEONFORK 18
+#endif
+
 enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_BUSY, SLOT_DONE };
 
 struct ss_sig_slot {
@@ -696,6 +702,13 @@ static int pool_grow(void) {
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return -ENOMEM;
+    /* Scratch: a copy is read only within the round that made it, and a
+     * forked child never carries on its parent's round (ss_sig_after_fork
+     * forgets every slot's buffer). A fork then copies no page-table
+     * entry of these pages and the child's exit zaps none: the child's
+     * mapping reads as zeros (Linux 4.14; an older kernel refuses it and
+     * the buffers are copied as before). */
+    madvise(m, (size_t)BATCH * copy_cap, SS_MADV_WIPEONFORK);
     for (uint32_t i = 0; i < BATCH; i++)
         pool_free[n_pool_free++] = m + (size_t)i * copy_cap;
     return 0;

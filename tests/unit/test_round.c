@@ -9,8 +9,13 @@
 #include "agent/mem.h"
 #include "agent/round.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_build_two_threads(void **state) {
     (void)state;
@@ -196,11 +201,61 @@ static void test_intern_grows(void **state) {
     assert_int_equal(ss_mem_used(), used);
 }
 
+
+/* A fork while an agent thread holds the intern table's lock (inside an
+ * insert) neither waits for it (the host's forking thread never waits for
+ * the agent) nor leaves the child a lock nobody will release: the child
+ * interns with a table of its own, the records it had stay valid, and the
+ * parent's table is intact. With the lock taken around fork, the fork
+ * waited for the holder, which here releases only after the fork: the
+ * alarm ends the test. */
+static atomic_int hold_state; /* 1 held, 2 release it */
+
+static void *hold_intern(void *arg) {
+    (void)arg;
+    ss_intern_hold(true);
+    atomic_store(&hold_state, 1);
+    while (atomic_load(&hold_state) != 2)
+        sched_yield();
+    ss_intern_hold(false);
+    return NULL;
+}
+
+static void test_intern_fork_while_held(void **state) {
+    (void)state;
+    const ss_funcinfo *f = ss_funcinfo_intern("ns", "forked", "f.c", NULL, SS_FRAME_NATIVE);
+    assert_non_null(f);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_intern, NULL), 0);
+    while (atomic_load(&hold_state) != 1)
+        sched_yield();
+    alarm(20); /* a fork that waits for the holder never returns */
+    pid_t pid = fork();
+    if (pid == 0) {
+        const ss_funcinfo *g = ss_funcinfo_intern("ns", "forked", "f.c", NULL, SS_FRAME_NATIVE);
+        const char *s = ss_intern("only in the child");
+        bool ok = g && strcmp(g->name, "forked") == 0 && strcmp(f->name, "forked") == 0 && s &&
+                  strcmp(s, "only in the child") == 0 && ss_intern("only in the child") == s;
+        _exit(ok ? 0 : 1);
+    }
+    alarm(0);
+    assert_true(pid > 0);
+    atomic_store(&hold_state, 2);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* the parent's table: the same record for the same content */
+    assert_ptr_equal(ss_funcinfo_intern("ns", "forked", "f.c", NULL, SS_FRAME_NATIVE), f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_build_two_threads),
         cmocka_unit_test(test_intern_dedups),
         cmocka_unit_test(test_intern_grows),
+        cmocka_unit_test(test_intern_fork_while_held),
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_kind_and_runtime_rows),
         cmocka_unit_test(test_buf),
