@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cmocka.h>
@@ -444,12 +445,161 @@ static void test_idle_reuse(void **state) {
     pthread_join(t, NULL);
 }
 
+
+/* The number the next open() gets (the lowest free one). */
+static int next_fd(void) {
+    int fd = open("/dev/null", O_RDONLY);
+    close(fd);
+    return fd;
+}
+
+/* Looks (a thread seen for the first time or idle): nothing kept, the
+ * file closed after its read, or held until released for the read after
+ * the walk; a held number the host took over is left to it. */
+static void test_look_files(void **state) {
+    (void)state;
+    ss_task_files f;
+    memset(&f, 0, sizeof f);
+    ss_proc_stat st;
+    ss_proc_syscall sc, again;
+    uint32_t kept0 = ss_proc_fds_kept();
+    int free0 = next_fd();
+    assert_int_equal(ss_task_look_stat(tid_sleeper, &f, &st), 0);
+    assert_string_equal(st.name, "t-sleeper");
+    assert_int_equal(ss_task_look_syscall(tid_sleeper, &f, false, &sc), 0);
+    assert_false(sc.running);
+    assert_true(sc.sp != 0 && sc.pc != 0);
+    /* nothing open, nothing kept (the task directory may be, once) */
+    assert_int_equal(next_fd(), free0);
+    assert_true(ss_proc_fds_kept() <= kept0 + 1);
+    kept0 = ss_proc_fds_kept();
+
+    /* held: open at the lowest number until released, read again there */
+    assert_int_equal(ss_task_look_syscall(tid_sleeper, &f, true, &sc), 0);
+    assert_true(fcntl(free0, F_GETFD) >= 0);
+    assert_int_equal(next_fd(), free0 + 1);
+    assert_int_equal(ss_task_read_syscall(tid_sleeper, &f, &again), 0);
+    assert_int_equal(again.nr, sc.nr);
+    assert_int_equal(next_fd(), free0 + 1); /* no other open */
+    assert_int_equal(ss_proc_fds_kept(), kept0); /* nor kept */
+    ss_proc_release_held();
+    assert_int_equal(next_fd(), free0);
+
+    /* the host closes the held number and opens a file of its own there */
+    assert_int_equal(ss_task_look_syscall(tid_sleeper, &f, true, &sc), 0);
+    close(free0);
+    int host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, free0);
+    ss_proc_release_held();
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    /* ... and a read after the walk of a held number now the host's
+     * opens the right file, leaving the host's alone */
+    close(host);
+    assert_int_equal(ss_task_look_syscall(tid_sleeper, &f, true, &sc), 0);
+    close(free0);
+    host = open("/dev/null", O_RDONLY);
+    assert_int_equal(host, free0);
+    assert_int_equal(ss_task_read_syscall(tid_sleeper, &f, &again), 0);
+    assert_int_equal(again.nr, sc.nr);
+    ss_proc_release_held();
+    assert_true(fcntl(host, F_GETFD) >= 0);
+    close(host);
+    ss_task_files_close(&f);
+
+    /* a look at a thread with a kept stat reads that one, opens nothing */
+    assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
+    int kept_stat = f.fd[SS_TASK_STAT];
+    assert_true(kept_stat >= 0);
+    free0 = next_fd();
+    assert_int_equal(ss_task_look_stat(tid_sleeper, &f, &st), 0);
+    assert_int_equal(f.fd[SS_TASK_STAT], kept_stat);
+    assert_int_equal(next_fd(), free0);
+    ss_task_files_close(&f);
+}
+
+/* The read system calls this thread has made (its io file's syscr). */
+static uint64_t my_reads(void) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/io", (int)ss_gettid());
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return UINT64_MAX;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "syscr: ");
+    return p ? strtoull(p + 7, NULL, 10) : UINT64_MAX;
+}
+
+#define FRESH 32
+
+static atomic_int fresh_stop;
+
+static void *fresh_parked(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "t-fresh");
+    pthread_mutex_lock(&park_m);
+    while (!atomic_load(&fresh_stop))
+        pthread_cond_wait(&park_c, &park_m);
+    pthread_mutex_unlock(&park_m);
+    return NULL;
+}
+
+/* A first round over new sleeping threads: each is read asleep with at
+ * most four reads (its stat, its syscall line, its stack; the syscall
+ * line again only where the CPU clock counts ticks) and keeps no
+ * descriptor. Before: seven (a read that found the end after each /proc
+ * read, the syscall line read again after the walk) and its syscall file
+ * kept open. */
+static void test_first_round_reads(void **state) {
+    (void)state;
+    ss_config cfg;
+    ss_config_load(&cfg);
+    ss_round *r;
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0); /* the others known */
+    ss_round_unref(r);
+    pthread_t t[FRESH];
+    for (int i = 0; i < FRESH; i++)
+        pthread_create(&t[i], NULL, fresh_parked, NULL);
+    nap_ms(100);
+    ss_native_counts c0, c1;
+    ss_native_sample_counts(&c0);
+    uint32_t kept0 = ss_proc_fds_kept();
+    uint64_t reads0 = my_reads();
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0);
+    uint64_t reads = my_reads() - reads0;
+    uint32_t kept = ss_proc_fds_kept() - kept0;
+    ss_native_sample_counts(&c1);
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < r->n_threads; i++)
+        seen += strcmp(r->threads[i].name, "t-fresh") == 0;
+    ss_round_unref(r);
+    print_message("first round over %d new threads: %llu reads, %u descriptors kept, %llu "
+                  "read asleep\n", FRESH, (unsigned long long)reads, kept,
+                  (unsigned long long)(c1.asleep - c0.asleep));
+    atomic_store(&fresh_stop, 1);
+    pthread_mutex_lock(&park_m);
+    pthread_cond_broadcast(&park_c);
+    pthread_mutex_unlock(&park_m);
+    for (int i = 0; i < FRESH; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(seen, FRESH);
+    assert_true(c1.asleep - c0.asleep >= FRESH);
+    /* the other threads of the test (a spinner signalled, a sleeper that
+     * woke) and the table of mappings read again for the new stacks: 32 */
+    assert_true(reads <= 4 * FRESH + 32);
+    assert_true(kept < FRESH / 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_readers),
         cmocka_unit_test(test_kept_files),
+        cmocka_unit_test(test_look_files),
         cmocka_unit_test(test_state_table),
         cmocka_unit_test(test_rounds),
+        cmocka_unit_test(test_first_round_reads),
         cmocka_unit_test(test_idle_reuse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
