@@ -2,7 +2,8 @@
  *
  * No stdio and no allocation per read: files are read into stack buffers,
  * with pread on a descriptor kept open for the threads the sampler reads
- * every round (ss_task_files), or open/read/close when none is kept.
+ * every round (ss_task_files), or open/read/close when none is kept (a
+ * new thread's first look: no fstat, nothing kept, ss_task_look_*).
  *
  * Kept descriptors are a guest's use of the host's descriptor table, and
  * the host may close every descriptor >= 3 at any moment and get the
@@ -26,7 +27,11 @@
  *     device and inode): not ours any more, the number is forgotten,
  *     never closed, and the file opened again;
  *   - every close, of a kept descriptor or of a one-shot one, comes after
- *     the identity check: a number that is the host's now is never closed;
+ *     a check that the number is still ours: the identity check, or for a
+ *     file opened for one look and never fstat'ed (close_once), what it
+ *     just read (a stat line of that tid, a syscall line with registers:
+ *     no file of the host's reads so), else that it is still a regular
+ *     file of procfs; a number that is the host's now is never closed;
  *   - every kept one is in a small set, so a forked child closes the
  *     copies it inherited (they name the parent's threads) before the
  *     host's code runs again (ss_proc_close_all from the at-fork child

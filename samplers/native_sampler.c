@@ -12,9 +12,11 @@
  *     in a system call is read without a signal (STACKSHOT_UNWIND=copy):
  *     its stack is walked from the SP and PC the kernel gives, over the
  *     process's own memory (stack_walk.c), and the result is used only if
- *     the thread did not run meanwhile (its CPU clock and its syscall line
- *     are the same after the walk) and the walk reached the thread's
- *     entry. Threads that block the sampling signal are read the same way;
+ *     the thread did not run meanwhile (its CPU clock is the same after the
+ *     walk; where that clock counts ticks, its syscall line too) and the
+ *     walk reached the thread's entry. A thread seen for the first time is
+ *     read without keeping its files open. Threads that block the sampling
+ *     signal are read the same way;
  *   - otherwise (running, or the walk failed) assigns it a slot to be
  *     signalled (signal_sampler.c); its handler copies its registers and
  *     stack, and the copy is unwound here. A thread that blocks the signal
