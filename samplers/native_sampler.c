@@ -1729,6 +1729,11 @@ void ss_native_sample_counts(ss_native_counts *c) {
 
 void ss_native_bench_force_signal(bool on) { force_signal = on; }
 
+void ss_native_test_coarse_clock(bool on) {
+    if (active)
+        active->clock_exact = !on && cpu_clock_exact();
+}
+
 uint32_t ss_native_handler_ns(double *out, uint32_t max) {
     uint32_t cyc[4096];
     double per_ns = ss_sig_cycles_per_ns();

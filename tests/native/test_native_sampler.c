@@ -626,6 +626,33 @@ static void test_first_round_reads(void **state) {
     assert_true(big.kept < 16);
 }
 
+/* Where the thread CPU clock counts ticks, a thread read asleep has its
+ * syscall line read again after the walk, from its file held open
+ * between the two reads: the threads are read asleep as well, one more
+ * read each, and nothing is left open after the round. */
+static void test_first_round_coarse_clock(void **state) {
+    (void)state;
+    ss_config cfg;
+    ss_config_load(&cfg);
+    ss_round *r;
+    assert_int_equal(ss_native_sample_once(&cfg, &r), 0); /* a sampler to set */
+    ss_round_unref(r);
+    ss_native_test_coarse_clock(true);
+    int free0 = next_fd();
+    first_look small, big;
+    first_round_over(16, &small);
+    first_round_over(64, &big);
+    ss_native_test_coarse_clock(false);
+    assert_int_equal(next_fd(), free0); /* the held files closed */
+    assert_int_equal(small.seen, 16);
+    assert_int_equal(big.seen, 64);
+    assert_true(small.asleep >= 16 && big.asleep >= 64);
+    double per_thread = ((double)big.reads - (double)small.reads) / 48.0;
+    print_message("%.2f reads a new thread, the syscall line read twice\n", per_thread);
+    assert_true(per_thread >= 3.5 && per_thread <= 8.0); /* one read more than above */
+    assert_true(big.kept < 16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_readers),
@@ -634,6 +661,7 @@ int main(void) {
         cmocka_unit_test(test_state_table),
         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_first_round_reads),
+        cmocka_unit_test(test_first_round_coarse_clock),
         cmocka_unit_test(test_idle_reuse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
