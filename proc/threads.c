@@ -45,12 +45,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -338,9 +340,17 @@ static bool reads_as_ours(int which, const char *buf) {
  * close_checked on the reads of a new thread. */
 static void close_once(int fd, bool verified) {
     struct stat st;
-    if (verified || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                     (uint64_t)st.st_dev == procfs_dev()))
-        close(fd);
+    struct statfs sf;
+    if (!verified) {
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+            return;
+        uint64_t dev = procfs_dev();
+        /* no /proc to compare with (a chroot since the open): its magic */
+        if (dev ? (uint64_t)st.st_dev != dev
+                : fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC)
+            return;
+    }
+    close(fd);
 }
 
 /* The file a sampler's look holds open between two reads (a new thread's

@@ -519,6 +519,21 @@ static void test_look_files(void **state) {
     close(host);
     ss_task_files_close(&f);
 
+    /* a running thread's line ("running", a shape any file could have)
+     * is closed after the check that it is still a file of procfs, never
+     * held */
+    free0 = next_fd();
+    bool running = false;
+    for (int i = 0; i < 20 && !running; i++) {
+        assert_int_equal(ss_task_look_syscall(tid_spinner, &f, true, &sc), 0);
+        running = sc.running;
+        ss_proc_release_held(); /* held, were it asleep for a moment */
+    }
+    assert_true(running);
+    assert_int_equal(next_fd(), free0);
+    ss_proc_release_held(); /* nothing held: a no-op */
+    assert_int_equal(next_fd(), free0);
+
     /* a look at a thread with a kept stat reads that one, opens nothing */
     assert_int_equal(ss_task_read_stat(tid_sleeper, &f, &st), 0);
     int kept_stat = f.fd[SS_TASK_STAT];
