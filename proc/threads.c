@@ -2,7 +2,8 @@
  *
  * No stdio and no allocation per read: files are read into stack buffers,
  * with pread on a descriptor kept open for the threads the sampler reads
- * every round (ss_task_files), or open/read/close when none is kept.
+ * every round (ss_task_files), or open/read/close when none is kept (a
+ * new thread's first look: no fstat, nothing kept, ss_task_look_*).
  *
  * Kept descriptors are a guest's use of the host's descriptor table, and
  * the host may close every descriptor >= 3 at any moment and get the
@@ -26,7 +27,11 @@
  *     device and inode): not ours any more, the number is forgotten,
  *     never closed, and the file opened again;
  *   - every close, of a kept descriptor or of a one-shot one, comes after
- *     the identity check: a number that is the host's now is never closed;
+ *     a check that the number is still ours: the identity check, or for a
+ *     file opened for one look and never fstat'ed (close_once), what it
+ *     just read (a stat line of that tid, a syscall line with registers:
+ *     no file of the host's reads so), else that it is still a regular
+ *     file of procfs; a number that is the host's now is never closed;
  *   - every kept one is in a small set, so a forked child closes the
  *     copies it inherited (they name the parent's threads) before the
  *     host's code runs again (ss_proc_close_inherited from the at-fork child
@@ -40,12 +45,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,7 +182,10 @@ static void kept_remove(int fd) {
     kept_set[i].fd = -1;
 }
 
+static void held_release(void (*close_one)(ss_kept_fd *));
+
 static void close_all(void (*close_one)(ss_kept_fd *)) {
+    held_release(close_one);
     if (kept_set && !kept_stale) {
         for (uint32_t i = 0; i <= kept_mask; i++)
             if (kept_set[i].fd >= 0) {
@@ -230,6 +240,23 @@ static int open_task_file(pid_t tid, const char *file) {
     return fd < 0 ? -errno : fd;
 }
 
+/* "<tid>/<file>" into out (48 bytes), without vsnprintf (a quarter of a
+ * microsecond per open, several opens per new thread). */
+static void task_rel_path(char *out, pid_t tid, const char *file) {
+    char digits[12];
+    int n = 0;
+    unsigned v = (unsigned)tid;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < (int)sizeof digits);
+    char *p = out;
+    while (n)
+        *p++ = digits[--n];
+    *p++ = '/';
+    size_t len = strlen(file);
+    memcpy(p, file, len + 1); /* callers pass the short names above */
+}
+
 /* /proc/self/task kept open for the sampler's opens: "<tid>/stat" from
  * there walks two path components instead of five (about a quarter of an
  * open's cost). Sampler thread only, like the rest of the kept set. An
@@ -249,7 +276,7 @@ static int open_kept_task_file(pid_t tid, const char *file) {
     }
     if (task_dir.fd >= 0) {
         char rel[48];
-        snprintf(rel, sizeof rel, "%d/%s", (int)tid, file);
+        task_rel_path(rel, tid, file);
         int fd = openat(task_dir.fd, rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0 || (errno != ENOTDIR && errno != EBADF))
             return fd < 0 ? -errno : fd;
@@ -275,6 +302,12 @@ static ssize_t pread_all(int fd, char *buf, size_t n) {
         if (r == 0)
             break;
         len += (size_t)r;
+        /* A task file is one record, made whole by a read at offset 0
+         * when the buffer holds it (seq_file's single_open): a short read
+         * that ends its line is all of it, and the read that would only
+         * find the end is saved (a system call per file). */
+        if ((size_t)r < n - 1 - (len - (size_t)r) && buf[len - 1] == '\n')
+            break;
     }
     buf[len] = '\0';
     return (ssize_t)len;
@@ -320,9 +353,88 @@ static void close_checked(int fd, const struct stat *opened) {
     ss_kept_fd_close(&k);
 }
 
+/* procfs's device (0: not known yet), for close_once. Any thread: two
+ * threads learning it at once learn the same value. */
+static _Atomic uint64_t proc_dev;
+
+static uint64_t procfs_dev(void) {
+    uint64_t d = atomic_load_explicit(&proc_dev, memory_order_relaxed);
+    struct stat st;
+    if (!d && stat("/proc/self/task", &st) == 0) {
+        d = (uint64_t)st.st_dev;
+        atomic_store_explicit(&proc_dev, d, memory_order_relaxed);
+    }
+    return d;
+}
+
+/* Does what a task file just read name the file and the thread it was
+ * opened for, beyond its shape? A stat line starts "<tid> (" (looks_like
+ * checked it); a syscall line with its registers (a stack pointer and a
+ * program counter) is no file of the host's. "running" and io are shapes
+ * any file could have. */
+static bool reads_as_ours(int which, const char *buf) {
+    return which == SS_TASK_STAT || (which == SS_TASK_SYSCALL && buf[0] != 'r');
+}
+
+/* Close a descriptor opened by us for a read or two and never fstat'ed.
+ * `verified`: what it read last could only come from the file we opened
+ * (reads_as_ours), so the number was ours then: closed at once, the same
+ * window as an identity check just before the close. Otherwise (a failed
+ * read, a line of a shape any file could have) it is closed only if it is
+ * still a regular file of procfs: a number the host took over meanwhile
+ * (closed ours, opened its own) is left to it. Saves the two fstat of
+ * close_checked on the reads of a new thread. */
+static void close_once(int fd, bool verified) {
+    struct stat st;
+    struct statfs sf;
+    if (!verified) {
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+            return;
+        uint64_t dev = procfs_dev();
+        /* no /proc to compare with (a chroot since the open): its magic */
+        if (dev ? (uint64_t)st.st_dev != dev
+                : fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC)
+            return;
+    }
+    close(fd);
+}
+
+/* The file a sampler's look holds open between two reads (a new thread's
+ * syscall line, read again after its walk where the CPU clock alone
+ * cannot tell that the thread did not run): one at a time, not kept (not
+ * moved high, not in the budget), with its identity (the walk between
+ * the reads is time for a host to take the number over), closed checked
+ * by ss_proc_release_held, by the next hold, or by ss_proc_close_all (a
+ * fork's child). Sampler thread only. */
+static struct {
+    ss_kept_fd k; /* fd -1: none */
+    pid_t tid;
+    int which;
+    uint32_t gen;
+} held = {.k = SS_KEPT_FD_NONE};
+
+static void held_release(void (*close_one)(ss_kept_fd *)) {
+    if (held.k.fd >= 0 && held.gen == generation) {
+        ss_kept_fd k = held.k;
+        close_one(&k);
+    }
+    ss_kept_fd_forget(&held.k);
+}
+
+void ss_proc_release_held(void) { held_release(ss_kept_fd_close); }
+
+/* How read_task_file opens a file that f does not keep yet. */
+enum {
+    HOW_ONCE, /* f NULL, any thread: open, read, close */
+    HOW_KEEP, /* kept in f when the budget allows */
+    HOW_LOOK, /* sampler thread: opened through the kept task directory, closed */
+    HOW_HOLD, /* ... and held for the next read when it reads as ours */
+};
+
 /* Read /proc/self/task/<tid>/<file> into buf: through f's kept descriptor
- * (opened and kept when the budget allows), else open/read/close. */
-static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf, size_t n) {
+ * or the held one, else opened and, as `how` says, kept, held or closed. */
+static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf, size_t n,
+                              int how) {
     if (f) {
         files_fresh(f);
         if (f->fd[which] >= 0) {
@@ -338,9 +450,39 @@ static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf,
             kept_remove(f->fd[which]);
             f->fd[which] = -1;
         }
+        if (held.k.fd >= 0 && held.gen == generation && held.tid == tid && held.which == which) {
+            ssize_t len = pread_all(held.k.fd, buf, n);
+            if (len >= 0 && looks_like(which, tid, buf))
+                return len;
+            bool ours = ss_kept_fd_is_ours(&held.k);
+            ss_proc_release_held(); /* gone, or not ours any more: checked */
+            if (ours)
+                return len < 0 ? len : -EINVAL; /* the thread is gone */
+        }
     }
-    int fd = f ? open_kept_task_file(tid, task_file_names[which])
-               : open_task_file(tid, task_file_names[which]);
+    if (how != HOW_KEEP || kept_n >= ss_proc_fd_budget()) {
+        /* not kept: no identity to record (no fstat); what it reads is
+         * checked, and the close with it (close_once) */
+        int fd = f ? open_kept_task_file(tid, task_file_names[which])
+                   : open_task_file(tid, task_file_names[which]);
+        if (fd < 0)
+            return fd;
+        ssize_t len = pread_all(fd, buf, n);
+        bool ok = len >= 0 && looks_like(which, tid, buf);
+        bool ours = ok && reads_as_ours(which, buf);
+        if (ours && how == HOW_HOLD) {
+            ss_proc_release_held();
+            if (ss_kept_fd_adopt(&held.k, fd) == 0) { /* closes fd on failure */
+                held.tid = tid;
+                held.which = which;
+                held.gen = generation;
+            }
+            return len;
+        }
+        close_once(fd, ours);
+        return ok ? len : len < 0 ? len : -EINVAL; /* not what we asked for: never used */
+    }
+    int fd = open_kept_task_file(tid, task_file_names[which]);
     if (fd < 0)
         return fd;
     struct stat st;
@@ -351,10 +493,10 @@ static ssize_t read_task_file(pid_t tid, ss_task_files *f, int which, char *buf,
     ssize_t len = pread_all(fd, buf, n);
     if (len >= 0 && !looks_like(which, tid, buf))
         len = -EINVAL; /* not what we asked for: never used */
-    if (f && len >= 0 && kept_n < ss_proc_fd_budget())
+    if (len >= 0)
         fd = ss_fd_move_high(fd); /* the same file (st stays true) */
     ss_kept_fd k = {fd, st.st_dev, st.st_ino};
-    if (f && len >= 0 && kept_add(&k)) {
+    if (len >= 0 && kept_add(&k)) {
         f->fd[which] = fd;
         f->dev[which] = (uint64_t)st.st_dev;
         f->ino[which] = (uint64_t)st.st_ino;
@@ -486,21 +628,29 @@ static int parse_stat(char *buf, ss_proc_stat *out) {
     return 0;
 }
 
-int ss_task_read_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out) {
+static int read_stat_how(pid_t tid, ss_task_files *f, ss_proc_stat *out, int how) {
     char buf[1024];
-    ssize_t len = read_task_file(tid, f, SS_TASK_STAT, buf, sizeof buf);
+    ssize_t len = read_task_file(tid, f, SS_TASK_STAT, buf, sizeof buf, how);
     if (len < 0)
         return (int)len;
     return parse_stat(buf, out);
+}
+
+int ss_task_read_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out) {
+    return read_stat_how(tid, f, out, f ? HOW_KEEP : HOW_ONCE);
+}
+
+int ss_task_look_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out) {
+    return read_stat_how(tid, f, out, HOW_LOOK);
 }
 
 int ss_proc_read_stat(pid_t tid, ss_proc_stat *out) { return ss_task_read_stat(tid, NULL, out); }
 
 /* "running", "<nr> <sp> <pc>" (nr < 0: stopped outside a system call) or
  * "<nr> <6 args> <sp> <pc>" (fs/proc/base.c, proc_pid_syscall). */
-int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out) {
+static int read_syscall_how(pid_t tid, ss_task_files *f, ss_proc_syscall *out, int how) {
     char buf[sizeof out->line];
-    ssize_t len = read_task_file(tid, f, SS_TASK_SYSCALL, buf, sizeof buf);
+    ssize_t len = read_task_file(tid, f, SS_TASK_SYSCALL, buf, sizeof buf, how);
     if (len < 0)
         return (int)len;
     memcpy(out->line, buf, (size_t)len + 1);
@@ -533,6 +683,14 @@ int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out) {
     return 0;
 }
 
+int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out) {
+    return read_syscall_how(tid, f, out, f ? HOW_KEEP : HOW_ONCE);
+}
+
+int ss_task_look_syscall(pid_t tid, ss_task_files *f, bool hold, ss_proc_syscall *out) {
+    return read_syscall_how(tid, f, out, hold ? HOW_HOLD : HOW_LOOK);
+}
+
 static int parse_io(const char *buf, uint64_t *read_bytes, uint64_t *write_bytes) {
     const char *r = strstr(buf, "\nread_bytes:");
     const char *w = strstr(buf, "\nwrite_bytes:");
@@ -545,7 +703,7 @@ static int parse_io(const char *buf, uint64_t *read_bytes, uint64_t *write_bytes
 
 int ss_task_read_io(pid_t tid, ss_task_files *f, uint64_t *read_bytes, uint64_t *write_bytes) {
     char buf[512];
-    ssize_t len = read_task_file(tid, f, SS_TASK_IO, buf, sizeof buf);
+    ssize_t len = read_task_file(tid, f, SS_TASK_IO, buf, sizeof buf, f ? HOW_KEEP : HOW_ONCE);
     if (len < 0)
         return (int)len;
     return parse_io(buf, read_bytes, write_bytes);

@@ -94,6 +94,18 @@ int ss_task_read_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out);
 int ss_task_read_syscall(pid_t tid, ss_task_files *f, ss_proc_syscall *out);
 int ss_task_read_io(pid_t tid, ss_task_files *f, uint64_t *read_bytes, uint64_t *write_bytes);
 
+/* The sampler's reads of a thread it may not read again soon (seen for the
+ * first time, or idle): through f's kept descriptor when it has one, else
+ * the file is opened through the kept /proc/self/task and not kept (no
+ * fstat, no move, nothing to close later), and closed after the read.
+ * With `hold`, a syscall file that gives registers stays open for a read
+ * after the walk (ss_task_read_syscall with the same tid reads it again):
+ * held, one file at a time, until ss_proc_release_held, the next hold or
+ * ss_proc_close_all. Sampler thread only. */
+int ss_task_look_stat(pid_t tid, ss_task_files *f, ss_proc_stat *out);
+int ss_task_look_syscall(pid_t tid, ss_task_files *f, bool hold, ss_proc_syscall *out);
+void ss_proc_release_held(void);
+
 /* Close what f holds (only descriptors still ours: one the host closed and
  * reused is left alone). */
 void ss_task_files_close(ss_task_files *f);

@@ -12,9 +12,11 @@
  *     in a system call is read without a signal (STACKSHOT_UNWIND=copy):
  *     its stack is walked from the SP and PC the kernel gives, over the
  *     process's own memory (stack_walk.c), and the result is used only if
- *     the thread did not run meanwhile (its CPU clock and its syscall line
- *     are the same after the walk) and the walk reached the thread's
- *     entry. Threads that block the sampling signal are read the same way;
+ *     the thread did not run meanwhile (its CPU clock is the same after the
+ *     walk; where that clock counts ticks, its syscall line too) and the
+ *     walk reached the thread's entry. A thread seen for the first time is
+ *     read without keeping its files open. Threads that block the sampling
+ *     signal are read the same way;
  *   - otherwise (running, or the walk failed) assigns it a slot to be
  *     signalled (signal_sampler.c); its handler copies its registers and
  *     stack, and the copy is unwound here. A thread that blocks the signal
@@ -48,6 +50,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BLOCK_RECHECK 16u /* rounds between SigBlk re-reads */
@@ -160,6 +163,8 @@ typedef struct sampler {
     bool walk;               /* the runtime's running threads: signalled, walked */
     bool walk_only;          /* ... and nothing else */
     uint64_t gathers;
+    pid_t pid;               /* getpid(), read once a gather (a system call) */
+    bool clock_exact;        /* thread CPU clocks count ns, not ticks (cpu_clock_exact) */
     known **walking;         /* this gather's walked threads, and their slots */
     ss_sig_slot **walk_slots;
     uint32_t n_walking, cap_walking;
@@ -346,11 +351,13 @@ static void note_cpu_after_handler(const pending *p) {
 /* Read stat into k. A different start time means the kernel gave this
  * tid to a new thread since we last looked: forget the old one. `keep`:
  * keep the file open for the next read (a thread seen for the first time
- * or idle is read once: most never run again soon, and a kept descriptor
- * costs two system calls to move high and two to close). */
+ * or idle is read once, through a descriptor it keeps if it has one: most
+ * never run again soon, and a kept descriptor costs an fstat and two
+ * system calls to move high, and two to close). */
 static int read_stat_kept(known *k, bool keep) {
     uint64_t start = k->st.start_ticks;
-    int rc = ss_task_read_stat(k->tid, keep ? &k->files : NULL, &k->st);
+    int rc = keep ? ss_task_read_stat(k->tid, &k->files, &k->st)
+                  : ss_task_look_stat(k->tid, &k->files, &k->st);
     if (rc != 0)
         return rc;
     if (k->seen && k->st.start_ticks != start) {
@@ -374,8 +381,13 @@ static int read_stat(known *k) { return read_stat_kept(k, true); }
  * running (S, D, T... matter then) or was just read by a full refresh.
  * I/O is not read the first time a thread is seen (a first round stays
  * cheap; I/O counts are used as deltas): from its next round on. */
-static int read_running_facts(known *k, bool stat_fresh, bool first, ss_proc_syscall *sc) {
-    int rc = ss_task_read_syscall(k->tid, &k->files, sc);
+static int read_running_facts(sampler *s, known *k, bool stat_fresh, bool first,
+                              ss_proc_syscall *sc) {
+    /* a new thread's syscall file is not kept (most new threads sleep and
+     * are not read again soon); held for the read after its walk where
+     * that read is made (!clock_exact) */
+    int rc = first ? ss_task_look_syscall(k->tid, &k->files, !s->clock_exact, sc)
+                   : ss_task_read_syscall(k->tid, &k->files, sc);
     if (rc == -ESRCH || rc == -ENOENT)
         return rc; /* gone */
     if (rc != 0) {
@@ -475,7 +487,7 @@ static void find_pthread(sampler *s, known *k) {
     if (k->pthread || k->pthread_looked || !k->stack_hi)
         return;
     k->pthread = ss_walker_pthread(s->walker, k->tid, k->stack_hi);
-    k->pthread_looked = k->tid != getpid(); /* the main one may be noted later */
+    k->pthread_looked = k->tid != s->pid; /* the main one may be noted later */
 }
 
 /* Stopped (SIGSTOP) or stopped by a debugger (gdb attaching stops every
@@ -536,11 +548,15 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     find_pthread(s, k);
     ss_otel_rec rec;
     bool has_span = whole && ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
-    /* it did not run meanwhile: same CPU clock, same syscall line */
+    /* it did not run meanwhile: same CPU clock (read before its syscall
+     * line), and where that clock moves only by whole ticks, the same
+     * syscall line */
     ss_proc_syscall after;
     uint64_t cpu = ss_thread_cpu_ns(k->tid);
-    bool still = cpu == p->cpu && ss_task_read_syscall(k->tid, &k->files, &after) == 0 &&
-                 after.len == sc->len && memcmp(after.line, sc->line, sc->len) == 0;
+    bool still = cpu == p->cpu &&
+                 (s->clock_exact ||
+                  (ss_task_read_syscall(k->tid, &k->files, &after) == 0 &&
+                   after.len == sc->len && memcmp(after.line, sc->line, sc->len) == 0));
     if (!still) {
         s->fell_by[FELL_RAN]++;
         return ASLEEP_RAN;
@@ -606,7 +622,7 @@ static uint32_t unwind_copy(void *arg, const ss_sig_copy *c, bool *cut) {
 extern void *__libc_stack_end;
 
 static ss_sig_slot *assign_slot(sampler *s, known *k) {
-    bool main_thread = k->tid == getpid();
+    bool main_thread = k->tid == s->pid;
     /* Not known yet (the first round of a process, or of a forked child,
      * whose main thread was never read asleep): without them the handler
      * would copy only to the end of SP's page. */
@@ -655,6 +671,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
+        ss_proc_release_held(); /* the previous thread's look is over */
         if (k->tid == me || ss_internal_thread_is(k->tid) || skipped_by_runtime(s, k->tid)) {
             /* still there? (the list is kept while no thread is gone) */
             if (k->tid != me && ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
@@ -698,7 +715,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
         }
         k->idle_rounds = 0;
         ss_proc_syscall sc;
-        if (read_running_facts(k, fresh, first, &sc) != 0) {
+        if (read_running_facts(s, k, fresh, first, &sc) != 0) {
             (*skipped)++;
             continue;
         }
@@ -758,6 +775,7 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             k->number = s->next_number++;
         n++;
     }
+    ss_proc_release_held();
     return n;
 }
 
@@ -900,7 +918,7 @@ static bool take_answer(sampler *s, pending *p) {
                          &truncated);
     if (a.pthread)
         k->pthread = a.pthread;
-    if (k->tid == getpid() && a.pthread)
+    if (k->tid == s->pid && a.pthread)
         ss_walker_note_main(a.pthread);
     p->handler_cpu = s->mode == SS_UNWIND_COPY ? k->answer_cpu : a.cpu_ns;
     if (p->handler_cpu == SS_UNKNOWN_U64)
@@ -1128,6 +1146,7 @@ static bool must_list(sampler *s) {
  * deferred ones looked at again. Returns how many were planned, -1 when the
  * round is lost. */
 static int gather(sampler *s, uint32_t *skipped, uint32_t *blocked) {
+    s->pid = getpid();
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
     if (must_list(s)) {
         int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
@@ -1232,10 +1251,41 @@ static void sampler_free(sampler *s) {
     free(s);
 }
 
+/* Does a thread's CPU clock tell alone that the thread did not run? It
+ * counts nanoseconds on x86-64 (sched_clock: the TSC or a paravirtual
+ * clock); where sched_clock falls back to jiffies (no usable TSC) it moves
+ * by whole ticks (1 ms or more) and a thread can run without moving it:
+ * then a stack read asleep is also checked by its syscall line, read
+ * again after the walk (2 us a thread on the project's VM). Seen once, on
+ * this thread's clock: read until it moves (each read costs CPU); a step
+ * under 50 us is no tick. A clock that did not move in 4,000 reads (about
+ * 1 ms of CPU) counts as coarse. */
+static bool cpu_clock_exact(void) {
+    static int exact = -1;
+    if (exact >= 0)
+        return exact;
+    struct timespec ts;
+    uint64_t first = 0, now = 0;
+    exact = 0;
+    for (int i = 0; i < 4000; i++) {
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+            return false;
+        now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        if (i == 0)
+            first = now;
+        else if (now != first) {
+            exact = now - first < 50000;
+            break;
+        }
+    }
+    return exact;
+}
+
 static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes) {
     sampler *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->clock_exact = cpu_clock_exact();
     s->cfg = *cfg;
     s->mode = mode;
     s->copy_bytes = copy_bytes;
@@ -1690,6 +1740,11 @@ void ss_native_sample_counts(ss_native_counts *c) {
 }
 
 void ss_native_bench_force_signal(bool on) { force_signal = on; }
+
+void ss_native_test_coarse_clock(bool on) {
+    if (active)
+        active->clock_exact = !on && cpu_clock_exact();
+}
 
 uint32_t ss_native_handler_ns(double *out, uint32_t max) {
     uint32_t cyc[4096];

@@ -92,6 +92,10 @@ typedef struct ss_native_counts {
  * asleep or not, to measure the signal path on a machine with fewer cores
  * than threads. */
 void ss_native_bench_force_signal(bool on);
+/* Tests: act as where thread CPU clocks count ticks (the syscall line of
+ * a thread read asleep is read again after its walk, its file held open
+ * between the two reads); off: as the clock was found. */
+void ss_native_test_coarse_clock(bool on);
 void ss_native_sample_counts(ss_native_counts *c);
 /* Copy mode: how long the most recent handlers took, ns, newest first;
  * returns how many (at most max, at most 4096). */

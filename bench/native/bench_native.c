@@ -16,6 +16,9 @@
  *      or libunwind's unwinder in the handler) for comparison.
  *   C  1,000 threads x 20 frames, all blocked, first round; resident
  *      memory the agent added (VmRSS) and /proc descriptors kept.
+ *      A and C also measure their floor on fresh threads of the same
+ *      shape: the /proc and stack reads of a first round made by hand
+ *      (floor_cpu_us), what no sampler of sleeping threads goes below.
  *   D  100 idle + 2 spinning threads, a round every second (the default
  *      interval): the agent's CPU (the sampling thread and the handlers
  *      in the spinners) per second.
@@ -57,6 +60,7 @@
 extern const ss_exporter_ops ss_text_exporter;
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <malloc.h>
 #include <signal.h>
@@ -65,6 +69,7 @@ extern const ss_exporter_ops ss_text_exporter;
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,10 +270,76 @@ static void row(const char *what, const char *target, double value, const char *
 
 /* ---- the cases --------------------------------------------------- */
 
+/* The floor of a first round: what the kernel takes for the reads no
+ * sampler of sleeping threads can do without, made by hand on fresh
+ * threads (their /proc entries not made yet), on this thread's CPU clock:
+ * the listing of /proc/self/task, and per thread its CPU clock (before and
+ * after), its stat and its syscall line (each opened through the task
+ * directory, read once, closed) and its stack from the syscall line's SP
+ * to the top of its stack (one pread of /proc/self/mem, at most 64 KiB).
+ * No checks, no unwinding, no symbols. */
+static double floor_cpu_us(const group *g) {
+    static char stack[65536];
+    char buf[1024], path[48], dents[4096];
+    uint64_t *tops = calloc((size_t)g->n, sizeof *tops);
+    for (int i = 0; i < g->n; i++) {
+        pthread_attr_t a;
+        void *lo;
+        size_t size;
+        if (pthread_getattr_np(g->t[i], &a) == 0) {
+            if (pthread_attr_getstack(&a, &lo, &size) == 0)
+                tops[i] = (uint64_t)(uintptr_t)lo + size;
+            pthread_attr_destroy(&a);
+        }
+    }
+    volatile ssize_t sink = 0;
+    uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int mem = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    int list = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (syscall(SYS_getdents64, list, dents, sizeof dents) > 0)
+        ;
+    close(list);
+    for (int i = 0; i < g->n; i++) {
+        pid_t tid = g->tids[i];
+        sink += (ssize_t)ss_thread_cpu_ns(tid);
+        snprintf(path, sizeof path, "%d/stat", (int)tid);
+        int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            sink += pread(fd, buf, sizeof buf, 0);
+            close(fd);
+        }
+        snprintf(path, sizeof path, "%d/syscall", (int)tid);
+        fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
+        uint64_t sp = 0;
+        if (fd >= 0) {
+            ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+            close(fd);
+            buf[n > 0 ? n : 0] = '\0';
+            char *q = buf; /* "nr a1 .. a6 sp pc": the 8th field */
+            for (int f = 0; f < 7 && q; f++)
+                q = strchr(q + 1, ' ');
+            sp = q ? strtoull(q + 1, NULL, 16) : 0;
+        }
+        if (sp && sp < tops[i]) {
+            uint64_t len = tops[i] - sp < sizeof stack ? tops[i] - sp : sizeof stack;
+            sink += pread(mem, stack, (size_t)len, (off_t)sp);
+        }
+        sink += (ssize_t)ss_thread_cpu_ns(tid);
+    }
+    close(mem);
+    close(dir);
+    uint64_t c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    free(tops);
+    (void)sink;
+    return (double)(c1 - c0) / 1e3;
+}
+
 /* First round over fresh blocked threads (caches warm from a group of
  * the same shape). Returns the mean of `repeats`, and the worst. */
 static void first_round(int n, int depth, int repeats, double *mean_us, double *worst_us,
-                        double *base_us, uint64_t *signals, long *rss_kb, double *cpu_us) {
+                        double *base_us, uint64_t *signals, long *rss_kb, double *cpu_us,
+                        double *floor_us) {
     group warm;
     group_start(&warm, n < 100 ? n : 100, depth, IDLE);
     for (int i = 0; i < 2; i++)
@@ -279,6 +350,10 @@ static void first_round(int n, int depth, int repeats, double *mean_us, double *
     uint64_t sent = 0;
     long rss0 = vm_rss_kb(), rss = 0;
     for (int r = 0; r < repeats; r++) {
+        group f; /* the floor, on threads of their own */
+        group_start(&f, n, depth, IDLE);
+        *floor_us += floor_cpu_us(&f) / repeats;
+        group_stop(&f);
         group g;
         group_start(&g, n, depth, IDLE);
         ss_native_counts c0, c1;
@@ -541,15 +616,20 @@ int main(int argc, char **argv) {
 
     /* A */
     if (strchr(cases, 'A')) {
-    double a_mean, a_worst, a_base, a_cpu = 0;
+    double a_mean, a_worst, a_base, a_cpu = 0, a_floor = 0;
     uint64_t a_signals;
     long a_rss;
-    first_round(100, 50, repeats, &a_mean, &a_worst, &a_base, &a_signals, &a_rss, &a_cpu);
+    first_round(100, 50, repeats, &a_mean, &a_worst, &a_base, &a_signals, &a_rss, &a_cpu,
+                &a_floor);
     char note[160];
     snprintf(note, sizeof note,
              "sampler CPU %.2f ms, worst %.2f ms; %llu signals sent in %d first rounds; base %.2f ms",
              a_cpu / 1e3, a_worst / 1e3, (unsigned long long)a_signals, repeats, a_base / 1e3);
     row("A 100 blocked x 50, first round", "<= 1.5 ms", a_mean / 1e3, "ms", a_base, note);
+    snprintf(note, sizeof note,
+             "CPU; the sampler's CPU is %.2fx it (%.1f us a thread, the floor %.1f us)",
+             a_cpu / a_floor, a_cpu / 100, a_floor / 100);
+    row("A   floor: its /proc reads and stack reads by hand", "", a_floor / 1e3, "ms", 0, note);
     }
     char note[160];
 
@@ -608,15 +688,20 @@ int main(int argc, char **argv) {
 
     /* C */
     if (strchr(cases, 'C')) {
-    double c_mean, c_worst, c_base, c_cpu = 0;
+    double c_mean, c_worst, c_base, c_cpu = 0, c_floor = 0;
     uint64_t c_signals;
     long c_rss;
     int c_rep = repeats < 3 ? repeats : 3;
-    first_round(1000, 20, c_rep, &c_mean, &c_worst, &c_base, &c_signals, &c_rss, &c_cpu);
+    first_round(1000, 20, c_rep, &c_mean, &c_worst, &c_base, &c_signals, &c_rss, &c_cpu,
+                &c_floor);
     snprintf(note, sizeof note,
              "sampler CPU %.2f ms, worst %.2f ms; %llu signals in %d first rounds; base %.2f ms",
              c_cpu / 1e3, c_worst / 1e3, (unsigned long long)c_signals, c_rep, c_base / 1e3);
     row("C 1000 blocked x 20, first round", "<= 15 ms", c_mean / 1e3, "ms", c_base, note);
+    snprintf(note, sizeof note,
+             "CPU; the sampler's CPU is %.2fx it (%.1f us a thread, the floor %.1f us)",
+             c_cpu / c_floor, c_cpu / 1000, c_floor / 1000);
+    row("C   floor: its /proc reads and stack reads by hand", "", c_floor / 1e3, "ms", 0, note);
     {
         /* a fresh sampler (its symbol tables too), 1000 threads */
         ss_native_release();
