@@ -76,7 +76,7 @@ static _Atomic uint64_t n_proc, n_vm, n_refused, n_reopened;
  * identity check). mem_fd() checks the opener's pid again. */
 static void on_fork_child(void) {
     if (mem.fd >= 0 && mem_pid != getpid())
-        ss_kept_fd_close(&mem);
+        ss_kept_fd_close_inherited(&mem); /* the parent's copy: not our loss */
     atomic_store_explicit(&forked, true, memory_order_relaxed);
 }
 
