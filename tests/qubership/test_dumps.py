@@ -173,7 +173,12 @@ def compare_top(agent, real, what, dt, pid):
             check(a[k] == r[k], "%s: thread %d %s: %r, top %r" % (what, tid, k, a[k], r[k]))
         for k in ("virt", "res", "shr"):
             x, y = kib(a[k]), kib(r[k])
-            check(x > 0 and y > 0 and abs(x - y) <= 0.25 * max(x, y),
+            # resident and shared memory move between the two by what the
+            # agent's symbol resolver loads and releases (libdw's tables and
+            # the decompressed DWARF: about 10 MiB with libc6-dbg, released
+            # after 1 s without a new address)
+            slack = 0.25 * max(x, y) + (16384 if k != "virt" else 0)
+            check(x > 0 and y > 0 and abs(x - y) <= slack,
                   "%s: thread %d %s: %s, top %s" % (what, tid, k, a[k], r[k]))
         if tid == pid:
             continue  # procps-ng 4.0.2 shows the process's totals on the leader's row
