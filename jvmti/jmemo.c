@@ -44,6 +44,7 @@ static void entry_free(ss_jthread_memo *e) {
         free(e->frames);
         ss_mem_release((size_t)e->cap_frames * sizeof *e->frames);
     }
+    free(e->name);
     memset(e, 0, sizeof *e);
 }
 

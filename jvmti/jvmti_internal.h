@@ -86,6 +86,17 @@ typedef struct ss_jthread_memo {
     uint64_t taken_cpu;
     jint taken_state;
     uint64_t taken_ns;
+    /* GetThreadInfo's answer (threads.c): name (UTF-8, malloc'd), priority,
+     * daemon flag, with the CPU clock and the time (monotonic ns) when read;
+     * used again while the clock has not moved, for at most 1 s */
+    char *name;
+    jint prio;
+    bool daemon;
+    uint64_t info_cpu, info_ns;
+    /* GetThreadState's answer (sampler.c), the same way */
+    bool have_state;
+    jint state;
+    uint64_t state_cpu, state_ns;
 } ss_jthread_memo;
 
 typedef struct ss_jmemo ss_jmemo;

@@ -385,6 +385,30 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
     return true;
 }
 
+/* A thread's JVMTI state (each: read just before its stack). Used again
+ * while its CPU clock, as the round's native pass read it, has not moved
+ * since the state was read, for at most REUSE_MAX_NS: a thread that did
+ * not run did not park, wake, wait, block, enter or leave native code,
+ * which are what the state says (only the suspended and interrupted bits,
+ * which the round does not show, are set from other threads). */
+static jint thread_state(const jvmtiStackInfo *info, ss_jthread_memo *e) {
+    uint64_t cpu = e && e->nid ? ss_native_gathered_cpu(e->nid) : SS_UNKNOWN_U64;
+    uint64_t now = ss_mono_ns();
+    if (e && e->have_state && cpu != SS_UNKNOWN_U64 && cpu == e->state_cpu &&
+        now - e->state_ns < REUSE_MAX_NS)
+        return e->state;
+    jint st = 0;
+    if ((*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &st) != JVMTI_ERROR_NONE)
+        return 0;
+    if (e) {
+        e->have_state = cpu != SS_UNKNOWN_U64;
+        e->state = st;
+        e->state_cpu = cpu;
+        e->state_ns = now;
+    }
+    return st;
+}
+
 /* Platform threads, in Java thread id order (jstack's order too). */
 static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n) {
     uint32_t skipped = 0;
@@ -404,17 +428,16 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
     qsort(s->order, (size_t)n, sizeof *s->order, by_id);
     for (jint k = 0; k < n; k++) {
         jvmtiStackInfo *info = &si[s->order[k]];
+        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         /* each: the state just before the stack */
-        if (S.use_each &&
-            (*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &info->state) != JVMTI_ERROR_NONE)
-            info->state = 0;
+        if (S.use_each)
+            info->state = thread_state(info, e);
         if (!(info->state & JVMTI_THREAD_STATE_ALIVE)) {
             skipped++; /* exited between the listing and the stack */
             continue;
         }
         ss_thread_sample *t = NULL;
         pid_t nid = 0;
-        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
                                       S.include_internal, s->nids, e, &t, &nid);
         if (nid)

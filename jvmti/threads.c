@@ -282,38 +282,69 @@ static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *
     return true;
 }
 
-/* A thread whose facts are in its memo: its kernel tid, whether it is
- * kept, its JavaThread* and start time do not change while it lives (a
- * live thread's group is fixed; the agent's threads are named before they
- * start). Its name, priority and daemon flag are read again every round
- * (another thread may rename it); its CPU clock is the kernel's clock of
- * its tid, what GetThreadCpuTime reads, as the round's native pass read it
- * (else read now). No thread-local storage read. */
-static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
-                        const ss_jthread_memo *e, ss_thread_sample **out, pid_t *nid_out) {
-    *nid_out = e->nid;
-    if (!e->keep)
-        return 0;
+/* GetThreadInfo's answer kept in the memo is used again while the thread's
+ * CPU clock has not moved since it was read (the thread did not run, so
+ * it did not rename itself or change its priority), for at most
+ * INFO_MAX_NS: another thread may rename it, which shows within that. */
+#define INFO_MAX_NS 1000000000ull
+
+/* The memo's name, priority and daemon flag, read again when stale.
+ * false: the thread is gone. */
+static bool known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns) {
+    uint64_t now = ss_mono_ns();
+    if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
+        now - e->info_ns < INFO_MAX_NS)
+        return true;
     jvmtiThreadInfo ti;
     char name[512];
     if (!thread_info(env, thread, &ti, name, sizeof name))
-        return 0;
+        return false;
     if (ti.thread_group)
         (*env)->DeleteLocalRef(env, ti.thread_group);
-    ss_thread_sample *t = ss_round_builder_add_thread(b, name);
+    if (!e->name || strcmp(e->name, name) != 0) {
+        char *copy = strdup(name);
+        if (!copy)
+            return false; /* no memory: this round goes without the thread */
+        free(e->name);
+        e->name = copy;
+    }
+    e->prio = ti.priority;
+    e->daemon = ti.is_daemon;
+    e->info_cpu = cpu_ns;
+    e->info_ns = now;
+    return true;
+}
+
+/* A thread whose facts are in its memo: its kernel tid, whether it is
+ * kept, its JavaThread* and start time do not change while it lives (a
+ * live thread's group is fixed; the agent's threads are named before they
+ * start). Its name, priority and daemon flag are read again when it ran
+ * since they were, and at least every second (known_info); its CPU clock
+ * is the kernel's clock of its tid, what GetThreadCpuTime reads, as the
+ * round's native pass read it (else read now). No thread-local storage
+ * read. */
+static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
+                        ss_jthread_memo *e, ss_thread_sample **out, pid_t *nid_out) {
+    *nid_out = e->nid;
+    if (!e->keep)
+        return 0;
+    /* the native pass read it a moment ago (before any stack: the reuse
+     * rule in sampler.c may stand on it) */
+    uint64_t cpu_ns = ss_native_gathered_cpu(e->nid);
+    if (cpu_ns == SS_UNKNOWN_U64)
+        cpu_ns = ss_thread_cpu_ns(e->nid);
+    if (!known_info(env, thread, e, cpu_ns))
+        return 0;
+    ss_thread_sample *t = ss_round_builder_add_thread(b, e->name);
     if (!t)
         return -1;
     t->number = e->id;
     t->tid = e->eetop;
-    t->prio = ti.priority;
+    t->prio = e->prio;
     t->os_prio = 0;
-    t->daemon = ti.is_daemon;
+    t->daemon = e->daemon;
     ss_jthreads_state(state, t);
-    /* the native pass read it a moment ago (before any stack: the reuse
-     * rule in sampler.c may stand on it) */
-    t->cpu_ns = ss_native_gathered_cpu(e->nid);
-    if (t->cpu_ns == SS_UNKNOWN_U64)
-        t->cpu_ns = ss_thread_cpu_ns(e->nid);
+    t->cpu_ns = cpu_ns;
     t->nid = e->nid;
     t->start_wall_ms = e->start_wall_ms;
     uint64_t now_ms = ss_wall_ns() / 1000000ull;
