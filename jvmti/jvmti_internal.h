@@ -134,6 +134,9 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
 /* Up to max kernel tids of Java threads started (ThreadStart, VMInit)
  * since the last call; how many. Sampler thread only. */
 uint32_t ss_jthreads_started(pid_t *out, uint32_t max);
+/* GetThreadInfo calls for threads already known, and answers used again
+ * instead (the thread had not run since). */
+void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 

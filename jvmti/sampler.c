@@ -91,6 +91,7 @@ typedef struct sampler {
     ss_jmemo *memo;   /* per Java thread, round to round (jmemo.c) */
     ss_frame *scratch; /* one thread's resolved stack, max_depth + 1 */
     uint64_t reused, taken; /* stacks used again without a handshake; taken */
+    uint64_t states_read, states_reused; /* GetThreadState; its answer used again */
     uint64_t stacks_ns;     /* this round: time in GetStackTrace */
     pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
     uint32_t n_java_nids, cap_java_nids;
@@ -391,12 +392,15 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
  * not run did not park, wake, wait, block, enter or leave native code,
  * which are what the state says (only the suspended and interrupted bits,
  * which the round does not show, are set from other threads). */
-static jint thread_state(const jvmtiStackInfo *info, ss_jthread_memo *e) {
+static jint thread_state(sampler *s, const jvmtiStackInfo *info, ss_jthread_memo *e) {
     uint64_t cpu = e && e->nid ? ss_native_gathered_cpu(e->nid) : SS_UNKNOWN_U64;
     uint64_t now = ss_mono_ns();
     if (e && e->have_state && cpu != SS_UNKNOWN_U64 && cpu == e->state_cpu &&
-        now - e->state_ns < REUSE_MAX_NS)
+        now - e->state_ns < REUSE_MAX_NS) {
+        s->states_reused++;
         return e->state;
+    }
+    s->states_read++;
     jint st = 0;
     if ((*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &st) != JVMTI_ERROR_NONE)
         return 0;
@@ -431,7 +435,7 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
         ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         /* each: the state just before the stack */
         if (S.use_each)
-            info->state = thread_state(info, e);
+            info->state = thread_state(s, info, e);
         if (!(info->state & JVMTI_THREAD_STATE_ALIVE)) {
             skipped++; /* exited between the listing and the stack */
             continue;
@@ -670,6 +674,13 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  "had not run since); %llu kept their identity, %llu were new",
                  (unsigned long long)s.taken, (unsigned long long)s.reused,
                  (unsigned long long)same, (unsigned long long)changed);
+        uint64_t infos, infos_again;
+        ss_jthreads_info_stats(&infos, &infos_again);
+        ss_debug("jvmti: thread facts: %llu GetThreadState, %llu used again; %llu "
+                 "GetThreadInfo of known threads, %llu used again (the thread had not run "
+                 "since)",
+                 (unsigned long long)s.states_read, (unsigned long long)s.states_reused,
+                 (unsigned long long)infos, (unsigned long long)infos_again);
         uint64_t reads, with_span, ns_span, ns_none;
         ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
         ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "

@@ -288,13 +288,23 @@ static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *
  * INFO_MAX_NS: another thread may rename it, which shows within that. */
 #define INFO_MAX_NS 1000000000ull
 
+static uint64_t infos_read, infos_reused; /* sampler thread only */
+
+void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
+    *read = infos_read;
+    *reused = infos_reused;
+}
+
 /* The memo's name, priority and daemon flag, read again when stale.
  * false: the thread is gone. */
 static bool known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns) {
     uint64_t now = ss_mono_ns();
     if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
-        now - e->info_ns < INFO_MAX_NS)
+        now - e->info_ns < INFO_MAX_NS) {
+        infos_reused++;
         return true;
+    }
+    infos_read++;
     jvmtiThreadInfo ti;
     char name[512];
     if (!thread_info(env, thread, &ti, name, sizeof name))
