@@ -288,6 +288,18 @@ static int by_tid(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The round's lists are most often in order already (Java ids and kernel
+ * tids both grow as threads are created; the VM lists its threads in the
+ * order they started; the tids of the last round come sorted): one pass
+ * tells, and qsort runs only when it is not. */
+static void sort_tids(pid_t *a, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++)
+        if (a[i - 1] > a[i]) {
+            qsort(a, n, sizeof *a, by_tid);
+            return;
+        }
+}
+
 /* HotSpot names a native thread after its thread, cut to the kernel's 15
  * bytes; jstack prints the full name. The cut names of the VM's threads
  * whose full name is fixed are given back (the number of "C2
@@ -327,7 +339,7 @@ static void gather_native(sampler *s, uint32_t *skipped, uint32_t *blocked) {
 }
 
 static void emit_native(sampler *s, uint32_t *skipped) {
-    qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+    sort_tids(s->java_nids, s->n_java_nids);
     ss_native_emit(s->builder, s->java_nids, s->n_java_nids, vm_thread_name, skipped);
 }
 
@@ -429,7 +441,11 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
             ss_nid_matcher_take(s->nids, known);
     }
     sort_ids = s->ids;
-    qsort(s->order, (size_t)n, sizeof *s->order, by_id);
+    for (jint i = 1; i < n; i++)
+        if (s->ids[i - 1] > s->ids[i]) { /* in order already, most often */
+            qsort(s->order, (size_t)n, sizeof *s->order, by_id);
+            break;
+        }
     for (jint k = 0; k < n; k++) {
         jvmtiStackInfo *info = &si[s->order[k]];
         ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
@@ -522,7 +538,7 @@ static void take_round(sampler *s, JNIEnv *env) {
         while ((nf = ss_jthreads_started(fresh, 256)) > 0)
             for (uint32_t i = 0; i < nf; i++)
                 note_java_nid(s, fresh[i]);
-        qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+        sort_tids(s->java_nids, s->n_java_nids);
         gather_native(s, &skipped, &blocked);
     }
     uint64_t tn = ss_mono_ns();
