@@ -134,6 +134,10 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
 /* Up to max kernel tids of Java threads started (ThreadStart, VMInit)
  * since the last call; how many. Sampler thread only. */
 uint32_t ss_jthreads_started(pid_t *out, uint32_t max);
+/* The round's times (monotonic ns, wall ms), taken once as its threads
+ * are listed: what the facts kept per thread are dated with, and what
+ * their elapsed time is counted to. Before ss_jthreads_sample. */
+void ss_jthreads_round(uint64_t mono_ns, uint64_t wall_ms);
 /* GetThreadInfo calls for threads already known, and answers used again
  * instead (the thread had not run since). */
 void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused);

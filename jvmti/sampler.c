@@ -93,6 +93,8 @@ typedef struct sampler {
     uint64_t reused, taken; /* stacks used again without a handshake; taken */
     uint64_t states_read, states_reused; /* GetThreadState; its answer used again */
     uint64_t stacks_ns;     /* this round: time in GetStackTrace */
+    uint64_t now;           /* this round: monotonic ns as the threads were listed (the
+                               times of the facts kept in the memo; one clock read a round) */
     pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
     uint32_t n_java_nids, cap_java_nids;
     bool native_failed; /* the native pass could not start: said once */
@@ -374,16 +376,17 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
         put_stack(s, t, e, s->scratch, n, cut);
         return true;
     }
-    uint64_t now = ss_mono_ns();
+    uint64_t now = s->now;
     if (reusable(e, t, info->state, now)) {
         s->reused++;
         put_stack(s, t, e, e->frames, e->n_frames, e->truncated);
         return true;
     }
     jint count = 0;
+    uint64_t t0 = ss_mono_ns();
     jvmtiError err = (*ss_jvmti)->GetStackTrace(ss_jvmti, info->thread, 0,
                                                 (jint)S.max_depth + 1, s->frames, &count);
-    s->stacks_ns += ss_mono_ns() - now;
+    s->stacks_ns += ss_mono_ns() - t0;
     if (err != JVMTI_ERROR_NONE)
         return false;
     s->taken++;
@@ -406,7 +409,7 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
  * which the round does not show, are set from other threads). */
 static jint thread_state(sampler *s, const jvmtiStackInfo *info, ss_jthread_memo *e) {
     uint64_t cpu = e && e->nid ? ss_native_gathered_cpu(e->nid) : SS_UNKNOWN_U64;
-    uint64_t now = ss_mono_ns();
+    uint64_t now = s->now;
     if (e && e->have_state && cpu != SS_UNKNOWN_U64 && cpu == e->state_cpu &&
         now - e->state_ns < REUSE_MAX_NS) {
         s->states_reused++;
@@ -546,6 +549,8 @@ static void take_round(sampler *s, JNIEnv *env) {
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
     uint64_t t1 = ss_mono_ns();
+    s->now = t1;
+    ss_jthreads_round(t1, ss_wall_ns() / 1000000ull);
     if (err != JVMTI_ERROR_NONE) {
         (*env)->PopLocalFrame(env, NULL);
         if (err != JVMTI_ERROR_WRONG_PHASE)

@@ -289,6 +289,12 @@ static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *
 #define INFO_MAX_NS 1000000000ull
 
 static uint64_t infos_read, infos_reused; /* sampler thread only */
+static uint64_t round_ns, round_wall_ms;   /* ss_jthreads_round */
+
+void ss_jthreads_round(uint64_t mono_ns, uint64_t wall_ms) {
+    round_ns = mono_ns;
+    round_wall_ms = wall_ms;
+}
 
 void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
     *read = infos_read;
@@ -298,7 +304,7 @@ void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
 /* The memo's name, priority and daemon flag, read again when stale.
  * false: the thread is gone. */
 static bool known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns) {
-    uint64_t now = ss_mono_ns();
+    uint64_t now = round_ns;
     if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
         now - e->info_ns < INFO_MAX_NS) {
         infos_reused++;
@@ -357,7 +363,7 @@ static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint s
     t->cpu_ns = cpu_ns;
     t->nid = e->nid;
     t->start_wall_ms = e->start_wall_ms;
-    uint64_t now_ms = ss_wall_ns() / 1000000ull;
+    uint64_t now_ms = round_wall_ms;
     if (t->start_wall_ms && t->start_wall_ms <= now_ms)
         t->elapsed_ns = (now_ms - t->start_wall_ms) * 1000000ull;
     *out = t;
