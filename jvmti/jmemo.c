@@ -98,6 +98,14 @@ static int grow(table *t) {
     return 0;
 }
 
+int ss_jmemo_reserve(ss_jmemo *m, uint32_t n) {
+    table *cur = &m->t[m->cur];
+    while ((uint64_t)(cur->n + n + 1) * 2 >= cur->cap)
+        if (grow(cur) != 0)
+            return -1;
+    return 0;
+}
+
 ss_jthread_memo *ss_jmemo_get(ss_jmemo *m, int64_t id) {
     table *cur = &m->t[m->cur], *prev = &m->t[1 - m->cur];
     if (id <= 0 || ((cur->n + 1) * 2 >= cur->cap && grow(cur) != 0))

@@ -105,6 +105,9 @@ void ss_jmemo_destroy(ss_jmemo *m);
 /* This round's entry of a thread (kept from the previous round, or new);
  * NULL: no memo for it this round. */
 ss_jthread_memo *ss_jmemo_get(ss_jmemo *m, int64_t id);
+/* Room for n more threads this round: until the round ends, getting at
+ * most n entries moves none (pointers to them stay good). -1: no memory. */
+int ss_jmemo_reserve(ss_jmemo *m, uint32_t n);
 /* End of the round: threads not got this round are forgotten. */
 void ss_jmemo_end(ss_jmemo *m);
 /* The thread's stack this round (n frames, leaf first): kept, with its

@@ -84,6 +84,7 @@ typedef struct sampler {
     ss_nid_matcher *nids;
     int32_t *order;
     int64_t *ids;
+    ss_jthread_memo **memos; /* each listed thread's memo entry, by listing index */
     uint32_t cap_order;
     jthread *vthreads;
     jvmtiFrameInfo *frames;
@@ -265,7 +266,10 @@ static int grow_order(sampler *s, uint32_t n) {
     int64_t *ids = realloc(s->ids, n * sizeof *ids);
     if (ids)
         s->ids = ids;
-    if (!o || !ids)
+    ss_jthread_memo **memos = realloc(s->memos, n * sizeof *memos);
+    if (memos)
+        s->memos = memos;
+    if (!o || !ids || !memos)
         return -1;
     s->cap_order = n;
     return 0;
@@ -434,11 +438,15 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
     if (grow_order(s, (uint32_t)n) != 0)
         return (uint32_t)n;
     ss_nid_matcher_begin(s->nids);
+    /* room for every listed thread first: no entry moves during the
+     * round, so the entries got here are the ones used below */
+    bool stay = ss_jmemo_reserve(s->memo, (uint32_t)n) == 0;
     for (jint i = 0; i < n; i++) {
         s->order[i] = i;
         s->ids[i] = ss_jthreads_id(env, si[i].thread);
         /* the memo knows most threads' tids: no thread-local storage read */
-        const ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[i]);
+        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[i]);
+        s->memos[i] = stay ? e : NULL;
         pid_t known = e && e->nid ? e->nid : ss_jthreads_known_nid(si[i].thread);
         if (known)
             ss_nid_matcher_take(s->nids, known);
@@ -451,7 +459,8 @@ static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n
         }
     for (jint k = 0; k < n; k++) {
         jvmtiStackInfo *info = &si[s->order[k]];
-        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
+        ss_jthread_memo *e = stay ? s->memos[s->order[k]]
+                                  : ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         /* each: the state just before the stack */
         if (S.use_each)
             info->state = thread_state(s, info, e);
@@ -622,6 +631,7 @@ static void sampler_free(sampler *s) {
     free(s->vthreads);
     free(s->order);
     free(s->ids);
+    free(s->memos);
     free(s->java_nids);
     free(s->scratch);
     ss_jmemo_destroy(s->memo);
