@@ -11,7 +11,10 @@ threads walked where they run, mixed stacks, the VM's threads), the agent
 as it was (STACKSHOT_JAVA_STACKS=safepoint, STACKSHOT_JAVA_VM_THREADS=false),
 and the JDK's Flight Recorder sampling at the same periods
 (jdk.ExecutionSample and jdk.NativeMethodSample, nothing else recorded).
-Then the share of samples in the right leaf for threads whose leaf is
+Beside the whole JVM's CPU (start to exit), the CPU of the agent's own
+threads (stackshot-*, from schedstat while the JVM runs): the JVM's total
+moves by a few percent between identical runs on a shared machine, the
+agent's own part much less. Then the share of samples in the right leaf for threads whose leaf is
 known (tests/java/MixedHost.java: CRC32, a compiled loop, read(2) under a
 native method), agent vs JFR at 10 ms. Then, with the agent at 10 ms and
 debug logging, the cost of one sampling round (measured inside the agent:
@@ -19,7 +22,8 @@ debug logging, the cost of one sampling round (measured inside the agent:
 workers busy and with them absent (idle process). BENCH_QUICK=1 leaves out
 the older STACKSHOT_JVMTI_STACKS variants. BENCH_BEFORE=<another
 libstackshot.so> adds that build at 1 s and 10 ms to the same runs (before
-and after a change, interleaved). Takes about 3 minutes on 2 cores.
+and after a change, interleaved). Takes about 3 minutes on 2 cores
+(BENCH_UNITS=750 with BENCH_BEFORE: 8-10 minutes on a loaded machine).
 """
 import os
 import re
