@@ -301,34 +301,38 @@ void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
     *reused = infos_reused;
 }
 
-/* The memo's name, priority and daemon flag, read again when stale.
- * false: the thread is gone. */
-static bool known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns) {
+/* The memo's name, priority and daemon flag, read again when stale; the
+ * name to use (the memo's, or buf when it could not be kept). NULL: the
+ * thread is gone. */
+static const char *known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns,
+                              char *buf, size_t cap) {
     uint64_t now = round_ns;
     if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
         now - e->info_ns < INFO_MAX_NS) {
         infos_reused++;
-        return true;
+        return e->name;
     }
     infos_read++;
     jvmtiThreadInfo ti;
-    char name[512];
-    if (!thread_info(env, thread, &ti, name, sizeof name))
-        return false;
+    if (!thread_info(env, thread, &ti, buf, cap))
+        return NULL;
     if (ti.thread_group)
         (*env)->DeleteLocalRef(env, ti.thread_group);
-    if (!e->name || strcmp(e->name, name) != 0) {
-        char *copy = strdup(name);
-        if (!copy)
-            return false; /* no memory: this round goes without the thread */
+    e->prio = ti.priority;
+    e->daemon = ti.is_daemon;
+    if (!e->name || strcmp(e->name, buf) != 0) {
+        char *copy = strdup(buf);
+        if (!copy) { /* no memory: this answer is used, not kept */
+            free(e->name);
+            e->name = NULL;
+            return buf;
+        }
         free(e->name);
         e->name = copy;
     }
-    e->prio = ti.priority;
-    e->daemon = ti.is_daemon;
     e->info_cpu = cpu_ns;
     e->info_ns = now;
-    return true;
+    return e->name;
 }
 
 /* A thread whose facts are in its memo: its kernel tid, whether it is
@@ -349,9 +353,11 @@ static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint s
     uint64_t cpu_ns = ss_native_gathered_cpu(e->nid);
     if (cpu_ns == SS_UNKNOWN_U64)
         cpu_ns = ss_thread_cpu_ns(e->nid);
-    if (!known_info(env, thread, e, cpu_ns))
+    char buf[512];
+    const char *name = known_info(env, thread, e, cpu_ns, buf, sizeof buf);
+    if (!name)
         return 0;
-    ss_thread_sample *t = ss_round_builder_add_thread(b, e->name);
+    ss_thread_sample *t = ss_round_builder_add_thread(b, name);
     if (!t)
         return -1;
     t->number = e->id;
