@@ -44,6 +44,7 @@ static void entry_free(ss_jthread_memo *e) {
         free(e->frames);
         ss_mem_release((size_t)e->cap_frames * sizeof *e->frames);
     }
+    free(e->name);
     memset(e, 0, sizeof *e);
 }
 
@@ -94,6 +95,14 @@ static int grow(table *t) {
             *slot_of(&bigger, t->slots[i].id, true) = t->slots[i];
     free(t->slots);
     *t = bigger;
+    return 0;
+}
+
+int ss_jmemo_reserve(ss_jmemo *m, uint32_t n) {
+    table *cur = &m->t[m->cur];
+    while ((uint64_t)(cur->n + n + 1) * 2 >= cur->cap)
+        if (grow(cur) != 0)
+            return -1;
     return 0;
 }
 

@@ -86,6 +86,17 @@ typedef struct ss_jthread_memo {
     uint64_t taken_cpu;
     jint taken_state;
     uint64_t taken_ns;
+    /* GetThreadInfo's answer (threads.c): name (UTF-8, malloc'd), priority,
+     * daemon flag, with the CPU clock and the time (monotonic ns) when read;
+     * used again while the clock has not moved, for at most 1 s */
+    char *name;
+    jint prio;
+    bool daemon;
+    uint64_t info_cpu, info_ns;
+    /* GetThreadState's answer (sampler.c), the same way */
+    bool have_state;
+    jint state;
+    uint64_t state_cpu, state_ns;
 } ss_jthread_memo;
 
 typedef struct ss_jmemo ss_jmemo;
@@ -94,6 +105,9 @@ void ss_jmemo_destroy(ss_jmemo *m);
 /* This round's entry of a thread (kept from the previous round, or new);
  * NULL: no memo for it this round. */
 ss_jthread_memo *ss_jmemo_get(ss_jmemo *m, int64_t id);
+/* Room for n more threads this round: until the round ends, getting at
+ * most n entries moves none (pointers to them stay good). -1: no memory. */
+int ss_jmemo_reserve(ss_jmemo *m, uint32_t n);
 /* End of the round: threads not got this round are forgotten. */
 void ss_jmemo_end(ss_jmemo *m);
 /* The thread's stack this round (n frames, leaf first): kept, with its
@@ -123,6 +137,13 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
 /* Up to max kernel tids of Java threads started (ThreadStart, VMInit)
  * since the last call; how many. Sampler thread only. */
 uint32_t ss_jthreads_started(pid_t *out, uint32_t max);
+/* The round's times (monotonic ns, wall ms), taken once as its threads
+ * are listed: what the facts kept per thread are dated with, and what
+ * their elapsed time is counted to. Before ss_jthreads_sample. */
+void ss_jthreads_round(uint64_t mono_ns, uint64_t wall_ms);
+/* GetThreadInfo calls for threads already known, and answers used again
+ * instead (the thread had not run since). */
+void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused);
 /* The kernel tid recorded for a thread, 0 when not known yet. */
 pid_t ss_jthreads_known_nid(jthread thread);
 

@@ -84,6 +84,7 @@ typedef struct sampler {
     ss_nid_matcher *nids;
     int32_t *order;
     int64_t *ids;
+    ss_jthread_memo **memos; /* each listed thread's memo entry, by listing index */
     uint32_t cap_order;
     jthread *vthreads;
     jvmtiFrameInfo *frames;
@@ -91,7 +92,10 @@ typedef struct sampler {
     ss_jmemo *memo;   /* per Java thread, round to round (jmemo.c) */
     ss_frame *scratch; /* one thread's resolved stack, max_depth + 1 */
     uint64_t reused, taken; /* stacks used again without a handshake; taken */
+    uint64_t states_read, states_reused; /* GetThreadState; its answer used again */
     uint64_t stacks_ns;     /* this round: time in GetStackTrace */
+    uint64_t now;           /* this round: monotonic ns as the threads were listed (the
+                               times of the facts kept in the memo; one clock read a round) */
     pid_t *java_nids; /* kernel tids of this round's Java threads, sorted */
     uint32_t n_java_nids, cap_java_nids;
     bool native_failed; /* the native pass could not start: said once */
@@ -262,7 +266,10 @@ static int grow_order(sampler *s, uint32_t n) {
     int64_t *ids = realloc(s->ids, n * sizeof *ids);
     if (ids)
         s->ids = ids;
-    if (!o || !ids)
+    ss_jthread_memo **memos = realloc(s->memos, n * sizeof *memos);
+    if (memos)
+        s->memos = memos;
+    if (!o || !ids || !memos)
         return -1;
     s->cap_order = n;
     return 0;
@@ -285,6 +292,18 @@ static void note_java_nid(sampler *s, pid_t nid) {
 static int by_tid(const void *a, const void *b) {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return (x > y) - (x < y);
+}
+
+/* The round's lists are most often in order already (Java ids and kernel
+ * tids both grow as threads are created; the VM lists its threads in the
+ * order they started; the tids of the last round come sorted): one pass
+ * tells, and qsort runs only when it is not. */
+static void sort_tids(pid_t *a, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++)
+        if (a[i - 1] > a[i]) {
+            qsort(a, n, sizeof *a, by_tid);
+            return;
+        }
 }
 
 /* HotSpot names a native thread after its thread, cut to the kernel's 15
@@ -326,7 +345,7 @@ static void gather_native(sampler *s, uint32_t *skipped, uint32_t *blocked) {
 }
 
 static void emit_native(sampler *s, uint32_t *skipped) {
-    qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+    sort_tids(s->java_nids, s->n_java_nids);
     ss_native_emit(s->builder, s->java_nids, s->n_java_nids, vm_thread_name, skipped);
 }
 
@@ -361,16 +380,17 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
         put_stack(s, t, e, s->scratch, n, cut);
         return true;
     }
-    uint64_t now = ss_mono_ns();
+    uint64_t now = s->now;
     if (reusable(e, t, info->state, now)) {
         s->reused++;
         put_stack(s, t, e, e->frames, e->n_frames, e->truncated);
         return true;
     }
     jint count = 0;
+    uint64_t t0 = ss_mono_ns();
     jvmtiError err = (*ss_jvmti)->GetStackTrace(ss_jvmti, info->thread, 0,
                                                 (jint)S.max_depth + 1, s->frames, &count);
-    s->stacks_ns += ss_mono_ns() - now;
+    s->stacks_ns += ss_mono_ns() - t0;
     if (err != JVMTI_ERROR_NONE)
         return false;
     s->taken++;
@@ -385,36 +405,71 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
     return true;
 }
 
+/* A thread's JVMTI state (each: read just before its stack). Used again
+ * while its CPU clock, as the round's native pass read it, has not moved
+ * since the state was read, for at most REUSE_MAX_NS: a thread that did
+ * not run did not park, wake, wait, block, enter or leave native code,
+ * which are what the state says (only the suspended and interrupted bits,
+ * which the round does not show, are set from other threads). */
+static jint thread_state(sampler *s, const jvmtiStackInfo *info, ss_jthread_memo *e) {
+    uint64_t cpu = e && e->nid ? ss_native_gathered_cpu(e->nid) : SS_UNKNOWN_U64;
+    uint64_t now = s->now;
+    if (e && e->have_state && cpu != SS_UNKNOWN_U64 && cpu == e->state_cpu &&
+        now - e->state_ns < REUSE_MAX_NS) {
+        s->states_reused++;
+        return e->state;
+    }
+    s->states_read++;
+    jint st = 0;
+    if ((*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &st) != JVMTI_ERROR_NONE)
+        return 0;
+    if (e) {
+        e->have_state = cpu != SS_UNKNOWN_U64;
+        e->state = st;
+        e->state_cpu = cpu;
+        e->state_ns = now;
+    }
+    return st;
+}
+
 /* Platform threads, in Java thread id order (jstack's order too). */
 static uint32_t add_platform(sampler *s, JNIEnv *env, jvmtiStackInfo *si, jint n) {
     uint32_t skipped = 0;
     if (grow_order(s, (uint32_t)n) != 0)
         return (uint32_t)n;
     ss_nid_matcher_begin(s->nids);
+    /* room for every listed thread first: no entry moves during the
+     * round, so the entries got here are the ones used below */
+    bool stay = ss_jmemo_reserve(s->memo, (uint32_t)n) == 0;
     for (jint i = 0; i < n; i++) {
         s->order[i] = i;
         s->ids[i] = ss_jthreads_id(env, si[i].thread);
         /* the memo knows most threads' tids: no thread-local storage read */
-        const ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[i]);
+        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[i]);
+        s->memos[i] = stay ? e : NULL;
         pid_t known = e && e->nid ? e->nid : ss_jthreads_known_nid(si[i].thread);
         if (known)
             ss_nid_matcher_take(s->nids, known);
     }
     sort_ids = s->ids;
-    qsort(s->order, (size_t)n, sizeof *s->order, by_id);
+    for (jint i = 1; i < n; i++)
+        if (s->ids[i - 1] > s->ids[i]) { /* in order already, most often */
+            qsort(s->order, (size_t)n, sizeof *s->order, by_id);
+            break;
+        }
     for (jint k = 0; k < n; k++) {
         jvmtiStackInfo *info = &si[s->order[k]];
+        ss_jthread_memo *e = stay ? s->memos[s->order[k]]
+                                  : ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         /* each: the state just before the stack */
-        if (S.use_each &&
-            (*ss_jvmti)->GetThreadState(ss_jvmti, info->thread, &info->state) != JVMTI_ERROR_NONE)
-            info->state = 0;
+        if (S.use_each)
+            info->state = thread_state(s, info, e);
         if (!(info->state & JVMTI_THREAD_STATE_ALIVE)) {
             skipped++; /* exited between the listing and the stack */
             continue;
         }
         ss_thread_sample *t = NULL;
         pid_t nid = 0;
-        ss_jthread_memo *e = ss_jmemo_get(s->memo, s->ids[s->order[k]]);
         int keep = ss_jthreads_sample(s->builder, env, info->thread, info->state,
                                       S.include_internal, s->nids, e, &t, &nid);
         if (nid)
@@ -495,7 +550,7 @@ static void take_round(sampler *s, JNIEnv *env) {
         while ((nf = ss_jthreads_started(fresh, 256)) > 0)
             for (uint32_t i = 0; i < nf; i++)
                 note_java_nid(s, fresh[i]);
-        qsort(s->java_nids, s->n_java_nids, sizeof *s->java_nids, by_tid);
+        sort_tids(s->java_nids, s->n_java_nids);
         gather_native(s, &skipped, &blocked);
     }
     uint64_t tn = ss_mono_ns();
@@ -503,6 +558,8 @@ static void take_round(sampler *s, JNIEnv *env) {
     jint n = 0;
     jvmtiError err = take_stacks(&si, &n);
     uint64_t t1 = ss_mono_ns();
+    s->now = t1;
+    ss_jthreads_round(t1, ss_wall_ns() / 1000000ull);
     if (err != JVMTI_ERROR_NONE) {
         (*env)->PopLocalFrame(env, NULL);
         if (err != JVMTI_ERROR_WRONG_PHASE)
@@ -574,6 +631,7 @@ static void sampler_free(sampler *s) {
     free(s->vthreads);
     free(s->order);
     free(s->ids);
+    free(s->memos);
     free(s->java_nids);
     free(s->scratch);
     ss_jmemo_destroy(s->memo);
@@ -647,6 +705,13 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
                  "had not run since); %llu kept their identity, %llu were new",
                  (unsigned long long)s.taken, (unsigned long long)s.reused,
                  (unsigned long long)same, (unsigned long long)changed);
+        uint64_t infos, infos_again;
+        ss_jthreads_info_stats(&infos, &infos_again);
+        ss_debug("jvmti: thread facts: %llu GetThreadState, %llu used again; %llu "
+                 "GetThreadInfo of known threads, %llu used again (the thread had not run "
+                 "since)",
+                 (unsigned long long)s.states_read, (unsigned long long)s.states_reused,
+                 (unsigned long long)infos, (unsigned long long)infos_again);
         uint64_t reads, with_span, ns_span, ns_none;
         ss_jspan_stats(&reads, &with_span, &ns_span, &ns_none);
         ss_debug("jvmti: span reads: %llu, %llu with a span (%.2f us each), %llu "

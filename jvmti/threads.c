@@ -282,41 +282,94 @@ static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *
     return true;
 }
 
+/* GetThreadInfo's answer kept in the memo is used again while the thread's
+ * CPU clock has not moved since it was read (the thread did not run, so
+ * it did not rename itself or change its priority), for at most
+ * INFO_MAX_NS: another thread may rename it, which shows within that. */
+#define INFO_MAX_NS 1000000000ull
+
+static uint64_t infos_read, infos_reused; /* sampler thread only */
+static uint64_t round_ns, round_wall_ms;   /* ss_jthreads_round */
+
+void ss_jthreads_round(uint64_t mono_ns, uint64_t wall_ms) {
+    round_ns = mono_ns;
+    round_wall_ms = wall_ms;
+}
+
+void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
+    *read = infos_read;
+    *reused = infos_reused;
+}
+
+/* The memo's name, priority and daemon flag, read again when stale; the
+ * name to use (the memo's, or buf when it could not be kept). NULL: the
+ * thread is gone. */
+static const char *known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns,
+                              char *buf, size_t cap) {
+    uint64_t now = round_ns;
+    if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
+        now - e->info_ns < INFO_MAX_NS) {
+        infos_reused++;
+        return e->name;
+    }
+    infos_read++;
+    jvmtiThreadInfo ti;
+    if (!thread_info(env, thread, &ti, buf, cap))
+        return NULL;
+    if (ti.thread_group)
+        (*env)->DeleteLocalRef(env, ti.thread_group);
+    e->prio = ti.priority;
+    e->daemon = ti.is_daemon;
+    if (!e->name || strcmp(e->name, buf) != 0) {
+        char *copy = strdup(buf);
+        if (!copy) { /* no memory: this answer is used, not kept */
+            free(e->name);
+            e->name = NULL;
+            return buf;
+        }
+        free(e->name);
+        e->name = copy;
+    }
+    e->info_cpu = cpu_ns;
+    e->info_ns = now;
+    return e->name;
+}
+
 /* A thread whose facts are in its memo: its kernel tid, whether it is
  * kept, its JavaThread* and start time do not change while it lives (a
  * live thread's group is fixed; the agent's threads are named before they
- * start). Its name, priority and daemon flag are read again every round
- * (another thread may rename it); its CPU clock is the kernel's clock of
- * its tid, what GetThreadCpuTime reads, as the round's native pass read it
- * (else read now). No thread-local storage read. */
+ * start). Its name, priority and daemon flag are read again when it ran
+ * since they were, and at least every second (known_info); its CPU clock
+ * is the kernel's clock of its tid, what GetThreadCpuTime reads, as the
+ * round's native pass read it (else read now). No thread-local storage
+ * read. */
 static int sample_known(ss_round_builder *b, JNIEnv *env, jthread thread, jint state,
-                        const ss_jthread_memo *e, ss_thread_sample **out, pid_t *nid_out) {
+                        ss_jthread_memo *e, ss_thread_sample **out, pid_t *nid_out) {
     *nid_out = e->nid;
     if (!e->keep)
         return 0;
-    jvmtiThreadInfo ti;
-    char name[512];
-    if (!thread_info(env, thread, &ti, name, sizeof name))
+    /* the native pass read it a moment ago (before any stack: the reuse
+     * rule in sampler.c may stand on it) */
+    uint64_t cpu_ns = ss_native_gathered_cpu(e->nid);
+    if (cpu_ns == SS_UNKNOWN_U64)
+        cpu_ns = ss_thread_cpu_ns(e->nid);
+    char buf[512];
+    const char *name = known_info(env, thread, e, cpu_ns, buf, sizeof buf);
+    if (!name)
         return 0;
-    if (ti.thread_group)
-        (*env)->DeleteLocalRef(env, ti.thread_group);
     ss_thread_sample *t = ss_round_builder_add_thread(b, name);
     if (!t)
         return -1;
     t->number = e->id;
     t->tid = e->eetop;
-    t->prio = ti.priority;
+    t->prio = e->prio;
     t->os_prio = 0;
-    t->daemon = ti.is_daemon;
+    t->daemon = e->daemon;
     ss_jthreads_state(state, t);
-    /* the native pass read it a moment ago (before any stack: the reuse
-     * rule in sampler.c may stand on it) */
-    t->cpu_ns = ss_native_gathered_cpu(e->nid);
-    if (t->cpu_ns == SS_UNKNOWN_U64)
-        t->cpu_ns = ss_thread_cpu_ns(e->nid);
+    t->cpu_ns = cpu_ns;
     t->nid = e->nid;
     t->start_wall_ms = e->start_wall_ms;
-    uint64_t now_ms = ss_wall_ns() / 1000000ull;
+    uint64_t now_ms = round_wall_ms;
     if (t->start_wall_ms && t->start_wall_ms <= now_ms)
         t->elapsed_ns = (now_ms - t->start_wall_ms) * 1000000ull;
     *out = t;

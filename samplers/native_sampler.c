@@ -663,6 +663,11 @@ static uint64_t refresh_rounds(const sampler *s) {
     return per_second > BLOCK_RECHECK ? per_second : BLOCK_RECHECK;
 }
 
+/* plan_walks will read the clock of every thread the runtime samples. */
+static bool walks_planned(const sampler *s) {
+    return s->walk && s->mode == SS_UNWIND_COPY && s->n_skip;
+}
+
 static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     pid_t me = ss_gettid();
     uint64_t refresh = refresh_rounds(s);
@@ -672,9 +677,12 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
         ss_proc_release_held(); /* the previous thread's look is over */
-        if (k->tid == me || ss_internal_thread_is(k->tid) || skipped_by_runtime(s, k->tid)) {
-            /* still there? (the list is kept while no thread is gone) */
-            if (k->tid != me && ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
+        bool runtimes = skipped_by_runtime(s, k->tid);
+        if (k->tid == me || runtimes || ss_internal_thread_is(k->tid)) {
+            /* still there? (the list is kept while no thread is gone); a
+             * runtime's thread is told by plan_walks' clock read */
+            if (k->tid != me && !(runtimes && walks_planned(s)) &&
+                ss_thread_cpu_ns(k->tid) == SS_UNKNOWN_U64)
                 s->relist = true;
             continue;
         }
@@ -1008,7 +1016,7 @@ static bool emit(sampler *s, ss_round_builder *b, pending *p, uint64_t now_boot,
  * parked: no signal). */
 static void plan_walks(sampler *s) {
     s->n_walking = 0;
-    if (!s->walk || s->mode != SS_UNWIND_COPY || !s->n_skip)
+    if (!walks_planned(s))
         return;
     if (s->cap_walking < s->n_skip) {
         known **w = realloc(s->walking, s->n_skip * sizeof *w);
@@ -1021,17 +1029,22 @@ static void plan_walks(sampler *s) {
             return;
         s->cap_walking = s->n_skip;
     }
-    for (uint32_t i = 0; i < s->n_threads && s->n_walking < s->n_skip; i++) {
+    bool full = false; /* no slot left: the clocks are still read */
+    for (uint32_t i = 0; i < s->n_threads; i++) {
         known *k = &s->threads[i];
         if (!skipped_by_runtime(s, k->tid))
             continue;
         /* a thread whose CPU clock stood since the last look did not run:
          * one clock read instead of a /proc read (most of a JVM's threads
-         * are parked) */
+         * are parked). The only read of it this round: plan's "still
+         * there?" and the runtime's CPU figure (ss_native_gathered_cpu)
+         * stand on it too. */
         uint64_t cpu = ss_thread_cpu_ns(k->tid), last = k->walk_cpu;
         k->walk_cpu = cpu;
         k->walk_cpu_gen = s->gathers;
-        if (cpu == SS_UNKNOWN_U64 || cpu == last)
+        if (cpu == SS_UNKNOWN_U64)
+            s->relist = true; /* gone: the next round lists the threads again */
+        if (full || cpu == SS_UNKNOWN_U64 || cpu == last)
             continue;
         ss_proc_syscall sc;
         if (ss_task_read_syscall(k->tid, &k->files, &sc) != 0 || !sc.running || sc.unknown)
@@ -1039,8 +1052,10 @@ static void plan_walks(sampler *s) {
         if (deaf(s, k) || no_altstack(s, k))
             continue;
         ss_sig_slot *slot = assign_slot(s, k);
-        if (!slot)
-            break;
+        if (!slot) {
+            full = true;
+            continue;
+        }
         ss_sig_want_runtime(slot);
         k->read_asleep = false;
         s->walking[s->n_walking] = k;

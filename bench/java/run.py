@@ -11,7 +11,10 @@ threads walked where they run, mixed stacks, the VM's threads), the agent
 as it was (STACKSHOT_JAVA_STACKS=safepoint, STACKSHOT_JAVA_VM_THREADS=false),
 and the JDK's Flight Recorder sampling at the same periods
 (jdk.ExecutionSample and jdk.NativeMethodSample, nothing else recorded).
-Then the share of samples in the right leaf for threads whose leaf is
+Beside the whole JVM's CPU (start to exit), the CPU of the agent's own
+threads (stackshot-*, from schedstat while the JVM runs): the JVM's total
+moves by a few percent between identical runs on a shared machine, the
+agent's own part much less. Then the share of samples in the right leaf for threads whose leaf is
 known (tests/java/MixedHost.java: CRC32, a compiled loop, read(2) under a
 native method), agent vs JFR at 10 ms. Then, with the agent at 10 ms and
 debug logging, the cost of one sampling round (measured inside the agent:
@@ -19,7 +22,8 @@ debug logging, the cost of one sampling round (measured inside the agent:
 workers busy and with them absent (idle process). BENCH_QUICK=1 leaves out
 the older STACKSHOT_JVMTI_STACKS variants. BENCH_BEFORE=<another
 libstackshot.so> adds that build at 1 s and 10 ms to the same runs (before
-and after a change, interleaved). Takes about 3 minutes on 2 cores.
+and after a change, interleaved). Takes about 3 minutes on 2 cores
+(BENCH_UNITS=750 with BENCH_BEFORE: 8-10 minutes on a loaded machine).
 """
 import os
 import re
@@ -28,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 lib = os.path.abspath(sys.argv[1])
@@ -76,13 +81,48 @@ def run(agent_env, workers=2, log=None):
         cmd.append('-Xlog:safepoint:file=' + log)
     cmd += ['-cp', tmp, 'Workload', str(workers), '100', units]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    agent = agent_threads_cpu(p)
+    out, err = p.communicate()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m = re.search(r'work_ms=(\d+)', p.stdout)
+    m = re.search(r'work_ms=(\d+)', out)
     if not m:
-        sys.exit('workload failed: ' + p.stderr[-2000:])
+        sys.exit('workload failed: ' + err[-2000:])
     cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
-    return int(m.group(1)), p.stderr, cpu_ms
+    agent_cpu[0] = agent
+    agent_cpu[1] = time.monotonic() - t0
+    return int(m.group(1)), err, cpu_ms
+
+
+agent_cpu = [0.0, 1.0]  # ms of the agent's threads, s of the JVM's life
+
+
+def agent_threads_cpu(p):
+    """CPU ms of the agent's own threads (named stackshot-*), read from
+    /proc/<pid>/task/*/schedstat every 50 ms while the JVM runs (the last
+    reading of each thread; they end at VMDeath, a little before the JVM).
+    Apart from the JVM's total, which also moves with what the rest of the
+    machine does to the workers: the agent's part, less noisy. The cost in
+    the host's threads (signal handlers, handshakes) is not in it."""
+    last = {}
+    task = '/proc/%d/task' % p.pid
+    while p.poll() is None:
+        try:
+            tids = os.listdir(task)
+        except OSError:
+            break
+        for tid in tids:
+            try:
+                with open('%s/%s/comm' % (task, tid)) as f:
+                    if not f.read().startswith('stackshot'):
+                        continue
+                with open('%s/%s/schedstat' % (task, tid)) as f:
+                    last[tid] = int(f.read().split()[0]) / 1e6
+            except (OSError, ValueError, IndexError):
+                pass
+        time.sleep(0.05)
+    return sum(last.values())
 
 
 OLD = {'STACKSHOT_JAVA_STACKS': 'safepoint', 'STACKSHOT_JAVA_VM_THREADS': 'false'}
@@ -120,11 +160,15 @@ if not os.environ.get('BENCH_QUICK'):
     ]
 times = {name: [] for name, _ in configs}
 cpus = {name: [] for name, _ in configs}
+agents = {name: [] for name, _ in configs}
+rates = {name: [] for name, _ in configs}
 for i in range(runs):
     for name, env in configs:
         w, _, c = run(env)
         times[name].append(w)
         cpus[name].append(c)
+        agents[name].append(agent_cpu[0])
+        rates[name].append(agent_cpu[0] / agent_cpu[1])
 
 print('JDK: %s; workload: 2 workers x %s units, 100 idle threads; %d runs each, median'
       % (jh, units, runs))
@@ -132,13 +176,21 @@ print('(wall: elapsed time of the work; cpu: CPU time of the whole JVM, start to
 print(' which depends less on what else the machine runs)')
 base = statistics.median(times['no agent'])
 cbase = statistics.median(cpus['no agent'])
-print('%-36s %8s %7s %8s %7s  %s' % ('configuration', 'wall ms', 'ratio', 'cpu ms', 'ratio',
-                                      'wall ms of each run'))
+print('(agent ms: CPU of the agent\'s own threads, stackshot-*; agent %: of the rest of')
+print(' the JVM\'s CPU in that run, so 1 + agent % / 100 is the ratio from those threads alone;')
+print(' ms/s: the agent\'s CPU per second of the JVM\'s life, which the number of rounds,')
+print(' and so a loaded machine stretching the run, does not change)')
+print('%-36s %8s %7s %8s %7s %8s %7s %6s  %s' % ('configuration', 'wall ms', 'ratio', 'cpu ms',
+                                                 'ratio', 'agent ms', 'agent %', 'ms/s',
+                                                 'cpu ms of each run'))
 for name, _ in configs:
     med = statistics.median(times[name])
     cmed = statistics.median(cpus[name])
-    print('%-36s %8d %7.3f %8.0f %7.3f  %s' % (name, med, med / base, cmed, cmed / cbase,
-                                              times[name]))
+    amed = statistics.median(agents[name])
+    share = statistics.median(100.0 * a / (c - a) for a, c in zip(agents[name], cpus[name]))
+    print('%-36s %8d %7.3f %8.0f %7.3f %8.0f %7.2f %6.1f  %s' % (
+        name, med, med / base, cmed, cmed / cbase, amed, share,
+        statistics.median(rates[name]), [int(round(c)) for c in cpus[name]]))
 
 # The right leaf: agent (10 ms) vs JFR (10 ms) on the same program.
 sys.path.insert(0, os.path.join(here, '..', '..', 'tests', 'java'))

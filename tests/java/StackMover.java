@@ -6,8 +6,10 @@
  * 50 threads parked for good ("still-N", 6 frames deep), and one thread
  * ("mover") that parks alternately in siteA and siteB, <phase ms> each, in
  * the same JVMTI state (TIMED_WAITING, parking): only its having run tells
- * that its stack changed. Prints "ready", then at the end one line per
- * phase: "phase <A|B> <start epoch ms> <end epoch ms>".
+ * that its stack changed. One more thread parked for good ("named") is
+ * renamed by main halfway ("renamed"), without running itself. Prints
+ * "ready", then at the end one line per phase: "phase <A|B> <start epoch
+ * ms> <end epoch ms>", and "renamed <epoch ms>".
  */
 import java.util.ArrayList;
 import java.util.List;
@@ -44,6 +46,9 @@ public class StackMover {
             t.setDaemon(true);
             t.start();
         }
+        Thread named = new Thread(() -> still(5), "named");
+        named.setDaemon(true);
+        named.start();
         long stop = System.currentTimeMillis() + ms;
         Thread mover = new Thread(() -> {
             boolean a = true;
@@ -63,11 +68,15 @@ public class StackMover {
         }, "mover");
         System.out.println("ready");
         mover.start();
+        Thread.sleep(ms / 2);
+        long renamed = System.currentTimeMillis();
+        named.setName("renamed");
         mover.join();
         done = true;
         synchronized (phases) {
             for (String p : phases)
                 System.out.println(p);
         }
+        System.out.println("renamed " + renamed);
     }
 }

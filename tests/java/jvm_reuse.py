@@ -14,7 +14,12 @@ when its CPU clock moved since it last took it; so:
     stack only in a thread's first two rounds, before it reached Java code);
   - most stacks were used again ("jvmti: stacks: ... used again", debug),
     and the exporters were told so (the text is the same as formatting
-    it afresh: checked by the frames above).
+    it afresh: checked by the frames above);
+  - the JVMTI state and GetThreadInfo's answer (name, priority, daemon) of
+    a thread that did not run are used again too ("jvmti: thread facts",
+    debug: more used again than read), yet a parked thread renamed by
+    another thread shows its new name within a second (1.2 s allowed),
+    and never before the rename.
 """
 import os
 import re
@@ -101,6 +106,33 @@ def main():
         print('stacks taken %d, used again %d' % (taken, reused))
         if reused < taken:
             fail('fewer stacks used again (%d) than taken (%d)' % (reused, taken))
+    m = re.search(r'^renamed (\d+)$', p.stdout, re.M)
+    renamed = int(m[1]) / 1000.0 if m else None
+    if renamed is None:
+        fail('the host did not rename its thread')
+    else:
+        late = early = after = 0
+        for when, threads in rounds:
+            names = {t['name'] for t in threads}
+            if when < renamed - 0.005 and 'renamed' in names:
+                early += 1
+            if when > renamed + 1.2:
+                after += 1
+                late += 'renamed' not in names
+        print('rename: %d rounds from 1.2 s after it, %d without the new name; %d with it '
+              'before' % (after, late, early))
+        if after < 20 or late or early:
+            fail('renamed thread: %d rounds after, %d of them with the old name, %d rounds '
+                 'with the new name before the rename' % (after, late, early))
+    m = re.search(r'jvmti: thread facts: (\d+) GetThreadState, (\d+) used again; (\d+) '
+                  r'GetThreadInfo of known threads, (\d+) used again', p.stderr)
+    if not m:
+        fail('no "jvmti: thread facts" line (no state or thread info used again)')
+    else:
+        print('GetThreadState %s, used again %s; GetThreadInfo %s, used again %s'
+              % (m[1], m[2], m[3], m[4]))
+        if int(m[2]) < int(m[1]) or int(m[4]) < int(m[3]):
+            fail('fewer thread facts used again than read: %s' % m[0])
     if failures:
         print('%d failures' % len(failures))
         return 1
