@@ -10,8 +10,8 @@ when its CPU clock moved since it last took it; so:
   - every round taken well inside a phase of the mover (from 5 ms before
     the round's time to 200 ms after it) shows the mover in that phase's
     site, never the stack of the phase before: a thread that moved ran;
-  - the parked threads show the same 6 frames in every round (an empty
-    stack only in a thread's first two rounds, before it reached Java code);
+  - the parked threads show the same 6 frames in every round after their
+    first two (a thread caught at its start may not have parked yet);
   - most stacks were used again ("jvmti: stacks: ... used again", debug),
     and the exporters were told so (the text is the same as formatting
     it afresh: checked by the frames above);
@@ -74,9 +74,10 @@ def main():
             if not name.startswith('still-'):
                 continue
             seen = still_seen[name] = still_seen.get(name, 0) + 1
-            # a thread caught in its first two rounds may not have reached
-            # Java code yet (JVMTI gives it no frame; jstack neither)
-            if t['frames'] or seen > 2:
+            # a thread caught in its first two rounds may not have parked
+            # yet: no Java frame (JVMTI gives none; jstack neither), or on
+            # its way (JDK 25: Thread.scopedValueBindings under Thread.run)
+            if seen > 2:
                 still_stacks.add(tuple(t['frames']))
         mover = by.get('mover')
         if not mover:
