@@ -73,7 +73,7 @@ static _Atomic uint64_t n_proc, n_vm, n_refused, n_reopened;
 /* In a forked child (one thread: fstat and close only): the copy names
  * the parent's memory. Closed at once, so the child does not pin the
  * parent's mm; a number the host took over meanwhile is left alone (the
- * identity check). mem_fd() checks the opener's pid again. */
+ * identity check); mem_fd() opens the child's own at its next read. */
 static void on_fork_child(void) {
     if (mem.fd >= 0 && mem_pid != getpid())
         ss_kept_fd_close_inherited(&mem); /* the parent's copy: not our loss */
@@ -92,9 +92,9 @@ static bool seccomp_filtered(void);
 /* The mem file of this process, or -1 (open_errno says why). */
 static int mem_fd(void) {
     if (atomic_load_explicit(&forked, memory_order_relaxed)) {
+        /* on_fork_child closed the parent's file: a failed open of the
+         * parent's is not the child's to wait out */
         atomic_store_explicit(&forked, false, memory_order_relaxed);
-        if (mem.fd >= 0 && mem_pid != getpid())
-            ss_kept_fd_close_inherited(&mem); /* the parent's memory: never read; not our loss */
         open_failed_at = 0;
     }
     if (ss_proc_fds_tight() && !seccomp_filtered()) {
