@@ -99,6 +99,19 @@ typedef struct ss_jthread_memo {
     uint64_t state_cpu, state_ns;
 } ss_jthread_memo;
 
+/* The memo's one rule for facts kept per thread (its stack, its state,
+ * its name): a fact read when the thread's CPU clock said then_cpu, at
+ * then_ns (monotonic), still holds while that clock says the same (the
+ * clock counts every nanosecond the thread ran: an equal reading means it
+ * did not run at all), for at most SS_JMEMO_KEEP_NS (a clock that would
+ * not move, a change made by another thread). */
+#define SS_JMEMO_KEEP_NS 1000000000ull
+
+static inline bool ss_jmemo_still(uint64_t then_cpu, uint64_t then_ns, uint64_t cpu_now,
+                                  uint64_t now_ns) {
+    return cpu_now != SS_UNKNOWN_U64 && cpu_now == then_cpu && now_ns - then_ns < SS_JMEMO_KEEP_NS;
+}
+
 typedef struct ss_jmemo ss_jmemo;
 ss_jmemo *ss_jmemo_create(void);
 void ss_jmemo_destroy(ss_jmemo *m);

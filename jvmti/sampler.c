@@ -351,17 +351,13 @@ static void emit_native(sampler *s, uint32_t *skipped) {
 
 /* A thread that did not run since its kept stack was taken (its CPU clock,
  * read before that stack, still the same; its state too) has that stack:
- * used again without a handshake. The clock counts every nanosecond the
- * thread ran, so an equal reading means it did not run at all; at most
- * REUSE_MAX_NS after it was taken, the stack is taken again anyway (a
- * clock that would not move, a redefined class's lines). */
-#define REUSE_MAX_NS 1000000000ull
+ * used again without a handshake (ss_jmemo_still: at most a second after
+ * it was taken, for a redefined class's lines). */
 
 static bool reusable(const ss_jthread_memo *e, const ss_thread_sample *t, jint state,
                      uint64_t now) {
-    return e && e->reusable && e->have_stack && t->cpu_ns != SS_UNKNOWN_U64 &&
-           t->cpu_ns == e->taken_cpu && state == e->taken_state &&
-           now - e->taken_ns < REUSE_MAX_NS;
+    return e && e->reusable && e->have_stack && state == e->taken_state &&
+           ss_jmemo_still(e->taken_cpu, e->taken_ns, t->cpu_ns, now);
 }
 
 /* The stack of a kept thread: walked where it ran; else (each) reused or
@@ -407,15 +403,14 @@ static bool add_stack(sampler *s, JNIEnv *env, const jvmtiStackInfo *info, ss_th
 
 /* A thread's JVMTI state (each: read just before its stack). Used again
  * while its CPU clock, as the round's native pass read it, has not moved
- * since the state was read, for at most REUSE_MAX_NS: a thread that did
- * not run did not park, wake, wait, block, enter or leave native code,
- * which are what the state says (only the suspended and interrupted bits,
+ * since the state was read (ss_jmemo_still): a thread that did not run
+ * did not park, wake, wait, block, enter or leave native code, which are
+ * what the state says (only the suspended and interrupted bits,
  * which the round does not show, are set from other threads). */
 static jint thread_state(sampler *s, const jvmtiStackInfo *info, ss_jthread_memo *e) {
     uint64_t cpu = e && e->nid ? ss_native_gathered_cpu(e->nid) : SS_UNKNOWN_U64;
     uint64_t now = s->now;
-    if (e && e->have_state && cpu != SS_UNKNOWN_U64 && cpu == e->state_cpu &&
-        now - e->state_ns < REUSE_MAX_NS) {
+    if (e && e->have_state && ss_jmemo_still(e->state_cpu, e->state_ns, cpu, now)) {
         s->states_reused++;
         return e->state;
     }

@@ -284,9 +284,8 @@ static bool thread_info(JNIEnv *env, jthread thread, jvmtiThreadInfo *ti, char *
 
 /* GetThreadInfo's answer kept in the memo is used again while the thread's
  * CPU clock has not moved since it was read (the thread did not run, so
- * it did not rename itself or change its priority), for at most
- * INFO_MAX_NS: another thread may rename it, which shows within that. */
-#define INFO_MAX_NS 1000000000ull
+ * it did not rename itself or change its priority), for at most a second
+ * (ss_jmemo_still): another thread may rename it, which shows within that. */
 
 static uint64_t infos_read, infos_reused; /* sampler thread only */
 static uint64_t round_ns, round_wall_ms;   /* ss_jthreads_round */
@@ -307,8 +306,7 @@ void ss_jthreads_info_stats(uint64_t *read, uint64_t *reused) {
 static const char *known_info(JNIEnv *env, jthread thread, ss_jthread_memo *e, uint64_t cpu_ns,
                               char *buf, size_t cap) {
     uint64_t now = round_ns;
-    if (e->name && cpu_ns != SS_UNKNOWN_U64 && cpu_ns == e->info_cpu &&
-        now - e->info_ns < INFO_MAX_NS) {
+    if (e->name && ss_jmemo_still(e->info_cpu, e->info_ns, cpu_ns, now)) {
         infos_reused++;
         return e->name;
     }
