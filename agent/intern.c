@@ -32,7 +32,8 @@ typedef struct entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static entry **entries;
 static uint32_t n_entries, cap_entries;
-static ss_hmap index_ = {.first = 1024, .load_pct = 75, .uncharged = true};
+#define INDEX_EMPTY {.first = 1024, .load_pct = 75, .uncharged = true}
+static ss_hmap index_ = INDEX_EMPTY;
 
 /* A fork never copies the table half-changed, nor the lock held by a
  * thread the child does not have (the child's sampler would wait for it
@@ -70,7 +71,7 @@ static void forget_after_fork(void) {
     pthread_mutex_init(&lock, NULL);
     entries = NULL;
     n_entries = cap_entries = 0;
-    index_ = (ss_hmap){.first = 1024, .load_pct = 75, .uncharged = true};
+    index_ = (ss_hmap)INDEX_EMPTY;
 }
 
 void ss_intern_hold(bool hold) {
