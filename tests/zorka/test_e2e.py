@@ -307,7 +307,9 @@ def scenario_restart(a, out):
     c2.send_signal(signal.SIGKILL)
     c2.wait()
     se = se.decode()
-    check(drive.returncode == 0, "restart: the host exits normally")
+    check(drive.returncode == 0, "restart: the host exits normally (%s)" % drive.returncode)
+    if drive.returncode != 0:
+        print(se[-4000:])
     ctr, acc = counters(se), accounting(se)
     if not ctr or not acc:
         check(False, "restart: counters and accounting lines")
