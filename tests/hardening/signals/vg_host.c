@@ -5,8 +5,17 @@
  *                    waits for it; exit 0 only if the child exited 0
  *   vg_host exec N   spins, then execs itself (argv[0], an absolute path:
  *                    under valgrind /proc/self/exe is the tool) with N-1,
- *                    down to 0: every image is sampled up to its exec */
+ *                    down to 0: every image is sampled up to its exec
+ *   vg_host wait     spins, then the main thread waits in a timed join
+ *                    (a futex wait) for a worker that spins 3 s: the
+ *                    shape of an exit that joins threads. Under valgrind
+ *                    the sampler cannot walk a sleeping thread (/proc
+ *                    gives valgrind's own SP and PC) and signals it, so
+ *                    the handler runs on main's alternate stack in the
+ *                    middle of its wait (see valgrind.supp); exit 0 only
+ *                    if the join succeeded */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +35,11 @@ __attribute__((noinline)) static void spin_for(double secs) {
     while (now() < end)
         for (int i = 0; i < 10000; i++)
             x += (unsigned long)i;
+}
+
+static void *spin_worker(void *arg) {
+    spin_for(*(const double *)arg);
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -64,6 +78,20 @@ int main(int argc, char **argv) {
         perror("execv");
         return 3;
     }
-    fprintf(stderr, "usage: vg_host fork | exec N\n");
+    if (strcmp(mode, "wait") == 0) {
+        spin_for(2.5);
+        static const double work = 3.0;
+        pthread_t t;
+        if (pthread_create(&t, NULL, spin_worker, (void *)&work) != 0)
+            return 2;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 120;
+        if (pthread_timedjoin_np(t, NULL, &until) != 0)
+            return 5;
+        printf("vg_host: wait ok\n");
+        return 0;
+    }
+    fprintf(stderr, "usage: vg_host fork | exec N | wait\n");
     return 2;
 }
