@@ -7,8 +7,8 @@
  *   vg_host exec N   spins, then execs itself (argv[0], an absolute path:
  *                    under valgrind /proc/self/exe is the tool) with N-1,
  *                    down to 0: every image is sampled up to its exec
- *   vg_host wait     spins, then the main thread waits in a timed join
- *                    (a futex wait) for a worker that spins 3 s: the
+ *   vg_host wait     spins, then the main thread waits in timed joins
+ *                    (futex waits) for a worker that spins 3 s: the
  *                    shape of an exit that joins threads. Under valgrind
  *                    the sampler cannot walk a sleeping thread (/proc
  *                    gives valgrind's own SP and PC) and signals it, so
@@ -16,6 +16,7 @@
  *                    middle of its wait (see valgrind.supp); exit 0 only
  *                    if the join succeeded */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,12 +116,24 @@ int main(int argc, char **argv) {
         pthread_t t;
         if (pthread_create(&t, NULL, spin_worker, (void *)&work) != 0)
             return 2;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 120;
-        if (pthread_timedjoin_np(t, NULL, &until) != 0)
+        /* 50 ms at a time: a thread whose CPU clock has not moved since
+         * its last sample is not looked at again (its stack is reused),
+         * so one long wait would be signalled about once */
+        int rc = ETIMEDOUT, waits = 0;
+        while (rc == ETIMEDOUT && waits < 2400) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 50 * 1000 * 1000;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            rc = pthread_timedjoin_np(t, NULL, &until);
+            waits++;
+        }
+        if (rc != 0)
             return 5;
-        printf("vg_host: wait ok\n");
+        printf("vg_host: wait ok (%d timed joins)\n", waits);
         return 0;
     }
     fprintf(stderr, "usage: vg_host fork | exec N | wait\n");
