@@ -634,10 +634,11 @@ def case_node():
         f.write(NODE_SCRIPT)
     out = os.path.join(d, "out")
     # (a fixed amount of work takes 10 to 20 times as long at a load of
-    # 20 on two cores: ctest's TIMEOUT is 180 s)
+    # 20 on two cores: ctest's TIMEOUT is 180 s. In the case's directory:
+    # node 20 with --perf-basic-prof writes isolate-*-v8.log where it runs)
     r = subprocess.run([node, "--perf-basic-prof", script, str(NODE_ROUNDS)],
                        env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
-                       capture_output=True, text=True, timeout=150)
+                       capture_output=True, text=True, timeout=150, cwd=d)
     failed = len(failures)
     check(r.returncode == 0, f"node exits 0 ({r.stderr.strip()[-200:]})")
     m = re.search(r"node-busy (\d+) ", r.stdout)
