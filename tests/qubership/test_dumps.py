@@ -191,6 +191,38 @@ def compare_top(agent, real, what, dt, pid):
     return a_rows, r_rows
 
 
+def check_own_threads(tops, what):
+    """The agent's own rows ("stackshot-*") over every top dump: one row per
+    name in a dump, one name and one nice per thread id across dumps, the
+    uploader at nice 10. (A new thread starts with its creator's name and
+    nice: the top made right after the first td listed the uploader, then
+    being created, as a second "stackshot-qbd" at nice 0, which a CI run
+    caught against a real top.)"""
+    seen = {}
+    for u in tops:
+        _, _, rows = parse_top(u.data().decode())
+        own = [(tid, r["name"], r["ni"]) for tid, r in rows.items() if r["name"].startswith("stackshot-")]
+        names = [n for _, n, _ in own]
+        check(len(names) == len(set(names)), "%s %s: each agent thread once: %s" % (what, u.name, sorted(own)))
+        for tid, n, ni in own:
+            seen.setdefault(tid, set()).add((n, ni))
+    changed = {tid: sorted(v) for tid, v in seen.items() if len(v) > 1}
+    check(seen and not changed, "%s: every agent thread keeps its name and nice over %d tops: %s"
+          % (what, len(tops), changed or sorted(seen.items())))
+    up = [v for v in seen.values() if any(n == "stackshot-qbup" for n, _ in v)]
+    check(up and all(ni == 10 for v in up for _, ni in v), "%s: the uploader at nice 10: %s" % (what, up))
+
+
+def wait_upload(n, what, seconds=30):
+    """Until the collector holds an upload: the uploader thread has then
+    named and niced itself, and a real snapshot taken after this one cannot
+    catch it being made."""
+    deadline = time.time() + seconds
+    while not n.uploads() and time.time() < deadline:
+        time.sleep(0.1)
+    check(n.uploads(), "%s: a first upload before the real snapshots" % what)
+
+
 def parse_top_order(text):
     out = []
     started = False
@@ -227,6 +259,7 @@ def sc_native(args, work):
     def look(pid):
         probe["pid"] = pid
         time.sleep(2.2)
+        wait_upload(n, "native")
         probe["tasks"] = tasks(pid)
         probe["top"] = real_top(pid)
         return probe
@@ -259,6 +292,7 @@ def sc_native(args, work):
         check(any("compute_primes" in f for f in bw["frames"]), "native td %s: busy-worker in compute_primes" % u.name)
     if tds and tops:
         same_shape_as_vectors(args, tds[0].data().decode(), tops[0].data().decode())
+    check_own_threads(tops, "native")
     # top: every sampled thread, and the columns of a real top
     by_second = {u.name.split(".")[0]: u for u in tops}
     for u in tds:
@@ -351,6 +385,7 @@ def sc_jvm(args, work):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         p.stdout.readline()  # "ready": every thread in its place
         time.sleep(1.0)
+        wait_upload(n, "jvm")
         js = subprocess.run([jstack, str(p.pid)], capture_output=True, text=True, timeout=60).stdout
         js_done = time.time()
         top_when, top_text = real_top(p.pid)
@@ -394,6 +429,7 @@ def sc_jvm(args, work):
     check(bool(os_tid.search(td)) == bool(os_tid.search(js)) and "prio=" in td,
           "jvm td: thread lines spelled as jstack's (os thread id: %s)" % bool(os_tid.search(js)))
     tops = [u for u in ups if u.kind == "top"]
+    check_own_threads(tops, "jvm")
     if tops:
         t = min(tops, key=lambda x: abs(x.when - top_when))
         a_rows, _ = compare_top(t.data().decode(), top_text, "jvm top %s vs top" % t.name,
