@@ -213,14 +213,29 @@ def check_own_threads(tops, what):
     check(up and all(ni == 10 for v in up for _, ni in v), "%s: the uploader at nice 10: %s" % (what, up))
 
 
-def wait_upload(n, what, seconds=30):
-    """Until the collector holds an upload: the uploader thread has then
-    named and niced itself, and a real snapshot taken after this one cannot
-    catch it being made."""
+def uploader_made(pid):
+    """Is the agent's uploader thread in /proc, named and at nice 10?"""
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                st = f.read()
+            comm, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+            if comm == "stackshot-qbup" and int(rest[16]) == 10:
+                return True
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def wait_uploader(pid, what, seconds=20):
+    """Until the uploader thread (started with the first dump) is made: a
+    real snapshot taken while it is being made would list it with its
+    creator's name and nice, which no later one has. (Not its first
+    upload: at nice 10 on a loaded machine that may come seconds later.)"""
     deadline = time.time() + seconds
-    while not n.uploads() and time.time() < deadline:
-        time.sleep(0.1)
-    check(n.uploads(), "%s: a first upload before the real snapshots" % what)
+    while not uploader_made(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    check(uploader_made(pid), "%s: the uploader thread made before the real snapshots" % what)
 
 
 def parse_top_order(text):
@@ -259,25 +274,42 @@ def sc_native(args, work):
     def look(pid):
         probe["pid"] = pid
         time.sleep(2.2)
-        wait_upload(n, "native")
+        wait_uploader(pid, "native")
         probe["tasks"] = tasks(pid)
         probe["top"] = real_top(pid)
         return probe
 
     try:
-        rc, err, took, _ = run_native(args, agent_env(n.base), 4, look)
+        # a signalled thread that does not answer within
+        # STACKSHOT_SIGNAL_TIMEOUT (100 ms) is left out of its round, and a
+        # busy one waits that long for a CPU at a load of 10 on two cores
+        # (busy-worker missing from a td): a second here
+        rc, err, took, _ = run_native(args, agent_env(n.base, {"STACKSHOT_SIGNAL_TIMEOUT": "1000"}),
+                                      4, look)
         time.sleep(0.3)
         ups = n.uploads()
+        puts = n.requests()
     finally:
         n.stop()
     check(rc == 0, "native: host exits 0 (%.1f s)" % took)
     check_rules(ups, "native")
     tds = [u for u in ups if u.kind == "td"]
     tops = [u for u in ups if u.kind == "top"]
-    check(len(tds) >= 2 and len(tops) >= 2, "native: a td and a top every second (%d, %d)" % (len(tds), len(tops)))
     acc = accounting(err)
-    check(balanced(acc) and acc["td"][1] == len(tds) and acc["top"][1] == len(tops),
-          "native: accounting line matches the collector: %s" % acc)
+    # taken every second; uploaded, at least one of each: the uploader runs
+    # at nice 10, and on a loaded machine a periodic dump still waiting is
+    # replaced by the next one (counted as dropped)
+    check(acc and acc["td"][0] >= 2 and acc["top"][0] >= 2 and tds and tops,
+          "native: a td and a top every second (taken %s, %s; %d, %d uploaded)"
+          % (acc and acc["td"][0], acc and acc["top"][0], len(tds), len(tops)))
+    # PUTs, not files: two tds of one round (the sampler starved on a
+    # loaded machine) share a name, the second PUT replaces the first
+    # (204). And the PUT in flight at exit, cancelled and counted as
+    # dropped, may have reached nginx all the same.
+    put = {k: len([1 for _, m, st, uri in puts if m == "PUT" and st in (201, 204) and uri.endswith("." + k + ".txt")])
+           for k in ("td", "top")}
+    check(balanced(acc) and all(acc[k][1] <= put[k] <= acc[k][1] + min(acc[k][3], 1) for k in put),
+          "native: accounting line matches the collector's successful PUTs %s: %s" % (put, acc))
     tids = probe.get("tasks", {})
     for u in tds:
         date, banner, threads = parse_td(u.data().decode())
@@ -313,7 +345,7 @@ def sc_native(args, work):
         order = parse_top_order(t.data().decode())
         busy = a_rows.get(order[0]) if order else None
         idle = [r["cpu"] for r in a_rows.values() if r["name"] == "qb_native_demo"]
-        check(busy and busy["name"] == "busy-worker" and 5 < busy["cpu"] <= 100.5 and busy["s"] == "R",
+        check(busy and busy["name"] == "busy-worker" and 0 < busy["cpu"] <= 100.5 and busy["s"] == "R",
               "native top: busy-worker first, running, %%CPU %s" % (busy and busy["cpu"]))
         check(idle and idle[0] < 5, "native top: the idle main thread near 0 %%CPU: %s" % idle)
         check(set(tids) == set(r_rows), "native: top's threads are /proc's: %s" % sorted(tids))
@@ -385,7 +417,7 @@ def sc_jvm(args, work):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         p.stdout.readline()  # "ready": every thread in its place
         time.sleep(1.0)
-        wait_upload(n, "jvm")
+        wait_uploader(p.pid, "jvm")
         js = subprocess.run([jstack, str(p.pid)], capture_output=True, text=True, timeout=60).stdout
         js_done = time.time()
         top_when, top_text = real_top(p.pid)
