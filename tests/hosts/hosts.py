@@ -100,6 +100,7 @@ import tempfile
 import time
 
 case, lib, bindir, tmp = sys.argv[1:5]
+lib = os.path.abspath(lib)  # (node runs in its case's directory)
 failures = []
 
 
@@ -636,10 +637,15 @@ def case_node():
     # (a fixed amount of work takes 10 to 20 times as long at a load of
     # 20 on two cores: ctest's TIMEOUT is 180 s. In the case's directory:
     # node 20 with --perf-basic-prof writes isolate-*-v8.log where it runs)
-    r = subprocess.run([node, "--perf-basic-prof", script, str(NODE_ROUNDS)],
-                       env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
-                       capture_output=True, text=True, timeout=150, cwd=d)
     failed = len(failures)
+    try:
+        r = subprocess.run([node, "--perf-basic-prof", script, str(NODE_ROUNDS)],
+                           env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
+                           capture_output=True, text=True, timeout=150, cwd=d)
+    except subprocess.TimeoutExpired as e:  # (killed by subprocess.run)
+        def text_of(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        r = subprocess.CompletedProcess(e.cmd, "killed after 150 s", text_of(e.stdout), text_of(e.stderr))
     check(r.returncode == 0, f"node exits 0 ({r.stderr.strip()[-200:]})")
     m = re.search(r"node-busy (\d+) ", r.stdout)
     pid = m.group(1) if m else "?"
