@@ -162,10 +162,13 @@ static void dumps_tick(void *state, uint64_t now) {
     publish_stats(s);
     run_commands(s);
     if (now >= s->next_dump_ns) {
-        if (s->cfg.td)
-            dump(s, QB_CMD_TD, NULL);
+        /* the top first: the td's hand-over may start the uploader thread,
+         * which a top read just after would list still with this thread's
+         * name and nice (the td is the round's, without agent threads) */
         if (s->cfg.top)
             dump(s, QB_CMD_TOP, NULL);
+        if (s->cfg.td)
+            dump(s, QB_CMD_TD, NULL);
         uint64_t step = s->cfg.dump_ms * 1000000ull;
         s->next_dump_ns += step;
         if (s->next_dump_ns <= now) /* late (a stopped process): skip the missed ones */

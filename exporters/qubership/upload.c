@@ -17,7 +17,11 @@
  * cancelled and what still waits is counted as dropped, in one line. The
  * thread starts with the first dump (a process that lives less than one
  * interval has none) and runs at nice +10: zipping a heap dump is
- * background work. */
+ * background work. Its creator, the exporter thread, waits (1 s at most)
+ * until it is named and niced: a thread starts with its creator's name and
+ * nice, and a top dump made meanwhile would list it as a second
+ * "stackshot-qbd" at nice 0 (one such top, made right after the first td,
+ * once differed from a real top taken a moment later). */
 #include "agent/buf.h"
 #include "agent/log.h"
 #include "agent/mem.h"
@@ -50,6 +54,8 @@ struct qb_uploader {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t made_cv; /* monotonic: `made` was set */
+    bool made;              /* the thread is named and niced (under mu) */
     _Atomic bool stop;
     qb_diag_cfg cfg;
     char pod[400];
@@ -237,6 +243,10 @@ static void heap_dump(qb_uploader *u, const uint8_t cmd[16]) {
 static void *uploader_main(void *arg) {
     qb_uploader *u = arg;
     setpriority(PRIO_PROCESS, (id_t)ss_gettid(), 10);
+    pthread_mutex_lock(&u->mu); /* named already: the trampoline did it */
+    u->made = true;
+    pthread_cond_signal(&u->made_cv);
+    pthread_mutex_unlock(&u->mu);
     for (;;) {
         pthread_mutex_lock(&u->mu);
         while (!atomic_load(&u->stop) && !u->head && !u->scan_wanted && !u->heap_wanted)
@@ -304,9 +314,11 @@ qb_uploader *qb_uploader_start(const qb_diag_cfg *cfg, const char *pod) {
     u->heap = qb_heap_create();
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
+    ss_cond_init_mono(&u->made_cv);
     if (!u->heap) {
         pthread_mutex_destroy(&u->mu);
         pthread_cond_destroy(&u->cv);
+        pthread_cond_destroy(&u->made_cv);
         free(u);
         return NULL;
     }
@@ -314,11 +326,27 @@ qb_uploader *qb_uploader_start(const qb_diag_cfg *cfg, const char *pod) {
 }
 
 /* The thread starts with the first work (a process that lives less than
- * one dump interval never starts it). Exporter thread only. */
+ * one dump interval never starts it). Exporter thread only: it waits until
+ * the new thread has its name and nice, so that no later top dump of this
+ * thread (the next interval's, or a collector's top command right after a
+ * td command) shows it half-made; the periodic top of the same tick is
+ * made before the td (dumps_exporter.c). The wait is bounded (a loaded
+ * machine, or the trampoline's wait_after under an RLIMIT_AS, may hold a
+ * new thread back) and holds no host thread. */
+#define MADE_WAIT_NS 1000000000ull
+
 static bool started(qb_uploader *u) {
-    if (!u->started && ss_thread_start(&u->thread, "qbup", uploader_main, u) == 0)
-        u->started = true;
-    return u->started;
+    if (u->started)
+        return true;
+    if (ss_thread_start(&u->thread, "qbup", uploader_main, u) != 0)
+        return false;
+    u->started = true;
+    uint64_t deadline = ss_mono_ns() + MADE_WAIT_NS;
+    pthread_mutex_lock(&u->mu);
+    while (!u->made && ss_cond_wait_until(&u->made_cv, &u->mu, deadline) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&u->mu);
+    return true;
 }
 
 void qb_uploader_text(qb_uploader *u, int kind, ss_buf *body, time_t made,
@@ -428,5 +456,6 @@ void qb_uploader_stop(qb_uploader *u, uint64_t deadline_ns, qb_upload_stats *las
     qb_heap_destroy(u->heap);
     pthread_mutex_destroy(&u->mu);
     pthread_cond_destroy(&u->cv);
+    pthread_cond_destroy(&u->made_cv);
     free(u);
 }
