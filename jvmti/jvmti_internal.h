@@ -150,6 +150,10 @@ int ss_jthreads_sample(ss_round_builder *b, JNIEnv *env, jthread thread,
 /* Up to max kernel tids of Java threads started (ThreadStart, VMInit)
  * since the last call; how many. Sampler thread only. */
 uint32_t ss_jthreads_started(pid_t *out, uint32_t max);
+/* How many Java threads have started (ThreadStart, VMInit) so far, modulo
+ * 2^32: moved since a listing of the threads, the listing may lack one.
+ * Counted before the tid is written, after the thread is in the VM's list. */
+uint32_t ss_jthreads_start_count(void);
 /* The round's times (monotonic ns, wall ms), taken once as its threads
  * are listed: what the facts kept per thread are dated with, and what
  * their elapsed time is counted to. Before ss_jthreads_sample. */

@@ -101,6 +101,10 @@ uint32_t ss_jthreads_started(pid_t *out, uint32_t max) {
     return n;
 }
 
+uint32_t ss_jthreads_start_count(void) {
+    return atomic_load_explicit(&started_head, memory_order_acquire);
+}
+
 /* ---- JNI ids -------------------------------------------------------- */
 
 static void find_main_group(JNIEnv *env) {

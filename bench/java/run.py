@@ -20,7 +20,13 @@ native method), agent vs JFR at 10 ms. Then, with the agent at 10 ms and
 debug logging, the cost of one sampling round (measured inside the agent:
 "jvmti: round ...") and the pause it causes (-Xlog:safepoint), with the
 workers busy and with them absent (idle process). BENCH_QUICK=1 leaves out
-the older STACKSHOT_JVMTI_STACKS variants. BENCH_BEFORE=<another
+the older STACKSHOT_JVMTI_STACKS variants. The agent at 10 ms also runs with
+the profile outputs (pprof, flamegraph: rounds aggregated in memory, one
+compact file a period, the period set to 1 s), the way JFR (binary chunks)
+and async-profiler (one profile at the end) keep their samples: the cost of
+sampling apart from the text exporter, which writes every thread of the
+JVM in jstack format every round (~140 KB at 10 ms). BENCH_SKIP_EXTRA=1
+leaves out the right-leaf and the one-round parts. BENCH_BEFORE=<another
 libstackshot.so> adds that build at 1 s and 10 ms to the same runs (before
 and after a change, interleaved). Takes about 3 minutes on 2 cores
 (BENCH_UNITS=750 with BENCH_BEFORE: 8-10 minutes on a loaded machine).
@@ -132,6 +138,15 @@ configs = [
     ('agent every 10 ms (text exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10'}),
     ('agent every 10 ms (no exporter)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
                                          'STACKSHOT_EXPORTERS': 'none'}),
+    # the profile outputs: rounds aggregated in memory, one compact file
+    # written per period (1 s here, as JFR flushes its chunk every second;
+    # the default period is 60 s), as JFR and async-profiler aggregate
+    ('agent every 10 ms (pprof, 1 s files)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                              'STACKSHOT_EXPORTERS': 'pprof',
+                                              'STACKSHOT_PROFILES_PERIOD': '1'}),
+    ('agent every 10 ms (flamegraph, 1 s)', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                             'STACKSHOT_EXPORTERS': 'flamegraph',
+                                             'STACKSHOT_PROFILES_PERIOD': '1'}),
     # the one-time cost of separate debuginfo (libc6-dbg: its compressed
     # DWARF inflated for the first libc frame's line), absent on most hosts
     ('agent every 10 ms, no debuginfo files', {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
@@ -151,6 +166,10 @@ if before:
         ('before: agent every 10 ms (none)', ('lib', os.path.abspath(before),
                                               {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
                                                'STACKSHOT_EXPORTERS': 'none'})),
+        ('before: agent every 10 ms (pprof)', ('lib', os.path.abspath(before),
+                                               {'SPLUNK_PROFILER_CALL_STACK_INTERVAL': '10',
+                                                'STACKSHOT_EXPORTERS': 'pprof',
+                                                'STACKSHOT_PROFILES_PERIOD': '1'})),
     ]
 if not os.environ.get('BENCH_QUICK'):
     configs += [
@@ -191,6 +210,9 @@ for name, _ in configs:
     print('%-36s %8d %7.3f %8.0f %7.3f %8.0f %7.2f %6.1f  %s' % (
         name, med, med / base, cmed, cmed / cbase, amed, share,
         statistics.median(rates[name]), [int(round(c)) for c in cpus[name]]))
+
+if os.environ.get('BENCH_SKIP_EXTRA'):
+    sys.exit(0)
 
 # The right leaf: agent (10 ms) vs JFR (10 ms) on the same program.
 sys.path.insert(0, os.path.join(here, '..', '..', 'tests', 'java'))

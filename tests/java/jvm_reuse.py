@@ -19,7 +19,14 @@ when its CPU clock moved since it last took it; so:
     a thread that did not run are used again too ("jvmti: thread facts",
     debug: more used again than read), yet a parked thread renamed by
     another thread shows its new name within a second (1.2 s allowed),
-    and never before the rename.
+    and never before the rename;
+  - the thread listing (GetAllThreads) is used again while no Java thread
+    started or ended ("jvmti: thread listings", debug: more rounds used it
+    again than listed), yet a thread that comes and goes ("comer-N", 600 ms
+    each) is in every round as a Java thread from its start (10 ms after its run began: the
+    agent counts the start before that) to 300 ms before it ended (a
+    round's listing comes after its time stamp, up to tens of ms on a
+    loaded machine), and in no round from 10 ms after it was joined.
 """
 import os
 import re
@@ -134,6 +141,40 @@ def main():
               % (m[1], m[2], m[3], m[4]))
         if int(m[2]) < int(m[1]) or int(m[4]) < int(m[3]):
             fail('fewer thread facts used again than read: %s' % m[0])
+    comers = [(m[1], int(m[2]) / 1000.0, int(m[3]) / 1000.0)
+              for m in re.finditer(r'^comer (\d+) (\d+) (\d+)$', p.stdout, re.M)]
+    if len(comers) < 4:
+        fail('only %d threads came and went' % len(comers))
+    alive = missing = stale = 0
+    for when, threads in rounds:
+        names = {t['name'] for t in threads}
+        # as a Java thread: one left out of the listing would be sampled by
+        # the native pass as one of the VM's (#0, its name from /proc)
+        java = {t['name'] for t in threads if t['kind'] == 'java'}
+        for n, began, ended in comers:
+            if began + 0.01 <= when <= ended - 0.3:
+                alive += 1
+                if 'comer-' + n not in java:
+                    missing += 1
+                    if missing <= 5:
+                        fail('round at %.3f: comer-%s (%.3f..%.3f) missing' % (when, n, began,
+                                                                                ended))
+            elif when >= ended + 0.01 and 'comer-' + n in names:
+                stale += 1
+                if stale <= 5:
+                    fail('round at %.3f: comer-%s, joined at %.3f, still there'
+                         % (when, n, ended))
+    print('threads that came and went: %d, %d rounds they had to be in, %d missing; %d rounds '
+          'with one that had ended' % (len(comers), alive, missing, stale))
+    if alive < 50:
+        fail('only %d rounds checked against the threads that came and went' % alive)
+    m = re.search(r'jvmti: thread listings: (\d+) GetAllThreads, (\d+) rounds used', p.stderr)
+    if not m:
+        fail('no "jvmti: thread listings" line (the listing never used again)')
+    else:
+        print('GetAllThreads %s, listing used again %s' % (m[1], m[2]))
+        if int(m[2]) < int(m[1]):
+            fail('the listing used again in fewer rounds (%s) than taken (%s)' % (m[2], m[1]))
     if failures:
         print('%d failures' % len(failures))
         return 1
