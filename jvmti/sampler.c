@@ -191,7 +191,7 @@ static jvmtiError list_threads(sampler *s, JNIEnv *env) {
 static jvmtiError take_stacks_each(sampler *s, JNIEnv *env, jvmtiStackInfo **si, jint *n) {
     s->from_list = s->listed && !s->relist &&
                    ss_jthreads_start_count() == s->listed_starts &&
-                   ss_mono_ns() - s->listed_ns < 1000000000ull;
+                   ss_mono_ns() - s->listed_ns < SS_JMEMO_KEEP_NS;
     if (s->from_list) {
         s->listings_kept++;
     } else {
