@@ -20,6 +20,10 @@
  *                    calling thread, and the agent's threads would go on
  *                    unfiltered)
  *   seccomp_host --list   the denied calls this program knows, one a line
+ *   seccomp_host --exec kill|eperm PROGRAM ARGS...
+ *            installs the deny filter below with prctl (no_new_privs
+ *            first) and executes PROGRAM: a JVM started under the filter
+ *            (check_seccomp_jvm.py); nothing of the service runs
  *
  * Denied: the calls of systemd's @debug set (systemd-analyze
  * syscall-filter @debug, systemd 252: lookup_dcookie, perf_event_open,
@@ -328,9 +332,23 @@ static int relaunch(int argc, char **argv) {
     return 2;
 }
 
+/* A JVM (or any program) under the filter from its first instruction:
+ * the filter is inherited across execve and by every thread it makes. */
+static int exec_filtered(char **argv) {
+    if (strcmp(argv[0], "kill") != 0 && strcmp(argv[0], "eperm") != 0)
+        return 2;
+    if (install_filter(argv[0], 0) != 0)
+        return 2;
+    execv(argv[1], argv + 1);
+    perror("seccomp_host: execv");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--list") == 0)
         return list_denied();
+    if (argc >= 4 && strcmp(argv[1], "--exec") == 0)
+        return exec_filtered(argv + 2);
     if (argc == 5 && strcmp(argv[4], "--served") == 0)
         return serve(argv[1], argv[2], atof(argv[3]));
     if (argc != 5) {
