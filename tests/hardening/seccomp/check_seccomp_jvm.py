@@ -12,7 +12,9 @@ Checks: the JVM exits 0 with its own line (a denied call under "kill" ends
 it with SIGSYS, exit 159); its sleepers slept; the agent said nothing about
 memory it cannot read; the text rounds (20 ms) name the Java threads, show
 each sleeper in its own method in most rounds and the busy thread in its
-loop at least once. 77 without the JDK. See docs/java.md ("Hardening with
+loop at least once, and the VM's "VM Thread" and "GC Thread#0" (sampled
+natively, read asleep) walked down to HotSpot's thread_native_entry in most
+rounds (refused reads end those walks at the libc leaf). 77 without the JDK. See docs/java.md ("Hardening with
 a JVM host") and docs/safety/seccomp.md."""
 import os
 import re
@@ -86,6 +88,14 @@ for t, fn in (("sj-sleep", "sleeper"), ("sj-park", "parker")):
     got = sum(1 for x in rounds if fn in x.get(t, []))
     print("%s: in %s in %d of %d rounds" % (t, fn, got, len(rounds)))
     check(got * 2 > len(rounds), "%s shown in %s in %d of %d rounds" % (t, fn, got, len(rounds)))
+# the VM's own threads are sampled natively, read asleep through the mem
+# file: their walks reach HotSpot's thread entry. Reads refused (EPERM from a
+# process_vm_readv) would end them at the libc leaf
+for t in ("VM Thread", "GC Thread#0"):
+    got = sum(1 for x in rounds if "thread_native_entry" in x.get(t, []))
+    print("%s: down to thread_native_entry in %d of %d rounds" % (t, got, len(rounds)))
+    check(got * 2 > len(rounds), "%s walked down to thread_native_entry in %d of %d rounds"
+          % (t, got, len(rounds)))
 busy = sum(1 for x in rounds if "spinner" in x.get("sj-busy", []))
 print("sj-busy: in spinner in %d of %d rounds" % (busy, len(rounds)))
 check(busy >= 1, "sj-busy shown in spinner in %d of %d rounds" % (busy, len(rounds)))
