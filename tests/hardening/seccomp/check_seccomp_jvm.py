@@ -19,11 +19,10 @@ memory it cannot read; the text rounds (20 ms) name the Java threads, show
 each sleeper in its own method in most rounds and the busy thread in its
 loop at least once, and the VM's "VM Thread" and "GC Thread#0" (sampled
 natively, read asleep) walked down to HotSpot's thread_native_entry in most
-rounds (refused reads end those walks at the libc leaf), and the idle
-"GC Thread#0" switched context fewer than 20 times in the second half of
-the run (the JVM's own count: signalled each round instead of read asleep,
-it would wake ~50 times a second). 77 without the JDK. See docs/java.md ("Hardening with
-a JVM host") and docs/safety/seccomp.md."""
+rounds (refused reads end those walks at the libc leaf; sj-gc's
+System.gc() every 100 ms makes both run, so that their stacks are read
+again under a late filter). 77 without the JDK. See docs/java.md
+("Hardening with a JVM host") and docs/safety/seccomp.md."""
 import os
 import re
 import subprocess
@@ -70,21 +69,12 @@ if p.stderr.strip():
 code = 128 - p.returncode if p.returncode < 0 else p.returncode
 check(code == 0, "exit %d%s" % (code, " (SIGSYS: the filter killed the JVM)" if code == 159 else ""))
 m = re.search(r"^SeccompJvm: (seccomp.*)$", p.stdout, re.M)
-mg = re.search(r"^SeccompJvm: gcwakes=(-?\d+)$", p.stdout, re.M)
 r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else {}
 if check(m, "no result line from the JVM"):
     check(r["seccomp"] == 2, "the JVM is not under a seccomp filter (Seccomp: %d)" % r["seccomp"])
     check(r["sleeps"] >= 30 and r["parks"] >= 30, "too few sleeps: %s" % m.group(1))
     check(r["spins"] > 0, "the busy thread did not spin")
-check(len(p.stdout.splitlines()) == 2 and m and mg, "the JVM's output is not only its own lines")
-# the idle GC thread read asleep, not signalled (a round every 20 ms: 50
-# wakes a second if signalled; reads refused under the filter are
-# followed by a signal). Its own work (a GC) wakes it a few times at most
-if check(mg, "no gcwakes line"):
-    wakes = int(mg.group(1))
-    print("GC Thread#0: %d context switches in the second half of the run" % wakes)
-    check(0 <= wakes < 20, "GC Thread#0 woke %d times in the second half of the run "
-          "(signalled instead of read asleep?)" % wakes)
+check(p.stdout.strip() == (m.group(0) if m else ""), "the JVM's output is not only its own line")
 if when == "after":
     check("seccomp_late: filter installed" in p.stderr, "the late filter was not installed")
 check("cannot be read" not in p.stderr, "the agent said it cannot read memory")
@@ -117,7 +107,8 @@ for t, fn in (("sj-sleep", "sleeper"), ("sj-park", "parker")):
     check(got * 2 > len(rounds), "%s shown in %s in %d of %d rounds" % (t, fn, got, len(rounds)))
 # the VM's own threads are sampled natively, read asleep through the mem
 # file: their walks reach HotSpot's thread entry. Reads refused (EPERM from a
-# process_vm_readv) would end them at the libc leaf
+# process_vm_readv) would end them at the libc leaf. Both run a GC every
+# 100 ms (sj-gc), so their stacks are read again after the filter came
 for t in ("VM Thread", "GC Thread#0"):
     got = sum(1 for x in rounds if "thread_native_entry" in x.get(t, []))
     print("%s: down to thread_native_entry in %d of %d rounds" % (t, got, len(rounds)))
