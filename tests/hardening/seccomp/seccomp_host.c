@@ -20,6 +20,15 @@
  *                    calling thread, and the agent's threads would go on
  *                    unfiltered)
  *   seccomp_host --list   the denied calls this program knows, one a line
+ *   libseccomp_late.so (this file built with SS_SECCOMP_LATE, a JVMTI
+ *            agent: -agentpath:libseccomp_late.so=kill|eperm after the
+ *            stackshot agent): installs the deny filter on every thread
+ *            of the JVM at once (TSYNC) once the agent wrote 2 rounds,
+ *            the JVM's "after" (check_seccomp_jvm.py)
+ *   seccomp_host --exec kill|eperm PROGRAM ARGS...
+ *            installs the deny filter below with prctl (no_new_privs
+ *            first) and executes PROGRAM: a JVM started under the filter
+ *            (check_seccomp_jvm.py); nothing of the service runs
  *
  * Denied: the calls of systemd's @debug set (systemd-analyze
  * syscall-filter @debug, systemd 252: lookup_dcookie, perf_event_open,
@@ -58,6 +67,11 @@
 #include <unistd.h>
 
 #define NAP_MS 20
+
+#ifdef SS_SECCOMP_LATE
+/* the JVMTI agent uses the filter and the round count, not the service */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
 
 extern char **environ;
 
@@ -328,9 +342,52 @@ static int relaunch(int argc, char **argv) {
     return 2;
 }
 
+/* A JVM (or any program) under the filter from its first instruction:
+ * the filter is inherited across execve and by every thread it makes. */
+static int exec_filtered(char **argv) {
+    if (strcmp(argv[0], "kill") != 0 && strcmp(argv[0], "eperm") != 0)
+        return 2;
+    if (install_filter(argv[0], 0) != 0)
+        return 2;
+    execv(argv[1], argv + 1);
+    perror("seccomp_host: execv");
+    return 2;
+}
+
+#ifdef SS_SECCOMP_LATE
+/* ---- the JVM's late filter --------------------------------------- */
+
+static char late_mode[16];
+
+static void *late_filter(void *arg) {
+    (void)arg;
+    uint64_t end = mono_ns() + 30ull * 1000000000u;
+    while (rounds_written() < 2 && mono_ns() < end)
+        nap(10);
+    int rc = install_filter(late_mode, 1);
+    fprintf(stderr, "seccomp_late: filter %s after %d rounds\n", rc == 0 ? "installed" : "FAILED",
+            rounds_written());
+    return NULL;
+}
+
+/* JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *, char *, void *): the
+ * same on x86-64 without jni.h. 0 is JNI_OK. */
+__attribute__((visibility("default"))) int Agent_OnLoad(void *vm, char *options, void *reserved) {
+    (void)vm;
+    (void)reserved;
+    snprintf(late_mode, sizeof late_mode, "%s", options ? options : "kill");
+    pthread_t t;
+    if (pthread_create(&t, NULL, late_filter, NULL) != 0)
+        return -1;
+    pthread_detach(t);
+    return 0;
+}
+#else
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--list") == 0)
         return list_denied();
+    if (argc >= 4 && strcmp(argv[1], "--exec") == 0)
+        return exec_filtered(argv + 2);
     if (argc == 5 && strcmp(argv[4], "--served") == 0)
         return serve(argv[1], argv[2], atof(argv[3]));
     if (argc != 5) {
@@ -339,3 +396,4 @@ int main(int argc, char **argv) {
     }
     return relaunch(argc, argv);
 }
+#endif
