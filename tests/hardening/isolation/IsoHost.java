@@ -6,9 +6,10 @@
 // Loads the library (System.load), checks that each of its functions
 // answers as its own before and after the agent sampled it for <ms>
 // (two "iso-busy" threads in isoBusyOuter -> isoBusyInner), and prints
-//   self before 14/14
-//   self after 14/14
+//   self before 14/14 mask 3fff
+//   self after 14/14 mask 3fff
 //   foreign calls 0
+// (mask: bit f set when fake f of fakes.h answered as the host's own).
 // The checker (iso_jvm.py) reads these lines and the agent's text output.
 public class IsoHost {
     static native int selfCheck();
@@ -28,11 +29,16 @@ public class IsoHost {
         sink = x;
     }
 
+    static String self(int n) {
+        int mask = selfCheck();
+        return Integer.bitCount(mask) + "/" + n + " mask " + Integer.toHexString(mask);
+    }
+
     public static void main(String[] args) throws Exception {
         System.load(args[0]);
         long ms = Long.parseLong(args[1]);
         int n = fakeCount();
-        System.out.println("self before " + selfCheck() + "/" + n);
+        System.out.println("self before " + self(n));
         long end = System.nanoTime() + ms * 1_000_000L;
         Thread[] ts = new Thread[2];
         for (int i = 0; i < ts.length; i++) {
@@ -40,7 +46,7 @@ public class IsoHost {
             ts[i].start();
         }
         for (Thread t : ts) t.join();
-        System.out.println("self after " + selfCheck() + "/" + n);
+        System.out.println("self after " + self(n));
         System.out.println("foreign calls " + foreignCalls());
     }
 }

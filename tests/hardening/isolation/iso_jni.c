@@ -34,19 +34,20 @@ static int call_one(int f) {
     return 0;
 }
 
-/* Calls every fake as the host; returns how many answered as the host's
- * own function (its return value, and its own count of self calls went
- * up by one), ISO_FAKE_COUNT when all did. */
+/* Calls every fake as the host; returns the set (bit f) of those that
+ * answered as the host's own function (its return value, and its own
+ * count of self calls went up by one): all ISO_FAKE_COUNT bits when all
+ * did. */
 JNI_EXPORT int32_t Java_IsoHost_selfCheck(void *env, void *cls) {
     (void)env, (void)cls;
-    int ok = 0;
+    int32_t ok = 0;
     for (int f = 0; f < ISO_FAKE_COUNT; f++) {
         int before = iso_fake_self_calls(f);
         iso_self_begin();
         int r = call_one(f);
         iso_self_end();
         if (r && iso_fake_self_calls(f) == before + 1)
-            ok++;
+            ok |= 1 << f;
     }
     return ok;
 }

@@ -12,7 +12,7 @@ nothing else could bind to its symbols; preloaded, its fakes are in the
 global scope ahead of every library, java's own libz included (the
 launcher links it on 17), so an agent core not loaded isolated would bind
 its libraries' calls to them. The agent is loaded by -agentpath, text
-exporter every 50 ms. Checks:
+exporter every 50 ms. Checks (the preloaded case):
   - the JVM exits 0; no fake was called by anybody but the host ("FAKE"
     on stderr, and the host's own count of foreign calls is 0);
   - each of the host's 14 functions answered as its own, before and after
@@ -20,6 +20,11 @@ exporter every 50 ms. Checks:
   - the core was loaded isolated (RTLD_DEEPBIND, debug line);
   - the agent wrote its rounds (at least 3), with the JVM's thread names
     and the busy threads' Java frames (isoBusyInner under isoBusyOuter).
+Then the library loaded by System.load only, once without the agent and
+once with it: the same of the host's functions answer as its own (all on
+25; on 17 its deflate and deflateInit2_ are java's libz's, agent or not):
+the agent's libraries never enter the global scope. And the same checks
+of the agent's run.
 Exit 77 when the JDK or javac is missing.
 """
 import argparse
@@ -66,40 +71,48 @@ def rounds_of(out):
             if r.startswith('Full thread dump')]
 
 
-def check(a, work):
-    classes = os.path.join(work, 'classes')
-    os.makedirs(classes)
-    subprocess.run([os.path.join(a.java_home, 'bin', 'javac'), '-g', '-d', classes,
-                    os.path.join(HERE, 'IsoHost.java')], check=True)
-    out = os.path.join(work, 'out')
-    os.makedirs(out)
+def run_java(a, classes, out, agent, preload):
     jni = os.path.abspath(a.jni)
-    cmd = [os.path.join(a.java_home, 'bin', 'java'), '-agentpath:' + a.lib, '-Xmx64m',
-           '-cp', classes, 'IsoHost', jni, str(RUN_MS)]
-    p = subprocess.run(cmd, env=agent_env(out, jni), capture_output=True, text=True,
-                       timeout=90)
+    cmd = [os.path.join(a.java_home, 'bin', 'java')]
+    if agent:
+        cmd.append('-agentpath:' + a.lib)
+    cmd += ['-Xmx64m', '-cp', classes, 'IsoHost', jni, str(RUN_MS if agent else 100)]
+    env = agent_env(out, jni if preload else '')
+    if not agent:
+        env['SPLUNK_PROFILER_ENABLED'] = 'false'
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
     print(p.stdout, end='')
     if p.returncode != 0:
         fail('the JVM exited %d\n%s' % (p.returncode, p.stderr[-3000:]))
-    fakes = [l for l in p.stderr.splitlines() if 'FAKE' in l]
-    if fakes:
-        fail('the host\'s functions were called by the agent: %s' % fakes)
+    return p
+
+
+def self_masks(p):
+    """{'before': (count, mask), 'after': ...} of the host's self checks."""
+    got = {}
     for when in ('before', 'after'):
-        m = re.search(r'^self %s (\d+)/(\d+)$' % when, p.stdout, re.M)
+        m = re.search(r'^self %s (\d+)/(\d+) mask ([0-9a-f]+)$' % when, p.stdout, re.M)
         if not m:
             fail('no "self %s" line' % when)
-        elif m.group(1) != m.group(2) or m.group(2) != '14':
-            fail('%s the agent ran, %s of %s of the host\'s functions answered as its own'
-                 % (when, m.group(1), m.group(2)))
+        else:
+            got[when] = (int(m.group(1)), int(m.group(2)), m.group(3))
+    return got
+
+
+def check_agent_run(p, out, what):
+    fakes = [l for l in p.stderr.splitlines() if 'FAKE' in l]
+    if fakes:
+        fail('%s: the host\'s functions were called by the agent: %s' % (what, fakes))
     m = re.search(r'^foreign calls (\d+)$', p.stdout, re.M)
     if not m or m.group(1) != '0':
-        fail('the host counted foreign calls of its functions: %s' % (m and m.group(1)))
+        fail('%s: the host counted foreign calls of its functions: %s'
+             % (what, m and m.group(1)))
     if 'core loaded isolated (RTLD_DEEPBIND)' not in p.stderr:
-        fail('the core was not loaded isolated:\n' +
+        fail('%s: the core was not loaded isolated:\n' % what +
              '\n'.join(l for l in p.stderr.splitlines() if 'core loaded' in l))
     rounds = rounds_of(out)
     if len(rounds) < 3:
-        fail('%d rounds in the text file' % len(rounds))
+        fail('%s: %d rounds in the text file' % (what, len(rounds)))
     names = set()
     busy_frames = 0
     for r in rounds:
@@ -114,11 +127,48 @@ def check(a, work):
                 busy_frames += 1
     for want in ('main', 'iso-busy'):
         if want not in names:
-            fail('no thread "%s" in the text file (names: %s)' % (want, sorted(names)[:20]))
+            fail('%s: no thread "%s" in the text file (names: %s)'
+                 % (what, want, sorted(names)[:20]))
     if busy_frames == 0:
-        fail('no iso-busy stack with isoBusyInner under isoBusyOuter')
-    print('%d rounds, %d thread names, %d iso-busy stacks with both frames'
-          % (len(rounds), len(names), busy_frames))
+        fail('%s: no iso-busy stack with isoBusyInner under isoBusyOuter' % what)
+    print('%s: %d rounds, %d thread names, %d iso-busy stacks with both frames'
+          % (what, len(rounds), len(names), busy_frames))
+
+
+def check(a, work):
+    classes = os.path.join(work, 'classes')
+    os.makedirs(classes)
+    subprocess.run([os.path.join(a.java_home, 'bin', 'javac'), '-g', '-d', classes,
+                    os.path.join(HERE, 'IsoHost.java')], check=True)
+    # 1. preloaded: the fakes in the global scope, ahead of everything;
+    # every one of them answers as the host's own, before and after
+    out = os.path.join(work, 'global')
+    os.makedirs(out)
+    print('--- libiso_jni.so preloaded and loaded by System.load')
+    p = run_java(a, classes, out, agent=True, preload=True)
+    for when, (n, total, mask) in self_masks(p).items():
+        if n != total or total != 14:
+            fail('preloaded: %s the agent ran, %d of %d of the host\'s functions answered '
+                 'as its own (mask %s)' % (when, n, total, mask))
+    check_agent_run(p, out, 'preloaded')
+    # 2. System.load only (RTLD_LOCAL): what of the host's library answers
+    # as its own without the agent (java's libz comes first on 17) must
+    # answer the same with it: the agent's libraries never enter the
+    # global scope
+    print('--- libiso_jni.so loaded by System.load only, without the agent')
+    base = self_masks(run_java(a, classes, os.path.join(work, 'none'), agent=False,
+                               preload=False))
+    out = os.path.join(work, 'local')
+    os.makedirs(out)
+    print('--- libiso_jni.so loaded by System.load only, with the agent')
+    p = run_java(a, classes, out, agent=True, preload=False)
+    got = self_masks(p)
+    if 'before' in base:
+        for when, v in got.items():
+            if v[2] != base['before'][2]:
+                fail('System.load: %s the agent ran, the host\'s functions answering as its own '
+                     'are %s, without the agent %s' % (when, v[2], base['before'][2]))
+    check_agent_run(p, out, 'System.load')
 
 
 def main():
