@@ -26,24 +26,23 @@
  * would be dead code: sanitizer builds define SS_CORE_ALLOC_NO_FAMILY and
  * keep only the hand-over.
  *
- * libelf's large buffers live in memory shared with forked children.
- * libelf decompresses each compressed section of separate debuginfo
- * (Debian's -dbg packages: libc6-dbg's .debug_info, .debug_line... are
- * about 12 MB once decompressed) into a buffer of its own, written once
- * and only read after that. Private anonymous memory makes every fork()
- * of the host copy its page tables (the kernel skips shared mappings,
- * whose pages the child finds again on access), and that copy was most of
- * what a fork cost with the agent running. So an allocation of 256 KiB or
- * more asked for by libelf itself (the caller's address is in libelf's
- * code) is a MAP_SHARED anonymous mapping: parent and child see the same
- * bytes, which neither writes again, and either side's free unmaps them
- * only for itself. Mappings are placed in one 256 MiB range reserved at
- * the first such allocation (free tells them apart by address; none under
- * an RLIMIT_AS); past it, and for everything else, the host's allocator
- * serves as before. A fork
- * while libelf fills such a buffer leaves the child a buffer the parent
- * goes on filling: the child never uses it (it drops a resolver caught
- * inside a lookup, samplers/symbols.c). */
+ * libelf's large buffers live in mappings of their own. libelf
+ * decompresses each compressed section of separate debuginfo (Debian's
+ * -dbg packages: libc6-dbg's .debug_info, .debug_line... are about 12 MB
+ * once decompressed) into a buffer of its own, written once and only read
+ * after that. An allocation of 256 KiB or more asked for by libelf itself
+ * (the caller's address is in libelf's code) is a MAP_SHARED anonymous
+ * mapping: a fork does not copy its page tables (a child forgets its
+ * parent's tables unread, samplers/symbols.c; not MADV_DONTFORK, which
+ * would leave holes in the child's reserved range where its own mappings
+ * could land and be taken for ours), placed in one 256 MiB range reserved at the first such allocation (free
+ * tells them apart by address; none under an RLIMIT_AS) and unmapped at
+ * free. Everything else libdw and libelf ask for comes from the core's
+ * zone (core/core_heap.c), which a child does not inherit either and
+ * which is unmapped whenever libdw holds nothing: the agent's symbol
+ * tables neither stay resident once released nor make every fork() of
+ * the host copy their page tables. The core's other allocations go to
+ * the host's allocator (or to the core's main heap under an RLIMIT_AS). */
 #include "loader/ss_core_api.h"
 #include "core/core_heap.h"
 
@@ -144,38 +143,49 @@ static bool power_of_two(size_t n) { return n && !(n & (n - 1)); }
 #define SHARED_SPAN ((size_t)256 << 20)
 #define SHARED_HEAD ((size_t)64) /* the block's size, and malloc's alignment kept */
 
-static _Atomic uintptr_t libelf_lo, libelf_len; /* libelf's code; 0: unknown */
 static _Atomic uintptr_t shared_base;           /* the reserved range; 0: none yet */
 static _Atomic int shared_state;                /* 0 none, 1 reserving, 2 ready, 3 failed */
 static _Atomic size_t shared_next;              /* bump offset into the range */
 
-static int note_libelf(struct dl_phdr_info *info, size_t size, void *data) {
+/* The code of libelf and of libdw: [0] libelf, [1] libdw. */
+static _Atomic uintptr_t code_lo[2], code_len[2];
+
+static int note_code(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     (void)data;
     const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
     const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (!base || strncmp(base, "libelf.so", 9) != 0)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
+    int which = !base                                 ? -1
+                : strncmp(base, "libelf.so", 9) == 0 ? 0
+                : strncmp(base, "libdw.so", 8) == 0  ? 1
+                                                     : -1;
+    for (int i = 0; which >= 0 && i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            atomic_store(&libelf_len, (uintptr_t)ph->p_memsz);
-            atomic_store(&libelf_lo, (uintptr_t)(info->dlpi_addr + ph->p_vaddr));
-            return 1;
+            atomic_store(&code_len[which], (uintptr_t)ph->p_memsz);
+            atomic_store(&code_lo[which], (uintptr_t)(info->dlpi_addr + ph->p_vaddr));
+            break;
         }
     }
     return 0;
 }
 
-/* At the hand-over (libelf is mapped with the core, no loader lock is
- * held): where libelf's code is. */
-static void find_libelf_code(void) { dl_iterate_phdr(note_libelf, NULL); }
+/* At the hand-over (libelf and libdw are mapped with the core, no loader
+ * lock is held): where their code is. */
+static void find_libelf_code(void) { dl_iterate_phdr(note_code, NULL); }
+
+static bool in_code(int which, const void *caller) {
+    uintptr_t lo = atomic_load_explicit(&code_lo[which], memory_order_relaxed);
+    return lo && (uintptr_t)caller - lo < atomic_load_explicit(&code_len[which],
+                                                                memory_order_relaxed);
+}
 
 static bool from_libelf(const void *caller, size_t size) {
-    uintptr_t lo = atomic_load_explicit(&libelf_lo, memory_order_relaxed);
-    return size >= SHARED_MIN && lo &&
-           (uintptr_t)caller - lo < atomic_load_explicit(&libelf_len, memory_order_relaxed);
+    return size >= SHARED_MIN && in_code(0, caller);
 }
+
+/* Asked for by libdw or libelf: the core's zone (core_heap.c). */
+static bool for_zone(const void *caller) { return in_code(0, caller) || in_code(1, caller); }
 
 static size_t page_round(size_t n) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -239,13 +249,25 @@ static void shared_free(void *p) {
     errno = saved;
 }
 
+/* libelf's large buffers shared, the rest of libdw's and libelf's memory
+ * in the zone; NULL: the core's other allocations (or neither could). */
+static void *resolver_alloc(const void *caller, size_t size) {
+    void *p = from_libelf(caller, size) ? shared_alloc(size) : NULL;
+    if (!p && for_zone(caller))
+        p = ss_core_zone_alloc(size, ARENA_ALIGN);
+    return p;
+}
+
 SS_EXPORT void *malloc(size_t size) {
+    if (ready()) {
+        void *p = resolver_alloc(__builtin_return_address(0), size);
+        if (p)
+            return p;
+    }
     if (ready() && own())
         return ss_core_heap_alloc(size, ARENA_ALIGN);
-    if (ready()) {
-        void *p = from_libelf(__builtin_return_address(0), size) ? shared_alloc(size) : NULL;
-        return p ? p : real.malloc(size);
-    }
+    if (ready())
+        return real.malloc(size);
     return arena_alloc(size, ARENA_ALIGN);
 }
 
@@ -271,17 +293,23 @@ SS_EXPORT void *calloc(size_t n, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
+    if (ready()) {
+        const void *caller = __builtin_return_address(0);
+        void *p = resolver_alloc(caller, n * size);
+        if (p) {
+            if (!in_shared(p))
+                memset(p, 0, n * size); /* a shared block is a fresh mapping */
+            return p;
+        }
+    }
     if (ready() && own()) {
         void *p = ss_core_heap_alloc(n * size, ARENA_ALIGN);
         if (p)
             memset(p, 0, n * size);
         return p;
     }
-    if (ready()) {
-        void *p = from_libelf(__builtin_return_address(0), n * size) ? shared_alloc(n * size)
-                                                                      : NULL;
-        return p ? p : real.calloc(n, size);
-    }
+    if (ready())
+        return real.calloc(n, size);
     return arena_alloc(n * size, ARENA_ALIGN);
 }
 
@@ -296,12 +324,14 @@ SS_EXPORT void *realloc(void *p, size_t size) {
         }
         return q;
     }
-    if (p && in_shared(p)) { /* into the host's allocator: libelf may write it again */
+    if (p && in_shared(p)) { /* into the zone: libelf may write it again */
         if (size == 0) {
             shared_free(p);
             return NULL;
         }
-        void *q = real.malloc(size);
+        void *q = ss_core_zone_alloc(size, ARENA_ALIGN);
+        if (!q)
+            q = real.malloc(size);
         if (q) {
             size_t old = shared_size_of(p);
             memcpy(q, p, old < size ? old : size);
@@ -317,12 +347,18 @@ SS_EXPORT void *realloc(void *p, size_t size) {
             ss_core_heap_free(p);
             return NULL;
         }
-        void *q = malloc(size);
+        /* libdw's and libelf's blocks stay in the zone */
+        void *q = ss_core_heap_in_zone(p) ? ss_core_zone_alloc(size, ARENA_ALIGN) : malloc(size);
         if (q) {
             memcpy(q, p, old < size ? old : size);
             ss_core_heap_free(p);
         }
         return q;
+    }
+    if (!p && ready()) {
+        void *q = resolver_alloc(__builtin_return_address(0), size);
+        if (q)
+            return q;
     }
     if (!p && ready() && own())
         return ss_core_heap_alloc(size, ARENA_ALIGN);
@@ -430,6 +466,7 @@ size_t ss_core_alloc_arena_used(void) {
 bool ss_core_alloc_own_heap(void) { return own(); }
 
 void ss_core_alloc_after_fork_child(void) {
+    ss_core_zone_after_fork_child();
     if (own())
         ss_core_heap_after_fork_child();
 }

@@ -29,10 +29,27 @@
  * A forked child inherits the chunks, the map and the blocks in use, but
  * perhaps a list caught mid-update by a thread that is gone: it starts
  * with empty lists and a new lock (the parent's free blocks are left
- * unused in the child). */
+ * unused in the child).
+ *
+ * The zone: a second heap of the same kind, for what libdw and libelf
+ * allocate (the caller's address says so, core_alloc.c), used whatever
+ * the limits. Their tables (a module's symbols, CUs, abbreviations, line
+ * tables: ~2.5 MiB for libc with libc6-dbg) are the agent's largest
+ * private memory. In glibc's arena, once the resolver released them
+ * (samplers/symbols.c), they stayed resident, and every fork() of the host
+ * copied their page tables (~100 us of a 140 us fork+exit). Here:
+ *   - the zone's mappings are MADV_DONTFORK: a child has none of them (no
+ *     page table copied, no mapping duplicated). The child's resolver
+ *     forgets its parent's tables unread (ss_symbols_adopt) and opens its
+ *     own on its first miss; this zone starts empty under a new mark, so a
+ *     parent's block (its mark still in the inherited map) is never freed;
+ *   - when its last block in use is freed (the resolver released libdw's
+ *     tables), every chunk is unmapped: resident memory and forks lose
+ *     them until the next miss. */
 #include "core/core_heap.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -60,10 +77,25 @@ typedef struct hdr {
 
 typedef _Atomic unsigned char unit_mark;
 static unit_mark *_Atomic top[TOP_SIZE];
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *lists[NCLASS];
-static unsigned char *bump, *bump_end;
+static pthread_mutex_t leaves_lock = PTHREAD_MUTEX_INITIALIZER; /* one leaf maker */
+
+/* One heap: its lock, free lists and bump range, and (the zone) its
+ * chunks, linked through their first word, and its blocks in use. */
+typedef struct heap {
+    pthread_mutex_t lock;
+    void *lists[NCLASS];
+    unsigned char *bump, *bump_end;
+    unsigned char *chunks;
+    size_t live;
+} heap;
+
+#define MAIN_MARK 1
+#define ZONE_MARK_FIRST 2
+static heap main_heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static heap zone = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static _Atomic unsigned char zone_mark = ZONE_MARK_FIRST; /* this process's */
 static _Atomic size_t mapped; /* bytes of chunks and large mappings */
+static _Atomic uint64_t zone_emptied;
 
 static size_t class_size(unsigned c) {
     size_t base = (size_t)32 << (c / 2);
@@ -83,17 +115,23 @@ static unit_mark *unit_slot(uintptr_t addr, bool make) {
     if (t >= TOP_SIZE)
         return NULL;
     unit_mark *leaf = atomic_load_explicit(&top[t], memory_order_acquire);
-    if (!leaf && make) { /* under the lock: one maker */
-        void *m = mmap(NULL, LEAF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            return NULL;
-        leaf = m;
-        atomic_store_explicit(&top[t], leaf, memory_order_release);
+    if (!leaf && make) {
+        pthread_mutex_lock(&leaves_lock);
+        leaf = atomic_load_explicit(&top[t], memory_order_acquire);
+        if (!leaf) {
+            void *m = mmap(NULL, LEAF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
+            if (m != MAP_FAILED) {
+                leaf = m;
+                atomic_store_explicit(&top[t], leaf, memory_order_release);
+            }
+        }
+        pthread_mutex_unlock(&leaves_lock);
     }
     return leaf ? &leaf[u & (LEAF_SIZE - 1)] : NULL;
 }
 
-/* Mark [addr, addr+len) as the heap's (1) or not (0); len in whole units. */
+/* Mark [addr, addr+len) with v (0: not the heap's); len in whole units. */
 static bool mark(uintptr_t addr, size_t len, unsigned char v) {
     for (uintptr_t a = addr; a < addr + len; a += UNIT) {
         unit_mark *s = unit_slot(a, v != 0);
@@ -104,13 +142,30 @@ static bool mark(uintptr_t addr, size_t len, unsigned char v) {
     return true;
 }
 
-bool ss_core_heap_owns(const void *p) {
+static unsigned char mark_of(const void *p) {
     unit_mark *s = unit_slot((uintptr_t)p, false);
-    return s && atomic_load_explicit(s, memory_order_acquire);
+    return s ? atomic_load_explicit(s, memory_order_acquire) : 0;
 }
 
-/* A mapping of len bytes (a multiple of UNIT) aligned to UNIT, marked. */
-static void *map_units(size_t len) {
+/* The heap a block is in; NULL for memory of neither, which includes the
+ * units of the zone of the process this one was forked from: not mapped
+ * here (MADV_DONTFORK), their addresses free for the host's mappings. */
+static heap *heap_of(const void *p) {
+    unsigned char m = mark_of(p);
+    if (m == MAIN_MARK)
+        return &main_heap;
+    if (m && m == atomic_load_explicit(&zone_mark, memory_order_relaxed))
+        return &zone;
+    return NULL;
+}
+
+bool ss_core_heap_owns(const void *p) { return heap_of(p) != NULL; }
+
+bool ss_core_heap_in_zone(const void *p) { return heap_of(p) == &zone; }
+
+/* A mapping of len bytes (a multiple of UNIT) aligned to UNIT, marked v.
+ * The zone's are not inherited by a forked child (MADV_DONTFORK). */
+static void *map_units(size_t len, unsigned char v) {
     int saved = errno;
     unsigned char *m = mmap(NULL, len + UNIT - 4096, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -124,14 +179,23 @@ static void *map_units(size_t len) {
     size_t tail = (size_t)((m + len + UNIT - 4096) - (a + len));
     if (tail)
         munmap(a + len, tail);
-    if (!mark((uintptr_t)a, len, 1)) {
+    if ((v != MAIN_MARK && madvise(a, len, MADV_DONTFORK) != 0) || !mark((uintptr_t)a, len, v)) {
         mark((uintptr_t)a, len, 0);
         munmap(a, len);
         errno = saved;
         return NULL;
     }
     atomic_fetch_add_explicit(&mapped, len, memory_order_relaxed);
+    errno = saved;
     return a;
+}
+
+static void unmap_units(unsigned char *a, size_t len) {
+    int saved = errno;
+    mark((uintptr_t)a, len, 0);
+    atomic_fetch_sub_explicit(&mapped, len, memory_order_relaxed);
+    munmap(a, len);
+    errno = saved;
 }
 
 static void *place(unsigned char *block, size_t block_len, uint32_t cls, size_t align) {
@@ -143,26 +207,29 @@ static void *place(unsigned char *block, size_t block_len, uint32_t cls, size_t 
     return (void *)p;
 }
 
-static unsigned char *small_block(unsigned c) {
-    void *b = lists[c];
+/* A chunk's first HDR bytes link it to the heap's previous chunk. */
+static unsigned char *small_block(heap *h, unsigned c, unsigned char v) {
+    void *b = h->lists[c];
     if (b) {
-        lists[c] = *(void **)b;
+        h->lists[c] = *(void **)b;
         return b;
     }
     size_t len = class_size(c);
-    if ((size_t)(bump_end - bump) < len) {
-        unsigned char *m = map_units(CHUNK);
+    if ((size_t)(h->bump_end - h->bump) < len) {
+        unsigned char *m = map_units(CHUNK, v);
         if (!m)
             return NULL;
-        bump = m; /* the rest of the previous chunk is left unused */
-        bump_end = m + CHUNK;
+        *(unsigned char **)m = h->chunks;
+        h->chunks = m;
+        h->bump = m + HDR; /* the rest of the previous chunk is left unused */
+        h->bump_end = m + CHUNK;
     }
-    b = bump;
-    bump += len;
+    b = h->bump;
+    h->bump += len;
     return b;
 }
 
-void *ss_core_heap_alloc(size_t size, size_t align) {
+static void *heap_alloc(heap *h, unsigned char v, size_t size, size_t align) {
     if (align < HDR)
         align = HDR;
     if (size > SIZE_MAX / 2 || align > SIZE_MAX / 4) {
@@ -170,57 +237,109 @@ void *ss_core_heap_alloc(size_t size, size_t align) {
         return NULL;
     }
     size_t need = size + HDR + (align > HDR ? align : 0);
+    unsigned char *b;
+    size_t len;
+    uint32_t cls;
+    pthread_mutex_lock(&h->lock);
     if (need <= SMALL_MAX) {
-        unsigned c = class_of(need);
-        pthread_mutex_lock(&lock);
-        unsigned char *b = small_block(c);
-        pthread_mutex_unlock(&lock);
-        if (!b) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return place(b, class_size(c), c, align);
+        cls = class_of(need);
+        len = class_size(cls);
+        b = small_block(h, cls, v);
+    } else {
+        cls = LARGE;
+        len = (need + UNIT - 1) & ~(UNIT - 1);
+        b = map_units(len, v);
     }
-    size_t len = (need + UNIT - 1) & ~(UNIT - 1);
-    pthread_mutex_lock(&lock); /* the map's leaves are made under it */
-    unsigned char *m = map_units(len);
-    pthread_mutex_unlock(&lock);
-    if (!m) {
+    if (b)
+        h->live++;
+    pthread_mutex_unlock(&h->lock);
+    if (!b) {
         errno = ENOMEM;
         return NULL;
     }
-    return place(m, len, LARGE, align);
+    return place(b, len, cls, align);
+}
+
+void *ss_core_heap_alloc(size_t size, size_t align) {
+    return heap_alloc(&main_heap, MAIN_MARK, size, align);
+}
+
+void *ss_core_zone_alloc(size_t size, size_t align) {
+    return heap_alloc(&zone, atomic_load_explicit(&zone_mark, memory_order_relaxed), size,
+                      align);
 }
 
 size_t ss_core_heap_usable(const void *p) { return (size_t)((const hdr *)p - 1)->size; }
 
-void ss_core_heap_free(void *p) {
-    hdr *h = (hdr *)p - 1;
-    unsigned char *block = (unsigned char *)p - HDR - h->off;
-    if (h->cls == LARGE) {
-        size_t len = HDR + h->off + (size_t)h->size;
-        int saved = errno;
-        mark((uintptr_t)block, len, 0);
-        atomic_fetch_sub_explicit(&mapped, len, memory_order_relaxed);
-        munmap(block, len);
-        errno = saved;
-        return;
+/* The zone's last block in use is gone (libdw's tables all released):
+ * its chunks go back to the system, so neither the process's resident
+ * memory nor a fork carries them. */
+static void zone_empty_locked(void) {
+    unsigned char *c = zone.chunks;
+    while (c) {
+        unsigned char *next = *(unsigned char **)c;
+        unmap_units(c, CHUNK);
+        c = next;
     }
-    if (h->cls >= NCLASS)
+    zone.chunks = NULL;
+    memset(zone.lists, 0, sizeof zone.lists);
+    zone.bump = zone.bump_end = NULL;
+    atomic_fetch_add_explicit(&zone_emptied, 1, memory_order_relaxed);
+}
+
+void ss_core_heap_free(void *p) {
+    heap *h = heap_of(p);
+    if (!h)
+        return; /* not ours (the caller asked ss_core_heap_owns first) */
+    hdr *hd = (hdr *)p - 1;
+    unsigned char *block = (unsigned char *)p - HDR - hd->off;
+    if (hd->cls != LARGE && hd->cls >= NCLASS)
         return; /* not a header of ours: leaking is the only safe thing */
-    pthread_mutex_lock(&lock);
-    *(void **)block = lists[h->cls];
-    lists[h->cls] = block;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&h->lock);
+    if (hd->cls == LARGE) {
+        unmap_units(block, HDR + hd->off + (size_t)hd->size);
+    } else {
+        *(void **)block = h->lists[hd->cls];
+        h->lists[hd->cls] = block;
+    }
+    if (h->live)
+        h->live--;
+    if (h == &zone && h->live == 0 && h->chunks)
+        zone_empty_locked();
+    pthread_mutex_unlock(&h->lock);
 }
 
 size_t ss_core_heap_mapped(void) { return atomic_load_explicit(&mapped, memory_order_relaxed); }
 
+uint64_t ss_core_zone_emptied(void) {
+    return atomic_load_explicit(&zone_emptied, memory_order_relaxed);
+}
+
+static void heap_forget(heap *h) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&h->lock, &fresh, sizeof h->lock);
+    memset(h->lists, 0, sizeof h->lists);
+    h->bump = h->bump_end = NULL;
+    h->chunks = NULL;
+    h->live = 0;
+}
+
 void ss_core_heap_after_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&lock, &fresh, sizeof lock);
-    memset(lists, 0, sizeof lists);
-    bump = bump_end = NULL;
+    memcpy(&leaves_lock, &fresh, sizeof leaves_lock);
+    heap_forget(&main_heap);
+}
+
+/* The parent's zone is not here (MADV_DONTFORK): this child's zone starts
+ * empty under a mark of its own, so a block of the parent's (its mark
+ * still in the inherited map) is told apart and never touched. */
+void ss_core_zone_after_fork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&leaves_lock, &fresh, sizeof leaves_lock);
+    heap_forget(&zone);
+    unsigned char m = atomic_load_explicit(&zone_mark, memory_order_relaxed);
+    atomic_store_explicit(&zone_mark, m == UCHAR_MAX ? ZONE_MARK_FIRST : (unsigned char)(m + 1),
+                          memory_order_relaxed);
 }
 
 int ss_core_heap_init(void) {

@@ -122,9 +122,16 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
 
 /* True while ss_symbols_resolve runs on s. A child forked then holds a
  * copy that may be half-updated (a cache slot, libdw's state of a module);
- * one forked at any other moment may go on using its copy (the same
- * mappings, the same addresses). */
+ * one forked at any other moment may go on using its cache (the same
+ * mappings, the same addresses) once adopted. */
 bool ss_symbols_busy(const ss_symbols *s);
+
+/* In a forked child, before any other use of a resolver made by the
+ * parent: libdw's tables, which the child does not have (core/core_heap.c,
+ * MADV_DONTFORK), are forgotten unread and opened again on the next miss;
+ * the cache stays. False (s unusable, leave it) when a fresh Dwfl cannot
+ * be made. In the process that made s: true, nothing done. */
+bool ss_symbols_adopt(ss_symbols *s);
 
 /* Once per round: when no address has missed the cache for a while (5 s,
  * longer after each reload), close what libdw read (decompressed DWARF,

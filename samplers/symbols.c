@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* One cached address: its frames live in the frame pool. */
@@ -79,7 +80,9 @@ typedef struct fn_slot {
 } fn_slot;
 
 struct ss_symbols {
-    Dwfl *dwfl;
+    Dwfl *dwfl;      /* NULL: none (a fresh one could not be made) */
+    pid_t dwfl_pid;  /* the process whose memory holds dwfl */
+    Dwfl *parents;   /* the parent's, forgotten: kept only as a reference */
     Dwfl_Callbacks callbacks;
     char *debuginfo_path;
     unsigned long long adds, subs; /* loader counters at the last report */
@@ -813,6 +816,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
                                       : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
     bool mem = s->slots && s->pool && s->fns;
+    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
     if (mem)
         s->dwfl = dwfl_begin(&s->callbacks);
     if (!s->dwfl) {
@@ -835,7 +839,12 @@ ss_symbols *ss_symbols_create(void) {
 void ss_symbols_destroy(ss_symbols *s) {
     if (!s)
         return;
-    if (s->dwfl) {
+    /* the parent's Dwfl forgotten by ss_symbols_adopt stays referenced */
+    static Dwfl *_Atomic parents_kept;
+    if (s->parents)
+        atomic_store_explicit(&parents_kept, s->parents, memory_order_relaxed);
+    /* a parent's Dwfl is not in this process: left unread */
+    if (s->dwfl && s->dwfl_pid == (pid_t)syscall(SYS_getpid)) {
         dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
         dwfl_end(s->dwfl);
     }
@@ -858,24 +867,41 @@ void ss_symbols_destroy(ss_symbols *s) {
  * first lookup in the module cost (tens of milliseconds for libc with
  * libc6-dbg); each one doubles the delay (up to SS_SYMBOLS_IDLE_MAX_NS),
  * so a program that keeps meeting new addresses keeps its tables. */
-static void release_dwarf(ss_symbols *s) {
-    Dwfl *fresh = dwfl_begin(&s->callbacks);
-    if (!fresh)
-        return; /* keep what we have */
-    dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
-    dwfl_end(s->dwfl);
-    s->dwfl = fresh;
+static void fresh_dwfl(ss_symbols *s) {
+    s->dwfl = dwfl_begin(&s->callbacks);
+    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     s->rereport = true; /* read the module list again, keeping the cache */
-    s->holds = false;
-    s->released = true;
+    if (s->holds) {
+        s->holds = false;
+        s->released = true;
+    }
+}
+
+/* Ended before the fresh one is made: with nothing of libdw's left, the
+ * core's zone gives its memory back (core/core_heap.c). */
+static void release_dwarf(ss_symbols *s) {
+    dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
+    dwfl_end(s->dwfl);
+    fresh_dwfl(s);
     s->c.releases++;
+}
+
+bool ss_symbols_adopt(ss_symbols *s) {
+    if (!s || s->dwfl_pid == (pid_t)syscall(SYS_getpid))
+        return s != NULL;
+    /* The parent's is left unread: its memory is not here (or, where the
+     * core's allocator is not in use, a copy nothing will free; the
+     * pointer is kept so that a leak checker does not call it lost). */
+    s->parents = s->dwfl;
+    fresh_dwfl(s);
+    return s->dwfl != NULL;
 }
 
 /* Called once per round by the sampler (a settled thread's stack is
  * reused without a lookup, so an idle host makes none at all). */
 void ss_symbols_idle(ss_symbols *s) {
-    if (!s || !s->holds || s->idle_ns == 0 || ss_mono_ns() - s->last_miss_ns < s->idle_ns)
+    if (!s || !s->dwfl || !s->holds || s->idle_ns == 0 || ss_mono_ns() - s->last_miss_ns < s->idle_ns)
         return;
     atomic_store(&s->busy, true); /* a child forked now must not use it */
     release_dwarf(s);
@@ -898,6 +924,15 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
                   int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
+    if (!s->dwfl) /* a release or a fork could not make a fresh one */
+        fresh_dwfl(s);
+    if (!s->dwfl) {
+        resolved r;
+        memset(&r, 0, sizeof r);
+        resolve_outside(s, addr, return_address ? addr - 1 : addr, &r);
+        memcpy(out, r.f, sizeof *out);
+        return 1;
+    }
     check_loader(s);
     uint64_t key = addr << 1 | (return_address ? 1 : 0);
     if (key != 0) {
