@@ -128,9 +128,10 @@ bool ss_symbols_busy(const ss_symbols *s);
 
 /* In a forked child, before any other use of a resolver made by the
  * parent: libdw's tables, which the child does not have (core/core_heap.c,
- * MADV_DONTFORK), are forgotten unread and opened again on the next miss;
- * the cache stays. False (s unusable, leave it) when a fresh Dwfl cannot
- * be made. In the process that made s: true, nothing done. */
+ * MADV_DONTFORK), are forgotten unread (nothing is allocated here: a fresh
+ * Dwfl is made at the next lookup, modules opened again on a miss); the
+ * cache stays. True when s may be used (false only for NULL). In the
+ * process that made s: nothing done. */
 bool ss_symbols_adopt(ss_symbols *s);
 
 /* Once per round: when no address has missed the cache for a while (5 s,

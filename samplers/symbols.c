@@ -894,8 +894,15 @@ bool ss_symbols_adopt(ss_symbols *s) {
      * core's allocator is not in use, a copy nothing will free; the
      * pointer is kept so that a leak checker does not call it lost). */
     s->parents = s->dwfl;
-    fresh_dwfl(s);
-    return s->dwfl != NULL;
+    s->dwfl = NULL; /* a fresh one at the next lookup: nothing made here */
+    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
+    memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
+    s->rereport = true;
+    if (s->holds) {
+        s->holds = false;
+        s->released = true;
+    }
+    return true;
 }
 
 /* Called once per round by the sampler (a settled thread's stack is
@@ -924,7 +931,7 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
                   int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
-    if (!s->dwfl) /* a release or a fork could not make a fresh one */
+    if (!s->dwfl) /* adopted after a fork, or a release could not make one */
         fresh_dwfl(s);
     if (!s->dwfl) {
         resolved r;
