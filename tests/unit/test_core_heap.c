@@ -1,0 +1,125 @@
+/* test_core_heap.c: the core's heaps (core/core_heap.c): the zone that
+ * serves libdw and libelf is not inherited by a forked child, is given
+ * back whole when its last block is freed, and a child's zone never takes
+ * its parent's blocks for its own; the main heap is inherited as before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/core_heap.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Is the page holding p mapped in this process? */
+static bool mapped(const void *p) {
+    unsigned char v;
+    uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+    return mincore((void *)page, 4096, &v) == 0;
+}
+
+static void test_zone_blocks_are_the_zones(void **state) {
+    (void)state;
+    void *small = ss_core_zone_alloc(100, 16);
+    void *large = ss_core_zone_alloc(200 << 10, 64); /* a mapping of its own */
+    void *main_block = ss_core_heap_alloc(100, 16);
+    assert_non_null(small);
+    assert_non_null(large);
+    assert_non_null(main_block);
+    assert_int_equal((uintptr_t)large % 64, 0);
+    memset(small, 1, 100);
+    memset(large, 2, 200 << 10);
+    assert_true(ss_core_heap_owns(small) && ss_core_heap_in_zone(small));
+    assert_true(ss_core_heap_owns(large) && ss_core_heap_in_zone(large));
+    assert_true(ss_core_heap_owns(main_block) && !ss_core_heap_in_zone(main_block));
+    int on_stack = 0;
+    assert_false(ss_core_heap_owns(&on_stack));
+    assert_true(ss_core_heap_usable(small) >= 100);
+    ss_core_heap_free(large);
+    ss_core_heap_free(small);
+    ss_core_heap_free(main_block);
+}
+
+/* The last block freed: every chunk unmapped, counted once. */
+static void test_zone_given_back_when_empty(void **state) {
+    (void)state;
+    uint64_t before = ss_core_zone_emptied();
+    void *b[300];
+    for (int i = 0; i < 300; i++) { /* 300 x 8 KiB: more than one chunk */
+        b[i] = ss_core_zone_alloc(8000, 16);
+        assert_non_null(b[i]);
+        memset(b[i], i, 8000);
+    }
+    for (int i = 0; i < 299; i++)
+        ss_core_heap_free(b[i]);
+    assert_int_equal(ss_core_zone_emptied(), before); /* one still in use */
+    assert_true(mapped(b[0]) && mapped(b[299]));
+    assert_int_equal(((unsigned char *)b[299])[7999], 299 & 0xff);
+    ss_core_heap_free(b[299]);
+    assert_int_equal(ss_core_zone_emptied(), before + 1);
+    assert_false(mapped(b[0]));
+    assert_false(mapped(b[299]));
+    assert_false(ss_core_heap_owns(b[0]));
+    /* and it serves again */
+    void *again = ss_core_zone_alloc(64, 16);
+    assert_non_null(again);
+    assert_true(ss_core_heap_in_zone(again));
+    ss_core_heap_free(again);
+}
+
+/* A forked child: none of the parent's zone, nothing of it claimed, a
+ * zone of its own; the main heap's blocks still there and its own. */
+static void test_child_has_no_parent_zone(void **state) {
+    (void)state;
+    void *z = ss_core_zone_alloc(4000, 16);
+    void *m = ss_core_heap_alloc(4000, 16);
+    assert_non_null(z);
+    assert_non_null(m);
+    memset(z, 7, 4000);
+    memset(m, 9, 4000);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ss_core_zone_after_fork_child(); /* the loader's at-fork handler calls it */
+        ss_core_heap_after_fork_child();
+        int bad = 0;
+        if (mapped(z))
+            bad |= 1; /* inherited: MADV_DONTFORK missing */
+        if (ss_core_heap_owns(z) || ss_core_heap_in_zone(z))
+            bad |= 2; /* the parent's mark taken for this zone's */
+        ss_core_heap_free(z); /* not ours: left alone, no crash */
+        if (!mapped(m) || ((unsigned char *)m)[3999] != 9 || !ss_core_heap_owns(m))
+            bad |= 4;
+        void *mine = ss_core_zone_alloc(4000, 16);
+        if (!mine || !ss_core_heap_in_zone(mine))
+            bad |= 8;
+        else {
+            memset(mine, 3, 4000);
+            ss_core_heap_free(mine);
+        }
+        _exit(bad);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* the parent's are untouched */
+    assert_true(ss_core_heap_in_zone(z));
+    assert_int_equal(((unsigned char *)z)[3999], 7);
+    ss_core_heap_free(z);
+    ss_core_heap_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zone_blocks_are_the_zones),
+        cmocka_unit_test(test_zone_given_back_when_empty),
+        cmocka_unit_test(test_child_has_no_parent_zone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
