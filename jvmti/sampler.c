@@ -169,7 +169,8 @@ static jvmtiError list_threads(sampler *s, JNIEnv *env) {
     s->listed = calloc(nt > 0 ? (size_t)nt : 1, sizeof *s->listed);
     for (jint i = 0; s->listed && i < nt; i++) {
         s->listed[i] = (*env)->NewGlobalRef(env, ts[i]);
-        if (!s->listed[i]) { /* out of memory: this round's listing only */
+        if (!s->listed[i]) { /* out of memory: nothing kept, this round fails
+                              * (JVMTI_ERROR_OUT_OF_MEMORY), the next lists again */
             s->n_listed = i;
             drop_listing(s, env);
         } else {
