@@ -32,16 +32,13 @@
  * once decompressed) into a buffer of its own, written once and only read
  * after that. An allocation of 256 KiB or more asked for by libelf itself
  * (the caller's address is in libelf's code) is a MAP_SHARED anonymous
- * mapping: a fork does not copy its page tables (a child forgets its
- * parent's tables unread, samplers/symbols.c; not MADV_DONTFORK, which
- * would leave holes in the child's reserved range where its own mappings
- * could land and be taken for ours), placed in one 256 MiB range reserved at the first such allocation (free
+ * mapping: a fork does not copy its page tables (parent and child read
+ * the same bytes, which neither writes again), placed in one 256 MiB range reserved at the first such allocation (free
  * tells them apart by address; none under an RLIMIT_AS) and unmapped at
  * free. Everything else libdw and libelf ask for comes from the core's
- * zone (core/core_heap.c), which a child does not inherit either and
- * which is unmapped whenever libdw holds nothing: the agent's symbol
- * tables neither stay resident once released nor make every fork() of
- * the host copy their page tables. The core's other allocations go to
+ * zone (core/core_heap.c), unmapped whenever libdw holds nothing: once
+ * the resolver released its tables they neither stay resident nor make
+ * every fork() of the host copy their page tables. The core's other allocations go to
  * the host's allocator (or to the core's main heap under an RLIMIT_AS). */
 #include "loader/ss_core_api.h"
 #include "core/core_heap.h"

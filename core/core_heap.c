@@ -37,19 +37,18 @@
  * tables: ~2.5 MiB for libc with libc6-dbg) are the agent's largest
  * private memory. In glibc's arena, once the resolver released them
  * (samplers/symbols.c), they stayed resident, and every fork() of the host
- * copied their page tables (~100 us of a 140 us fork+exit). Here:
- *   - the zone's mappings are MADV_DONTFORK: a child has none of them (no
- *     page table copied, no mapping duplicated). The child's resolver
- *     forgets its parent's tables unread (ss_symbols_adopt) and opens its
- *     own on its first miss; this zone starts empty under a new mark, so a
- *     parent's block (its mark still in the inherited map) is never freed;
- *   - when its last block in use is freed (the resolver released libdw's
- *     tables), every chunk is unmapped: resident memory and forks lose
- *     them until the next miss. */
+ * copied their page tables. Here, when the zone's last block in use is
+ * freed (the release), every chunk is unmapped: resident memory and forks
+ * lose them until the next miss. While they are held a forked child
+ * inherits them like any memory and its resolver goes on using them (a
+ * cold one would read the DWARF again in every child that lives past its
+ * restart). A child starts with empty lists and a new lock, as the main
+ * heap; it keeps the chunk list and the count of blocks in use, which a
+ * fork cannot leave too low (an operation cut short leaves one block too
+ * many at most, and the zone is then never emptied in that child). */
 #include "core/core_heap.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -90,10 +89,9 @@ typedef struct heap {
 } heap;
 
 #define MAIN_MARK 1
-#define ZONE_MARK_FIRST 2
+#define ZONE_MARK 2
 static heap main_heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static heap zone = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static _Atomic unsigned char zone_mark = ZONE_MARK_FIRST; /* this process's */
 static _Atomic size_t mapped; /* bytes of chunks and large mappings */
 static _Atomic uint64_t zone_emptied;
 
@@ -147,24 +145,17 @@ static unsigned char mark_of(const void *p) {
     return s ? atomic_load_explicit(s, memory_order_acquire) : 0;
 }
 
-/* The heap a block is in; NULL for memory of neither, which includes the
- * units of the zone of the process this one was forked from: not mapped
- * here (MADV_DONTFORK), their addresses free for the host's mappings. */
+/* The heap a block is in; NULL for memory of neither. */
 static heap *heap_of(const void *p) {
     unsigned char m = mark_of(p);
-    if (m == MAIN_MARK)
-        return &main_heap;
-    if (m && m == atomic_load_explicit(&zone_mark, memory_order_relaxed))
-        return &zone;
-    return NULL;
+    return m == MAIN_MARK ? &main_heap : m == ZONE_MARK ? &zone : NULL;
 }
 
 bool ss_core_heap_owns(const void *p) { return heap_of(p) != NULL; }
 
 bool ss_core_heap_in_zone(const void *p) { return heap_of(p) == &zone; }
 
-/* A mapping of len bytes (a multiple of UNIT) aligned to UNIT, marked v.
- * The zone's are not inherited by a forked child (MADV_DONTFORK). */
+/* A mapping of len bytes (a multiple of UNIT) aligned to UNIT, marked v. */
 static void *map_units(size_t len, unsigned char v) {
     int saved = errno;
     unsigned char *m = mmap(NULL, len + UNIT - 4096, PROT_READ | PROT_WRITE,
@@ -179,7 +170,7 @@ static void *map_units(size_t len, unsigned char v) {
     size_t tail = (size_t)((m + len + UNIT - 4096) - (a + len));
     if (tail)
         munmap(a + len, tail);
-    if ((v != MAIN_MARK && madvise(a, len, MADV_DONTFORK) != 0) || !mark((uintptr_t)a, len, v)) {
+    if (!mark((uintptr_t)a, len, v)) {
         mark((uintptr_t)a, len, 0);
         munmap(a, len);
         errno = saved;
@@ -265,8 +256,7 @@ void *ss_core_heap_alloc(size_t size, size_t align) {
 }
 
 void *ss_core_zone_alloc(size_t size, size_t align) {
-    return heap_alloc(&zone, atomic_load_explicit(&zone_mark, memory_order_relaxed), size,
-                      align);
+    return heap_alloc(&zone, ZONE_MARK, size, align);
 }
 
 size_t ss_core_heap_usable(const void *p) { return (size_t)((const hdr *)p - 1)->size; }
@@ -276,12 +266,12 @@ size_t ss_core_heap_usable(const void *p) { return (size_t)((const hdr *)p - 1)-
  * memory nor a fork carries them. */
 static void zone_empty_locked(void) {
     unsigned char *c = zone.chunks;
+    zone.chunks = NULL; /* first: a child forked meanwhile never walks it */
     while (c) {
         unsigned char *next = *(unsigned char **)c;
         unmap_units(c, CHUNK);
         c = next;
     }
-    zone.chunks = NULL;
     memset(zone.lists, 0, sizeof zone.lists);
     zone.bump = zone.bump_end = NULL;
     atomic_fetch_add_explicit(&zone_emptied, 1, memory_order_relaxed);
@@ -315,31 +305,28 @@ uint64_t ss_core_zone_emptied(void) {
     return atomic_load_explicit(&zone_emptied, memory_order_relaxed);
 }
 
+/* A child: a fresh lock, empty lists (a list caught mid-update by a
+ * thread that is gone is not used; its free blocks are left). */
 static void heap_forget(heap *h) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&h->lock, &fresh, sizeof h->lock);
     memset(h->lists, 0, sizeof h->lists);
     h->bump = h->bump_end = NULL;
-    h->chunks = NULL;
-    h->live = 0;
+}
+
+static void leaves_forget(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&leaves_lock, &fresh, sizeof leaves_lock);
 }
 
 void ss_core_heap_after_fork_child(void) {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&leaves_lock, &fresh, sizeof leaves_lock);
+    leaves_forget();
     heap_forget(&main_heap);
 }
 
-/* The parent's zone is not here (MADV_DONTFORK): this child's zone starts
- * empty under a mark of its own, so a block of the parent's (its mark
- * still in the inherited map) is told apart and never touched. */
 void ss_core_zone_after_fork_child(void) {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&leaves_lock, &fresh, sizeof leaves_lock);
+    leaves_forget();
     heap_forget(&zone);
-    unsigned char m = atomic_load_explicit(&zone_mark, memory_order_relaxed);
-    atomic_store_explicit(&zone_mark, m == UCHAR_MAX ? ZONE_MARK_FIRST : (unsigned char)(m + 1),
-                          memory_order_relaxed);
 }
 
 int ss_core_heap_init(void) {

@@ -1,8 +1,8 @@
 /* core_heap.h: the core's own heaps (core_heap.c). The main heap serves
  * the core's malloc family instead of the host's allocator when the
  * process has an RLIMIT_AS (glibc's arenas would take 64 MiB of it per
- * agent thread); the zone serves libdw and libelf, always: a forked child
- * does not inherit it, and it is unmapped whenever it holds nothing. */
+ * agent thread); the zone serves libdw and libelf, always, and is unmapped
+ * whenever it holds nothing. */
 #ifndef SS_CORE_HEAP_H
 #define SS_CORE_HEAP_H
 
@@ -18,8 +18,8 @@ bool ss_core_heap_owns(const void *p);             /* lock-free */
 size_t ss_core_heap_mapped(void);                  /* bytes mapped now */
 void ss_core_heap_after_fork_child(void);          /* fresh lock and lists */
 void *ss_core_zone_alloc(size_t size, size_t align); /* NULL + ENOMEM */
-bool ss_core_heap_in_zone(const void *p);          /* this process's zone */
+bool ss_core_heap_in_zone(const void *p);          /* the zone's block */
 uint64_t ss_core_zone_emptied(void);               /* times given back whole */
-void ss_core_zone_after_fork_child(void);          /* empty, under a new mark */
+void ss_core_zone_after_fork_child(void);          /* fresh lock and lists */
 
 #endif

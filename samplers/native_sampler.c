@@ -1305,9 +1305,6 @@ static sampler *sampler_new(const ss_config *cfg, int mode, uint32_t copy_bytes)
     s->mode = mode;
     s->copy_bytes = copy_bytes;
     s->next_number = 2; /* #1 is the main thread */
-    /* a parent's resolver, perhaps kept since a fork before this one */
-    if (inherited_symbols && !ss_symbols_adopt(inherited_symbols))
-        inherited_symbols = NULL; /* left as it is: cannot be used */
     s->symbols = inherited_symbols ? inherited_symbols : ss_symbols_create();
     inherited_symbols = NULL;
     s->builder = ss_round_builder_create();
@@ -1606,12 +1603,7 @@ static void inherit_symbols(sampler *s) {
     fork_fell = ss_symbols_busy(s->symbols) ? FORK_IN_LOOKUP : FORK_IN_ROUND;
     if (fork_fell == FORK_IN_LOOKUP)
         return;
-    /* a parent's, never used: consistent, its libdw tables not here */
-    ss_symbols_destroy(inherited_symbols);
-    inherited_symbols = NULL;
-    /* its cache kept, libdw's tables forgotten (not inherited) */
-    if (!ss_symbols_adopt(s->symbols))
-        return;
+    ss_symbols_destroy(inherited_symbols); /* a parent's, never used: consistent */
     inherited_symbols = s->symbols;
     s->symbols = NULL;
 }
@@ -1644,9 +1636,6 @@ static void native_fork_forget(uint64_t main_pthread) {
         inherit_symbols(active);
         forgotten = active;
         active = NULL;
-    } else if (active) {
-        /* kept whole: its resolver forgets the parent's libdw tables */
-        (void)ss_symbols_adopt(active->symbols);
     }
     atomic_store(&in_round, false);
     /* the child's main thread is the one that forked: the parent's main

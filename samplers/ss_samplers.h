@@ -122,17 +122,9 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
 
 /* True while ss_symbols_resolve runs on s. A child forked then holds a
  * copy that may be half-updated (a cache slot, libdw's state of a module);
- * one forked at any other moment may go on using its cache (the same
- * mappings, the same addresses) once adopted. */
+ * one forked at any other moment may go on using its copy (the same
+ * mappings, the same addresses). */
 bool ss_symbols_busy(const ss_symbols *s);
-
-/* In a forked child, before any other use of a resolver made by the
- * parent: libdw's tables, which the child does not have (core/core_heap.c,
- * MADV_DONTFORK), are forgotten unread (nothing is allocated here: a fresh
- * Dwfl is made at the next lookup, modules opened again on a miss); the
- * cache stays. True when s may be used (false only for NULL). In the
- * process that made s: nothing done. */
-bool ss_symbols_adopt(ss_symbols *s);
 
 /* Once per round: when no address has missed the cache for a while (5 s,
  * longer after each reload), close what libdw read (decompressed DWARF,

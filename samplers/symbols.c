@@ -52,7 +52,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* One cached address: its frames live in the frame pool. */
@@ -80,9 +79,7 @@ typedef struct fn_slot {
 } fn_slot;
 
 struct ss_symbols {
-    Dwfl *dwfl;      /* NULL: none (a fresh one could not be made) */
-    pid_t dwfl_pid;  /* the process whose memory holds dwfl */
-    Dwfl *parents;   /* the parent's, forgotten: kept only as a reference */
+    Dwfl *dwfl; /* NULL: none (a fresh one could not be made) */
     Dwfl_Callbacks callbacks;
     char *debuginfo_path;
     unsigned long long adds, subs; /* loader counters at the last report */
@@ -816,7 +813,6 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
                                       : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
     bool mem = s->slots && s->pool && s->fns;
-    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
     if (mem)
         s->dwfl = dwfl_begin(&s->callbacks);
     if (!s->dwfl) {
@@ -839,12 +835,7 @@ ss_symbols *ss_symbols_create(void) {
 void ss_symbols_destroy(ss_symbols *s) {
     if (!s)
         return;
-    /* the parent's Dwfl forgotten by ss_symbols_adopt stays referenced */
-    static Dwfl *_Atomic parents_kept;
-    if (s->parents)
-        atomic_store_explicit(&parents_kept, s->parents, memory_order_relaxed);
-    /* a parent's Dwfl is not in this process: left unread */
-    if (s->dwfl && s->dwfl_pid == (pid_t)syscall(SYS_getpid)) {
+    if (s->dwfl) {
         dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
         dwfl_end(s->dwfl);
     }
@@ -869,7 +860,6 @@ void ss_symbols_destroy(ss_symbols *s) {
  * so a program that keeps meeting new addresses keeps its tables. */
 static void fresh_dwfl(ss_symbols *s) {
     s->dwfl = dwfl_begin(&s->callbacks);
-    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     s->rereport = true; /* read the module list again, keeping the cache */
     if (s->holds) {
@@ -885,24 +875,6 @@ static void release_dwarf(ss_symbols *s) {
     dwfl_end(s->dwfl);
     fresh_dwfl(s);
     s->c.releases++;
-}
-
-bool ss_symbols_adopt(ss_symbols *s) {
-    if (!s || s->dwfl_pid == (pid_t)syscall(SYS_getpid))
-        return s != NULL;
-    /* The parent's is left unread: its memory is not here (or, where the
-     * core's allocator is not in use, a copy nothing will free; the
-     * pointer is kept so that a leak checker does not call it lost). */
-    s->parents = s->dwfl;
-    s->dwfl = NULL; /* a fresh one at the next lookup: nothing made here */
-    s->dwfl_pid = (pid_t)syscall(SYS_getpid);
-    memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
-    s->rereport = true;
-    if (s->holds) {
-        s->holds = false;
-        s->released = true;
-    }
-    return true;
 }
 
 /* Called once per round by the sampler (a settled thread's stack is
@@ -931,7 +903,7 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
                   int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
-    if (!s->dwfl) /* adopted after a fork, or a release could not make one */
+    if (!s->dwfl) /* a release could not make a fresh one */
         fresh_dwfl(s);
     if (!s->dwfl) {
         resolved r;

@@ -1,7 +1,8 @@
 /* test_core_heap.c: the core's heaps (core/core_heap.c): the zone that
- * serves libdw and libelf is not inherited by a forked child, is given
- * back whole when its last block is freed, and a child's zone never takes
- * its parent's blocks for its own; the main heap is inherited as before. */
+ * serves libdw and libelf is given back whole when its last block is
+ * freed; a forked child inherits both heaps, goes on with the blocks its
+ * parent had (a resolver it keeps) and empties its own copy of the zone
+ * without touching the parent's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,10 +73,11 @@ static void test_zone_given_back_when_empty(void **state) {
     ss_core_heap_free(again);
 }
 
-/* A forked child: none of the parent's zone, nothing of it claimed, a
- * zone of its own; the main heap's blocks still there and its own. */
-static void test_child_has_no_parent_zone(void **state) {
+/* A forked child: the parent's blocks are there and still the heaps';
+ * freeing the zone's last one empties the child's copy only. */
+static void test_child_goes_on_with_parent_blocks(void **state) {
     (void)state;
+    uint64_t emptied = ss_core_zone_emptied();
     void *z = ss_core_zone_alloc(4000, 16);
     void *m = ss_core_heap_alloc(4000, 16);
     assert_non_null(z);
@@ -85,23 +87,20 @@ static void test_child_has_no_parent_zone(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        ss_core_zone_after_fork_child(); /* the loader's at-fork handler calls it */
+        ss_core_zone_after_fork_child(); /* the loader's at-fork handler calls them */
         ss_core_heap_after_fork_child();
         int bad = 0;
-        if (mapped(z))
-            bad |= 1; /* inherited: MADV_DONTFORK missing */
-        if (ss_core_heap_owns(z) || ss_core_heap_in_zone(z))
-            bad |= 2; /* the parent's mark taken for this zone's */
-        ss_core_heap_free(z); /* not ours: left alone, no crash */
+        if (!mapped(z) || ((unsigned char *)z)[3999] != 7 || !ss_core_heap_in_zone(z))
+            bad |= 1;
         if (!mapped(m) || ((unsigned char *)m)[3999] != 9 || !ss_core_heap_owns(m))
-            bad |= 4;
+            bad |= 2;
         void *mine = ss_core_zone_alloc(4000, 16);
         if (!mine || !ss_core_heap_in_zone(mine))
+            bad |= 4;
+        ss_core_heap_free(mine);
+        ss_core_heap_free(z); /* the last one: the child's zone is emptied */
+        if (ss_core_zone_emptied() != emptied + 1 || mapped(z))
             bad |= 8;
-        else {
-            memset(mine, 3, 4000);
-            ss_core_heap_free(mine);
-        }
         _exit(bad);
     }
     int st = 0;
@@ -111,7 +110,9 @@ static void test_child_has_no_parent_zone(void **state) {
     /* the parent's are untouched */
     assert_true(ss_core_heap_in_zone(z));
     assert_int_equal(((unsigned char *)z)[3999], 7);
+    assert_int_equal(ss_core_zone_emptied(), emptied);
     ss_core_heap_free(z);
+    assert_int_equal(ss_core_zone_emptied(), emptied + 1);
     ss_core_heap_free(m);
 }
 
@@ -119,7 +120,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zone_blocks_are_the_zones),
         cmocka_unit_test(test_zone_given_back_when_empty),
-        cmocka_unit_test(test_child_has_no_parent_zone),
+        cmocka_unit_test(test_child_goes_on_with_parent_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
