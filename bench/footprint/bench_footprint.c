@@ -8,14 +8,20 @@
  *                       with STACKSHOT_EXPORTERS=text and with the default
  *                       (otlp_logs)
  *   fork()+_exit        a process forks N children that _exit at once,
- *                       with the agent running (text, 100 ms interval)
+ *                       with the agent armed (before its first round) and
+ *                       running (text, 100 ms interval); the floor: the
+ *                       same process without the agent but with one idle
+ *                       thread of its own (what any agent with a thread
+ *                       costs a single-threaded host's fork)
  *   resident memory     VmRSS of an idle process after 1.5 s with the
  *                       agent running (text, 100 ms interval), and after
  *                       7 s (the resolver releases libdw's tables once no
  *                       address has missed its cache for 5 s)
  *   busy host children  a host with two computing threads forks children
  *                       that exit(0) at once (destructors run), with the
- *                       agent running at 10 ms and at 1 s: per child
+ *                       agent running at 10 ms and at 1 s: per child,
+ *                       right after the agent's start and from 3 s after
+ *                       it (its first rounds' one-time work done)
  *   make -j2            20 tiny C files compiled and linked (make -B), the
  *                       agent at 10 ms and at the default 1 s
  *
@@ -165,6 +171,25 @@ static int child_fork_loop(int n) {
     return 0;
 }
 
+/* The floor of any agent that has a thread of its own: the same loop in a
+ * host (no agent) with one idle thread. glibc's fork of a multi-threaded
+ * process takes its locks and resets them in the child, the kernel
+ * flushes the TLBs of the CPUs the process has run on, and the child's
+ * exit waits for nothing more. */
+static void *idle_thread(void *arg) {
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static int child_fork_loop_thread(int n) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
+        return 1;
+    return child_fork_loop(n);
+}
+
 static atomic_bool spinning_done;
 
 static void *spin(void *arg) {
@@ -174,15 +199,18 @@ static void *spin(void *arg) {
     return NULL;
 }
 
-/* Two threads compute; once the agent (if any) has started, n children
- * that exit(0) at once, one after the other. */
-static int child_busy_children(int n) {
+/* Two threads compute; once the agent (if any) has started (and
+ * settle_ms more: its first rounds done), n children that exit(0) at
+ * once, one after the other. */
+static int child_busy_children(int n, long settle_ms) {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
     sleep_ms(200);
     for (int i = 0; i < 400 && thread_named("stackshot-start"); i++)
         sleep_ms(10);
+    if (settle_ms > 0)
+        sleep_ms(settle_ms);
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
         pid_t p = fork();
@@ -252,8 +280,10 @@ int main(int argc, char **argv) {
         return child_fork_loop(atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "--rss") == 0)
         return child_rss(argc > 2 ? atoi(argv[2]) : 1500);
+    if (argc > 2 && strcmp(argv[1], "--fork-loop-thread") == 0)
+        return child_fork_loop_thread(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
-        return child_busy_children(atoi(argv[2]));
+        return child_busy_children(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 0);
     if (argc < 2) {
         fprintf(stderr, "usage: %s <libstackshot.so> [spawns=200] [repeats=7]\n", argv[0]);
         return 2;
@@ -332,6 +362,20 @@ int main(int argc, char **argv) {
         }
     for (int c = 0; c < nb; c++)
         mb[c] = median(bk[c], n);
+    /* the same once the agent's first rounds are done (3 s after its
+     * start): a child's own cost, without the first rounds' one-time work
+     * (libdw reading DWARF) competing for the two CPUs */
+    char *settled_argv[] = {self, "--busy-children", "100", "3000", NULL};
+    env *scfg[2] = {&at10, &at1s};
+    uint64_t sk[2][64], ms_[2] = {0};
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < 2; c++) {
+            char buf[64];
+            run(settled_argv, scfg[c]->v, buf, sizeof buf);
+            sk[c][r] = strtoull(buf, NULL, 10);
+        }
+    for (int c = 0; c < 2; c++)
+        ms_[c] = median(sk[c], n);
 
     /* 1c. make -j2 of 20 tiny files */
     char proj[1100];
@@ -364,16 +408,23 @@ int main(int argc, char **argv) {
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", 2000);
     char *fork_argv[] = {self, "--fork-loop", nbuf, NULL};
-    env *fcfg[6] = {&none, &armed, &running, &nodebug, &before_running, &empty};
-    int nf = before ? 6 : 4;
-    uint64_t fk[6][64], mf[6] = {0};
+    char *floor_argv[] = {self, "--fork-loop-thread", nbuf, NULL};
+    env before_armed;
+    env_agent(&before_armed, before ? before : lib, "text", out);
+    env_add(&before_armed, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=3600000");
+    /* 6: no agent, one idle thread of the host's (the floor); 4 and 7: the
+     * library of before, running and armed */
+    env *fcfg[8] = {&none, &armed, &running, &nodebug, &before_running, &empty, &none, &before_armed};
+    uint64_t fk[8][64], mf[8] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < nf; c++) {
+        for (int c = 0; c < 8; c++) {
+            if (!before && (c == 4 || c == 7))
+                continue;
             char buf[64];
-            run(fork_argv, fcfg[c]->v, buf, sizeof buf);
+            run(c == 6 ? floor_argv : fork_argv, fcfg[c]->v, buf, sizeof buf);
             fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < nf; c++)
+    for (int c = 0; c < 8; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -425,6 +476,8 @@ int main(int argc, char **argv) {
         {"/bin/true, default otlp_logs (ms)", m_none, m_empty, m_dflt},
         {"busy host child, agent 10 ms (ms)", mb[0], mb[1], mb[2]},
         {"busy host child, agent 1 s (ms)", mb[0], mb[1], mb[3]},
+        {"  same, 10 ms, from 3 s after start", mb[0], mb[1], ms_[0]},
+        {"  same, 1 s, from 3 s after start", mb[0], mb[1], ms_[1]},
         {"make -j2, 20 files, 10 ms (ms)", mm[0], mm[1], mm[2]},
         {"make -j2, 20 files, 1 s (ms)", mm[0], mm[1], mm[3]},
     };
@@ -440,6 +493,10 @@ int main(int argc, char **argv) {
     for (int c = 1; c < 4; c++)
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", fname[c], mf[0] / 1e3, mf[c] / 1e3,
                (double)mf[c] / (double)mf[0], "1.50");
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "fork()+_exit+wait, empty lib", mf[0] / 1e3,
+           mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "  floor: no agent, 1 idle thread", mf[0] / 1e3,
+           mf[6] / 1e3, (double)mf[6] / (double)mf[0]);
     if (before) {
         printf("before: %s\n", before);
         printf("%-34s %11.3f %11.3f %11.3f %7.2f %8.2f\n", "busy host child, 10 ms, before (ms)",
@@ -447,8 +504,8 @@ int main(int argc, char **argv) {
                (double)mb[4] / (double)mb[1]);
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, running, before",
                mf[0] / 1e3, mf[4] / 1e3, (double)mf[4] / (double)mf[0], "1.50");
-        printf("%-34s %10.1f us %10.1f us %8.2f\n", "fork()+_exit+wait, empty lib", mf[0] / 1e3,
-               mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
+        printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, armed, before",
+               mf[0] / 1e3, mf[7] / 1e3, (double)mf[7] / (double)mf[0], "1.50");
     }
     static const char *const rname[2] = {"resident memory, text, idle", "  same, SYMBOLS_DEBUGINFO=false"};
     for (int c = 1; c < 3; c++)
