@@ -35,10 +35,10 @@
  * agent running are measured with it too, interleaved in the same run.
  * The fork-per-connection host (pgbench -C) is bench/footprint/pgbench.sh.
  * Prints a table; never a test. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#define _GNU_SOURCE
 #include <errno.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -48,6 +48,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "tests/common/host_threads.h"
@@ -199,9 +200,17 @@ static void *spin(void *arg) {
     return NULL;
 }
 
+static uint64_t cpu_ns(const struct rusage *u) {
+    return ((uint64_t)u->ru_utime.tv_sec + (uint64_t)u->ru_stime.tv_sec) * 1000000000ull +
+           ((uint64_t)u->ru_utime.tv_usec + (uint64_t)u->ru_stime.tv_usec) * 1000ull;
+}
+
 /* Two threads compute; once the agent (if any) has started (and
  * settle_ms more: its first rounds done), n children that exit(0) at
- * once, one after the other. */
+ * once, one after the other. Prints the wall time per child and the CPU
+ * time per child of the forking thread and the child together (what the
+ * scheduler's choices between the computing threads, the parent and the
+ * child do not move). */
 static int child_busy_children(int n, long settle_ms) {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
@@ -211,6 +220,9 @@ static int child_busy_children(int n, long settle_ms) {
         sleep_ms(10);
     if (settle_ms > 0)
         sleep_ms(settle_ms);
+    struct rusage self0, kids0, self1, kids1;
+    getrusage(RUSAGE_THREAD, &self0);
+    getrusage(RUSAGE_CHILDREN, &kids0);
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
         pid_t p = fork();
@@ -220,10 +232,13 @@ static int child_busy_children(int n, long settle_ms) {
         waitpid(p, &st, 0);
     }
     uint64_t per = (now_ns() - t0) / (uint64_t)n;
+    getrusage(RUSAGE_THREAD, &self1);
+    getrusage(RUSAGE_CHILDREN, &kids1);
+    uint64_t cpu = (cpu_ns(&self1) - cpu_ns(&self0) + cpu_ns(&kids1) - cpu_ns(&kids0)) / (uint64_t)n;
     atomic_store(&spinning_done, true);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    printf("%llu\n", (unsigned long long)per);
+    printf("%llu %llu\n", (unsigned long long)per, (unsigned long long)cpu);
     return 0;
 }
 
@@ -353,29 +368,35 @@ int main(int argc, char **argv) {
     env_add(&before_running, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=100");
     env *bcfg[5] = {&none, &empty, &at10, &at1s, &before10};
     int nb = before ? 5 : 4;
-    uint64_t bk[5][64], mb[5] = {0};
+    uint64_t bk[5][64], bkc[5][64], mb[5] = {0}, mbc[5] = {0};
     for (int r = 0; r < n; r++)
         for (int c = 0; c < nb; c++) {
-            char buf[64];
+            char buf[64], *end;
             run(busy_argv, bcfg[c]->v, buf, sizeof buf);
-            bk[c][r] = strtoull(buf, NULL, 10);
+            bk[c][r] = strtoull(buf, &end, 10);
+            bkc[c][r] = strtoull(end, NULL, 10);
         }
-    for (int c = 0; c < nb; c++)
+    for (int c = 0; c < nb; c++) {
         mb[c] = median(bk[c], n);
+        mbc[c] = median(bkc[c], n);
+    }
     /* the same once the agent's first rounds are done (3 s after its
      * start): a child's own cost, without the first rounds' one-time work
      * (libdw reading DWARF) competing for the two CPUs */
     char *settled_argv[] = {self, "--busy-children", "100", "3000", NULL};
     env *scfg[2] = {&at10, &at1s};
-    uint64_t sk[2][64], ms_[2] = {0};
+    uint64_t sk[2][64], skc[2][64], ms_[2] = {0}, msc[2] = {0};
     for (int r = 0; r < n; r++)
         for (int c = 0; c < 2; c++) {
-            char buf[64];
+            char buf[64], *end;
             run(settled_argv, scfg[c]->v, buf, sizeof buf);
-            sk[c][r] = strtoull(buf, NULL, 10);
+            sk[c][r] = strtoull(buf, &end, 10);
+            skc[c][r] = strtoull(end, NULL, 10);
         }
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < 2; c++) {
         ms_[c] = median(sk[c], n);
+        msc[c] = median(skc[c], n);
+    }
 
     /* 1c. make -j2 of 20 tiny files */
     char proj[1100];
@@ -478,6 +499,10 @@ int main(int argc, char **argv) {
         {"busy host child, agent 1 s (ms)", mb[0], mb[1], mb[3]},
         {"  same, 10 ms, from 3 s after start", mb[0], mb[1], ms_[0]},
         {"  same, 1 s, from 3 s after start", mb[0], mb[1], ms_[1]},
+        {"busy host child CPU, 10 ms (ms)", mbc[0], mbc[1], mbc[2]},
+        {"busy host child CPU, 1 s (ms)", mbc[0], mbc[1], mbc[3]},
+        {"  same, 10 ms, from 3 s after start", mbc[0], mbc[1], msc[0]},
+        {"  same, 1 s, from 3 s after start", mbc[0], mbc[1], msc[1]},
         {"make -j2, 20 files, 10 ms (ms)", mm[0], mm[1], mm[2]},
         {"make -j2, 20 files, 1 s (ms)", mm[0], mm[1], mm[3]},
     };
@@ -502,6 +527,9 @@ int main(int argc, char **argv) {
         printf("%-34s %11.3f %11.3f %11.3f %7.2f %8.2f\n", "busy host child, 10 ms, before (ms)",
                mb[0] / 1e6, mb[1] / 1e6, mb[4] / 1e6, (double)mb[4] / (double)mb[0],
                (double)mb[4] / (double)mb[1]);
+        printf("%-34s %11.3f %11.3f %11.3f %7.2f %8.2f\n", "busy child CPU, 10 ms, before (ms)",
+               mbc[0] / 1e6, mbc[1] / 1e6, mbc[4] / 1e6, (double)mbc[4] / (double)mbc[0],
+               (double)mbc[4] / (double)mbc[1]);
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, running, before",
                mf[0] / 1e3, mf[4] / 1e3, (double)mf[4] / (double)mf[0], "1.50");
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, armed, before",
