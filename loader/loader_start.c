@@ -56,16 +56,12 @@
  *
  * fork(): a child of an armed process arms again (its first round is due
  * when its parent's is, but not before 100 ms after the fork, whatever
- * the interval: a short-lived child leaves nothing). It creates no thread
- * at fork: its start thread comes from a timer on the forking thread's
- * CPU clock, 100 ms after the fork at the soonest (agent/fork_timer.c),
- * so a child that exits or execs before then has no thread of ours for
- * its exit or exec to wait for. A child of a started process is the
- * core's business (core/lifecycle.c), reached through api->fork_child. */
+ * the interval: a short-lived child leaves nothing). A child of a
+ * started process is the core's business (agent/lifecycle.c), reached
+ * through api->fork_child. */
 #include "agent/ms_keys.h"
 #include "loader/ss_loader.h"
 #include "agent/main_arena.h"
-#include "agent/fork_timer.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -451,7 +447,6 @@ static void spawn_locked(void) {
  * process single-threaded (unshare, setns, clone, the set*id family)
  * join it. */
 static start_state stop_thread_locked(bool join) {
-    ss_fork_timer_cancel(); /* a forked child's start thread not created yet */
     uint64_t until = mono_ns() + shutdown_ns;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
                           .tv_nsec = (long)(until % 1000000000ull)};
@@ -485,10 +480,6 @@ static start_state stop_thread_locked(bool join) {
  * this handler, if a library's constructor registered a handler). Only
  * the one fork that meets the start waits, once per process. */
 static void atfork_prepare(void) {
-    /* once, in a normal context: where the child's timer may not create
-     * its start thread (malloc bound in the global scope: the process's) */
-    if (atomic_load(&state) == START_ARMED)
-        ss_fork_timer_scan((uintptr_t)(void *)&malloc);
     if (atomic_load(&state) != START_RUNNING)
         return;
     uint64_t until = mono_ns() + FORK_WAIT_START_NS;
@@ -501,38 +492,7 @@ static void atfork_prepare(void) {
     pthread_mutex_unlock(&lock);
 }
 
-/* From the child's timer, once its start thread is due (fork_timer.c). */
-static bool start_from_timer(void) {
-    if (pthread_mutex_trylock(&lock) != 0)
-        return false;
-    if (ss_fork_timer_armed() && atomic_load(&state) == START_ARMED && !thread_alive) {
-        ss_fork_timer_disarm();
-        spawn_locked();
-    }
-    pthread_mutex_unlock(&lock);
-    return true;
-}
-
-/* In the child's at-fork handler: its start thread created later, from a
- * timer on this thread's CPU clock, FORK_DELAY_NS after the fork at the
- * soonest (fork_timer.c). The timer's signal is the one the sampler will
- * use by default (SIGRTMAX-3, agent/config.c), while nobody handles it and
- * this thread does not block it; false (the thread is created at fork)
- * otherwise, or when STACKSHOT_SIGNAL names another. */
-static bool start_timer_arm(void) {
-    if (getenv("STACKSHOT_SIGNAL"))
-        return false;
-    int sig = SIGRTMAX - 3;
-    struct sigaction cur;
-    sigset_t mask;
-    if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL ||
-        pthread_sigmask(SIG_SETMASK, NULL, &mask) != 0 || sigismember(&mask, sig))
-        return false;
-    return ss_fork_timer_arm(sig, mono_ns() + FORK_DELAY_NS, start_from_timer);
-}
-
 static void atfork_child(void) {
-    ss_fork_timer_forget(); /* a parent's timer is not inherited: its handler is */
     ss_altstack_after_fork_child();
     /* only this thread exists: our lock may have been held by another */
     pthread_mutex_init(&lock, NULL);
@@ -557,14 +517,10 @@ static void atfork_child(void) {
          * is not here. Started already, it restarts itself. */
         if (api)
             api->fork_child(true);
-        if (started) {
+        if (started)
             state = START_DONE;
-        } else if (start_timer_arm()) {
-            armed_pid = current_pid();
-            state = START_ARMED; /* its thread comes from the timer */
-        } else {
+        else
             spawn_locked();
-        }
         return;
     }
     const ss_core_api *api = ss_loader_core();
@@ -645,7 +601,6 @@ void ss_start_child_of_clone(void) {
      * at-fork handler. Such children (sandbox and container set-up) run
      * a function and exit or exec: nothing starts here, the exec'd
      * program starts its own agent. */
-    ss_fork_timer_forget();
     pthread_mutex_init(&lock, NULL);
     init_cond();
     thread_alive = false;

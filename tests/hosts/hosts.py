@@ -76,9 +76,7 @@ cases:
   children   a busy host's (two computing threads) forked children that
              live 5 ms hold only the thread that forked at their exit (no
              agent thread created at fork: /proc/self/task counted by the
-             child just before _exit), whether the host's agent runs or is
-             still armed (a child of an armed host that computes gets its
-             start thread from the timer and takes rounds); children that compute 1 s start
+             child just before _exit); children that compute 1 s start
              their own agent (its restart thread created from the timer
              signal), take rounds of whole stacks (their first ones too),
              exit 0 and add no line at info (nor
@@ -1115,28 +1113,6 @@ def case_children():
     check(counts and all(c == 1 for c in counts),
           f"tasks: a child holds only the thread that forked: {counts}")
     check(len(agent_lines(r.stderr)) == 1, f"tasks: one line, the host's: {agent_lines(r.stderr)}")
-    # The children of an armed host (its first round due in a minute, its
-    # start thread asleep) create no start thread at fork either (before,
-    # each held a stackshot-start thread: 2)
-    out = fresh("children")
-    r = subprocess.run([spawner, "tasks", "12", "5", "2"], env=dict(agent_env(out,
-                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="60000"), SPAWNER_ARMED="1"),
-                       capture_output=True, text=True, timeout=120)
-    counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
-    check(r.returncode == 0 and counts and all(c == 1 for c in counts),
-          f"tasks, armed host: a child holds only the thread that forked: {counts}")
-    # A child of an armed host that computes 1.5 s gets its start thread
-    # from the timer and takes rounds of its own once its first round is
-    # due (the parent's, 700 ms after the start)
-    out = fresh("children")
-    r = subprocess.run([spawner, "work", "1", "1500"], env=dict(agent_env(out,
-                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="700"), SPAWNER_ARMED="1"),
-                       capture_output=True, text=True, timeout=120)
-    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
-    check(r.returncode == 0 and len(children) == 1, f"work, armed host: the child exited 0 ({r.returncode})")
-    for c in children:
-        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
-        check(rounds >= 1, f"work, armed host: child {c} took rounds of its own: {rounds}")
     for interval in ("10", "50"):
         out = fresh("children")
         r = subprocess.run([spawner, "work", "3", "1000"], env=agent_env(out,

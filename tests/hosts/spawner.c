@@ -15,9 +15,7 @@
  * every descriptor >= 3 (as a daemon does; its agent's among them) and
  * computes 300 ms more (its agent meets them closed), `childclose` is
  * `work` in children that close every descriptor >= 3 first (the copies
- * of their parent's agent's among them). With SPAWNER_ARMED set, the
- * children are forked at 300 ms whether the agent started or not (an
- * agent whose first round is later is still armed then). THREADS (default 0) threads compute
+ * of their parent's agent's among them). THREADS (default 0) threads compute
  * meanwhile (a busy host). Prints each child's pid ("child N", with
  * "tasks N" in `tasks` mode), then the mean cost of a child in
  * microseconds ("per child N us"); exits 0 when every child exited 0 (in
@@ -168,10 +166,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 100000; i++)
             x = x * 6364136223846793005ul + 1442695040888963407ul;
     /* a preloaded agent has started (its start thread is gone): the
-     * children are a running agent's, on a loaded machine too; with
-     * SPAWNER_ARMED in the environment the children are an armed agent's
-     * (forked before its first round is due, its start thread asleep) */
-    for (int i = 0; i < 500 && !getenv("SPAWNER_ARMED") && thread_named("stackshot-start"); i++)
+     * children are a running agent's, on a loaded machine too */
+    for (int i = 0; i < 500 && thread_named("stackshot-start"); i++)
         sleep_ms(10);
     if (parent_close) {
         close_from_3();

@@ -36,13 +36,12 @@ ALLOWED = {
     "loader": {"loader", "include"},
     "core": {"agent", "proc", "samplers", "jvmti", "exporters", "core", "loader", "include"},
 }
-# What the loader compiles of agent/ (enabled.c, process_jvm.c, main_arena.c,
-# fork_timer.c) and the
+# What the loader compiles of agent/ (enabled.c, process_jvm.c) and the
 # record layout it shares with the core.
 # The module ABI gathers the functions a module may call, from agent/ and
 # two proc/ headers.
 ABI_EXTRA = {("agent/module_abi.h", "proc/process.h"), ("agent/module_abi.h", "proc/threads.h")}
-LOADER_AGENT = {"agent/enabled.h", "agent/fork_timer.h", "agent/main_arena.h", "agent/ms_keys.h", "agent/otel_ctx.h", "agent/version.h"}
+LOADER_AGENT = {"agent/enabled.h", "agent/main_arena.h", "agent/ms_keys.h", "agent/otel_ctx.h", "agent/version.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
