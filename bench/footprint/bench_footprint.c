@@ -12,7 +12,9 @@
  *                       running (text, 100 ms interval); the floor: the
  *                       same process without the agent but with one idle
  *                       thread of its own (what any agent with a thread
- *                       costs a single-threaded host's fork)
+ *                       costs a single-threaded host's fork), and with the
+ *                       libraries the agent's core maps and two idle
+ *                       threads (what its presence alone costs)
  *   resident memory     VmRSS of an idle process after 1.5 s with the
  *                       agent running (text, 100 ms interval), and after
  *                       7 s (the resolver releases libdw's tables once no
@@ -39,6 +41,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -191,6 +194,25 @@ static int child_fork_loop_thread(int n) {
     return child_fork_loop(n);
 }
 
+/* The rest of what the agent's presence alone costs a fork, without the
+ * agent: the libraries its core maps (libdw, libelf, libunwind and what
+ * they need: libz, liblzma, libbz2) and two idle threads (the sampler and
+ * the exporter). What the running agent costs beyond this is its own
+ * memory and its at-fork work. */
+static int child_fork_loop_libs(int n) {
+    static const char *const libs[] = {"libdw.so.1", "libelf.so.1", "libunwind.so.8"};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        if (!dlopen(libs[i], RTLD_NOW | RTLD_LOCAL)) {
+            fprintf(stderr, "%s\n", dlerror());
+            return 1;
+        }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, idle_thread, NULL) != 0)
+            return 1;
+    return child_fork_loop(n);
+}
+
 static atomic_bool spinning_done;
 
 static void *spin(void *arg) {
@@ -297,6 +319,8 @@ int main(int argc, char **argv) {
         return child_rss(argc > 2 ? atoi(argv[2]) : 1500);
     if (argc > 2 && strcmp(argv[1], "--fork-loop-thread") == 0)
         return child_fork_loop_thread(atoi(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "--fork-loop-libs") == 0)
+        return child_fork_loop_libs(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
         return child_busy_children(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 0);
     if (argc < 2) {
@@ -430,22 +454,24 @@ int main(int argc, char **argv) {
     snprintf(nbuf, sizeof nbuf, "%d", 2000);
     char *fork_argv[] = {self, "--fork-loop", nbuf, NULL};
     char *floor_argv[] = {self, "--fork-loop-thread", nbuf, NULL};
+    char *libs_argv[] = {self, "--fork-loop-libs", nbuf, NULL};
     env before_armed;
     env_agent(&before_armed, before ? before : lib, "text", out);
     env_add(&before_armed, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=3600000");
-    /* 6: no agent, one idle thread of the host's (the floor); 4 and 7: the
-     * library of before, running and armed */
-    env *fcfg[8] = {&none, &armed, &running, &nodebug, &before_running, &empty, &none, &before_armed};
-    uint64_t fk[8][64], mf[8] = {0};
+    /* 6: no agent, one idle thread of the host's (the floor); 8: no agent,
+     * the agent's libraries and two idle threads; 4 and 7: the library of
+     * before, running and armed */
+    env *fcfg[9] = {&none, &armed, &running, &nodebug, &before_running, &empty, &none, &before_armed, &none};
+    uint64_t fk[9][64], mf[9] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 8; c++) {
+        for (int c = 0; c < 9; c++) {
             if (!before && (c == 4 || c == 7))
                 continue;
             char buf[64];
-            run(c == 6 ? floor_argv : fork_argv, fcfg[c]->v, buf, sizeof buf);
+            run(c == 6 ? floor_argv : c == 8 ? libs_argv : fork_argv, fcfg[c]->v, buf, sizeof buf);
             fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 8; c++)
+    for (int c = 0; c < 9; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -522,6 +548,8 @@ int main(int argc, char **argv) {
            mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  floor: no agent, 1 idle thread", mf[0] / 1e3,
            mf[6] / 1e3, (double)mf[6] / (double)mf[0]);
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "  no agent, its libs, 2 threads", mf[0] / 1e3,
+           mf[8] / 1e3, (double)mf[8] / (double)mf[0]);
     if (before) {
         printf("before: %s\n", before);
         printf("%-34s %11.3f %11.3f %11.3f %7.2f %8.2f\n", "busy host child, 10 ms, before (ms)",
