@@ -18,13 +18,18 @@ const PYTHON = '/usr/bin/python3'; // Debian's: python3-cbor2
 // The test collector (matrix.js's Collector runs it), with session rules
 // only (the end-to-end tests decode everything: here a busy machine's
 // Python must keep up with the backlog). delivered(): the requests in its
-// dump newer than `since` (ms) whose body holds `needle`.
+// dump newer than `since` (ms) whose body holds `needle`. The collector may
+// be writing a line as the dump is read: only whole lines are parsed (a
+// half-written one, parsed, once threw and hung the matrix until its
+// timeout).
 function zorkaCollector(Collector, dir) {
     const srv = new Collector(dir, {python: PYTHON, script: COLLECTOR, args: ['--no-decode']});
     srv.delivered = (needle, since = 0) => {
         const file = path.join(dir, 'requests.jsonl');
         if (!fs.existsSync(file)) return [];
-        return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map(JSON.parse)
+        const lines = fs.readFileSync(file, 'utf8').split('\n');
+        lines.pop(); // after the last newline: empty, or a line still being written
+        return lines.filter((l) => l.trim()).map(JSON.parse)
             .filter((r) => Number(r.t) >= since && Buffer.from(r.body, 'base64').includes(needle));
     };
     return srv;
