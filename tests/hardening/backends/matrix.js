@@ -92,6 +92,25 @@ function sleep(ms) {
 // (or another Python collector that prints its port first: opts.script,
 // opts.python, opts.args; plugins get this class)
 
+// Every process the matrix starts, killed when the matrix exits, however
+// it ends: a collector writes to our stderr, so one left running would
+// keep ctest waiting on the test's output until its timeout.
+const spawned = new Set();
+function track(p) {
+    spawned.add(p);
+    p.on('exit', () => spawned.delete(p));
+    return p;
+}
+process.on('exit', () => {
+    for (const p of spawned) {
+        try {
+            p.kill('SIGKILL');
+        } catch (e) {
+            // gone already
+        }
+    }
+});
+
 class Collector {
     constructor(dir, opts = {}) {
         this.dir = dir;
@@ -99,9 +118,9 @@ class Collector {
     }
     start(port) {
         return new Promise((resolve, reject) => {
-            this.proc = spawn(this.opts.python || PYTHON, [this.opts.script || COLLECTOR,
+            this.proc = track(spawn(this.opts.python || PYTHON, [this.opts.script || COLLECTOR,
                 '--port', String(port), '--out', this.dir, ...(this.opts.args || [])],
-                {stdio: ['ignore', 'pipe', 'inherit']});
+                {stdio: ['ignore', 'pipe', 'inherit']}));
             this.proc.on('error', reject);
             this.proc.stdout.once('data', (d) => {
                 this.port = Number(String(d).trim());
@@ -198,10 +217,10 @@ function envFor(exporter, port, dir, transport) {
 function runHost(env, args) {
     const out = {stdout: '', stderr: '', opsAt: 0, start: Date.now()};
     const done = new Promise((resolve) => {
-        const p = JAVA
+        const p = track(JAVA
             ? spawn(JAVA, [`-agentpath:${LIB}`, ...JAVA_ARGS, '-cp', JAVA_CP, 'BkHost', ...args],
                 {env, stdio: ['pipe', 'pipe', 'pipe']})
-            : spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']});
+            : spawn(HOST, args, {env, stdio: ['pipe', 'pipe', 'pipe']}));
         out.pid = p.pid;
         out.finish = () => p.stdin.end();
         out.mark = () => p.stdin.write('m\n');
