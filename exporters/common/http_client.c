@@ -5,13 +5,24 @@
  * cache holds one connection: between calls the connection stays open and
  * the next call to the same origin reuses it. A call adds the easy handle
  * to the multi handle and drives it with curl_multi_perform and
- * curl_multi_poll, never waiting past the call's deadline; another thread
- * interrupts the poll with curl_multi_wakeup. A call cut short removes the
- * handle mid-transfer, which makes libcurl close that connection.
+ * curl_multi_wait, never waiting past the call's deadline; another thread
+ * interrupts the wait through a pipe of ours (the kick). A call cut short
+ * removes the handle mid-transfer, which makes libcurl close that
+ * connection.
+ *
+ * Why not curl_multi_poll and curl_multi_wakeup: curl_multi_poll reads
+ * libcurl's own wakeup pair whenever the wait sees it readable, with no
+ * check of ours in between. A host that closed every descriptor while the
+ * wait ran (up to POLL_SLICE_MS) and reopened the pair's number as a
+ * socket of its own had bytes taken from that socket
+ * (descriptors_otlp_http_between, once under load). curl_multi_wait never
+ * touches the pair; the kick is checked as ours before each wait and
+ * before it is read or written.
  *
  * Descriptors the host may take back. The multi handle keeps descriptors
- * across calls: its wakeup pair (libcurl's socketpair or pipe, read by
- * every curl_multi_poll, written by curl_multi_wakeup) and the kept
+ * across calls: its wakeup pair (libcurl's socketpair or pipe, made by
+ * curl_multi_init, now never read or written, closed by
+ * curl_multi_cleanup), the kick and the kept
  * connection. A host that closes every descriptor >= 3 and opens its own
  * files or sockets gets those numbers back, and libcurl would read from
  * them, write requests (or a TLS close_notify) into them and close them.
@@ -59,6 +70,7 @@ struct ss_http_client {
     CURL *easy;
     pthread_mutex_t wake_mu;       /* the multi and its wakeup pair vs a cancel */
     ss_kept_fd wake[WAKE_FDS];     /* the multi's wakeup descriptors */
+    ss_kept_fd kick[2];            /* our wakeup pipe: [0] waited on by a call, [1] written by a cancel */
     ss_kept_fd socks[KEPT_SOCKS];  /* sockets our callback opened, not closed yet */
     bool lost;                     /* a socket was found taken over (by a callback) */
     bool refused;                  /* too many abandoned: no more calls */
@@ -170,6 +182,29 @@ static int open_descriptors(open_fd *out, int max) {
     return n;
 }
 
+/* The kick: a pipe of ours, high in the table (kept_fd.h). A pipe, not an
+ * eventfd: every eventfd has the same inode, so a host's eventfd at the
+ * same number would pass for ours. Without one (no descriptor left), a
+ * call waits with curl_multi_poll as before and a cancel is noticed within
+ * POLL_SLICE_MS. */
+static void kick_new(ss_http_client *c) {
+    int p[2];
+    c->kick[0].fd = c->kick[1].fd = -1;
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (ss_kept_fd_adopt(&c->kick[i], ss_fd_move_high(p[i])) != 0 && i == 0) {
+            close(p[1]);
+            return;
+        }
+}
+
+static void kick_close(ss_http_client *c) {
+    for (int i = 0; i < 2; i++)
+        if (c->kick[i].fd >= 0)
+            ss_kept_fd_close(&c->kick[i]); /* only while still ours */
+}
+
 /* curl_multi_init, and the descriptors it opened (its wakeup pair):
  * those open after it that were not before (by number and name: a number
  * the host closed and libcurl got is new too), kept with their identity.
@@ -194,6 +229,7 @@ static CURLM *multi_new(ss_http_client *c) {
             c->wake[w++] = (ss_kept_fd){after[i].fd, st.st_dev, st.st_ino};
     }
     free(before);
+    kick_new(c);
     return m;
 }
 
@@ -240,6 +276,9 @@ static bool descriptors_ours(ss_http_client *c) {
     for (int i = 0; i < WAKE_FDS; i++)
         if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
             return false;
+    for (int i = 0; i < 2; i++)
+        if (c->kick[i].fd >= 0 && !ss_kept_fd_is_ours(&c->kick[i]))
+            return false;
     for (int i = 0; i < KEPT_SOCKS; i++)
         if (c->socks[i].fd >= 0 && !ss_kept_fd_is_ours(&c->socks[i]))
             return false;
@@ -257,6 +296,7 @@ static uint64_t leave(ss_http_client *c) {
     }
     for (int i = 0; i < WAKE_FDS; i++)
         ss_kept_fd_forget(&c->wake[i]);
+    kick_close(c);
     for (int i = 0; i < KEPT_SOCKS; i++)
         ss_kept_fd_forget(&c->socks[i]);
     c->lost = false;
@@ -305,6 +345,7 @@ ss_http_client *ss_http_client_new(const ss_http_tls *tls) {
     pthread_mutex_init(&c->wake_mu, NULL);
     for (int i = 0; i < KEPT_SOCKS; i++)
         c->socks[i].fd = -1;
+    c->kick[0].fd = c->kick[1].fd = -1;
     bool failed = false;
     if (tls) {
         c->insecure = tls->insecure;
@@ -331,6 +372,7 @@ void ss_http_client_free(ss_http_client *c) {
         curl_easy_cleanup(c->easy);
     if (c->multi)
         curl_multi_cleanup(c->multi); /* closes the kept connection (on_close_socket) */
+    kick_close(c);
     pthread_mutex_destroy(&c->wake_mu);
     free(c->ca_file);
     free(c->cert_file);
@@ -340,15 +382,25 @@ void ss_http_client_free(ss_http_client *c) {
 
 void ss_http_client_cancel(ss_http_client *c) {
     atomic_store(&c->cancelled, true);
-    /* a write on the multi's wakeup pair, unless the host took it over:
-     * then the call notices the cancel within POLL_SLICE_MS */
+    /* a byte on the kick, unless the host took it over (or there is none:
+     * the call waits in curl_multi_poll, woken by libcurl's own pair while
+     * that is ours); else the call notices the cancel within
+     * POLL_SLICE_MS */
     pthread_mutex_lock(&c->wake_mu);
-    bool ours = c->multi != NULL;
-    for (int i = 0; i < WAKE_FDS && ours; i++)
-        if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
-            ours = false;
-    if (ours)
-        curl_multi_wakeup(c->multi);
+    if (c->multi && c->kick[1].fd >= 0) {
+        if (ss_kept_fd_is_ours(&c->kick[1])) {
+            char b = 1;
+            ssize_t w = write(c->kick[1].fd, &b, 1); /* full: a wakeup is pending anyway */
+            (void)w;
+        }
+    } else if (c->multi) {
+        bool ours = true;
+        for (int i = 0; i < WAKE_FDS && ours; i++)
+            if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
+                ours = false;
+        if (ours)
+            curl_multi_wakeup(c->multi);
+    }
     pthread_mutex_unlock(&c->wake_mu);
 }
 
@@ -699,9 +751,20 @@ static int drive(ss_http_client *c, uint64_t deadline_ns, CURLcode *done) {
             if (left_ms < (uint64_t)timeout_ms)
                 timeout_ms = (int)left_ms;
         }
-        /* returns early on socket activity, libcurl's own timers and
-         * curl_multi_wakeup (a cancel) */
-        mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
+        /* returns early on socket activity, libcurl's own timers and the
+         * kick (a cancel); checked ours just before (descriptors_ours) */
+        if (c->kick[0].fd >= 0) {
+            struct curl_waitfd kick = {.fd = c->kick[0].fd, .events = CURL_WAIT_POLLIN};
+            mc = curl_multi_wait(c->multi, &kick, 1, timeout_ms, NULL);
+            if (mc == CURLM_OK && (kick.revents & CURL_WAIT_POLLIN) &&
+                ss_kept_fd_is_ours(&c->kick[0])) {
+                char buf[64];
+                while (read(c->kick[0].fd, buf, sizeof buf) > 0)
+                    ;
+            }
+        } else {
+            mc = curl_multi_poll(c->multi, NULL, 0, timeout_ms, NULL);
+        }
         if (mc != CURLM_OK)
             return mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
     }
