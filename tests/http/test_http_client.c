@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -354,6 +355,78 @@ static void test_cancel_from_thread(void **state) {
     assert_int_equal(r.status, 200);
     ss_buf_free(&r.body);
     ss_http_client_free(c);
+}
+
+/* The descriptors open now (below 512, where libcurl's land; the
+ * client's own pipe is moved higher): a bitmap. */
+static void open_fds(unsigned char open_now[512]) {
+    memset(open_now, 0, 512);
+    for (int fd = 3; fd < 512; fd++)
+        open_now[fd] = fcntl(fd, F_GETFD) != -1;
+}
+
+typedef struct silent_call {
+    ss_http_client *c;
+    int rc;
+} silent_call;
+
+static void *silent_call_main(void *arg) {
+    silent_call *k = arg;
+    char u[128];
+    url(u, sizeof u, "http", port_plain, "/silent");
+    ss_http_request req = {.method = "POST", .url = u, .body = "x", .body_len = 1,
+                           .deadline_ns = ss_mono_ns() + 1500000000ull};
+    ss_http_response r;
+    k->rc = ss_http_perform(k->c, &req, &r);
+    ss_buf_free(&r.body);
+    return NULL;
+}
+
+/* A host that takes back the numbers of libcurl's wakeup pair while a call
+ * waits (it closed every descriptor and opened a socket pair of its own
+ * there) keeps the bytes waiting on it: the client never reads that pair
+ * (curl_multi_poll did, whenever its wait saw it readable), nor closes it
+ * (the handles are abandoned, not cleaned up). */
+static void test_wakeup_pair_left_alone(void **state) {
+    (void)state;
+    unsigned char before[512], after[512];
+    open_fds(before);
+    ss_http_client *c = ss_http_client_new(NULL);
+    assert_non_null(c);
+    open_fds(after);
+    int wake[4], nw = 0;
+    for (int fd = 3; fd < 512 && nw < 4; fd++)
+        if (after[fd] && !before[fd])
+            wake[nw++] = fd;
+    assert_true(nw >= 1); /* libcurl's pair (a socketpair in 7.88) */
+    silent_call k = {.c = c};
+    pthread_t t;
+    pthread_create(&t, NULL, silent_call_main, &k);
+    usleep(300000); /* the call waits for the silent server */
+    int peer[4];
+    static const char bytes[] = "host bytes";
+    /* non-blocking, so that a client that reads them (as curl_multi_poll
+     * did) fails this test at once; a blocking socket of the host's hung
+     * that client's thread in recv for good */
+    for (int i = 0; i < nw; i++) {
+        int sp[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp), 0);
+        assert_int_equal(write(sp[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+        assert_int_equal(dup2(sp[0], wake[i]), wake[i]);
+        close(sp[0]);
+        peer[i] = sp[1];
+    }
+    pthread_join(t, NULL);
+    assert_true(k.rc < 0); /* the silent server never answered */
+    ss_http_client_free(c);
+    for (int i = 0; i < nw; i++) {
+        char got[64];
+        ssize_t n = recv(wake[i], got, sizeof got, MSG_DONTWAIT);
+        assert_int_equal(n, (ssize_t)sizeof bytes); /* still open, and nothing taken */
+        assert_memory_equal(got, bytes, sizeof bytes);
+        close(wake[i]);
+        close(peer[i]);
+    }
 }
 
 static int closed_port(void) {
@@ -739,6 +812,7 @@ int main(void) {
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_deadline_silent),
         cmocka_unit_test(test_cancel_from_thread),
+        cmocka_unit_test(test_wakeup_pair_left_alone),
         cmocka_unit_test(test_refused_and_secrets),
         cmocka_unit_test(test_garbage_and_close),
         cmocka_unit_test(test_max_response_and_reconnect),
