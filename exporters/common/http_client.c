@@ -270,19 +270,17 @@ static int on_close_socket(void *arg, curl_socket_t fd) {
 }
 
 /* Whether every descriptor the multi handle keeps is still ours. */
-static bool descriptors_ours(ss_http_client *c) {
-    if (c->lost)
-        return false;
-    for (int i = 0; i < WAKE_FDS; i++)
-        if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
-            return false;
-    for (int i = 0; i < 2; i++)
-        if (c->kick[i].fd >= 0 && !ss_kept_fd_is_ours(&c->kick[i]))
-            return false;
-    for (int i = 0; i < KEPT_SOCKS; i++)
-        if (c->socks[i].fd >= 0 && !ss_kept_fd_is_ours(&c->socks[i]))
+/* Whether each of the n kept descriptors in use is still ours. */
+static bool all_ours(const ss_kept_fd *k, int n) {
+    for (int i = 0; i < n; i++)
+        if (k[i].fd >= 0 && !ss_kept_fd_is_ours(&k[i]))
             return false;
     return true;
+}
+
+static bool descriptors_ours(ss_http_client *c) {
+    return !c->lost && all_ours(c->wake, WAKE_FDS) && all_ours(c->kick, 2) &&
+           all_ours(c->socks, KEPT_SOCKS);
 }
 
 /* Leave the multi and easy handles as they are, for ever (cleaning them
@@ -393,13 +391,8 @@ void ss_http_client_cancel(ss_http_client *c) {
             ssize_t w = write(c->kick[1].fd, &b, 1); /* full: a wakeup is pending anyway */
             (void)w;
         }
-    } else if (c->multi) {
-        bool ours = true;
-        for (int i = 0; i < WAKE_FDS && ours; i++)
-            if (c->wake[i].fd >= 0 && !ss_kept_fd_is_ours(&c->wake[i]))
-                ours = false;
-        if (ours)
-            curl_multi_wakeup(c->multi);
+    } else if (c->multi && all_ours(c->wake, WAKE_FDS)) {
+        curl_multi_wakeup(c->multi);
     }
     pthread_mutex_unlock(&c->wake_mu);
 }

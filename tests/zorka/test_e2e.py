@@ -156,6 +156,13 @@ def defined_once_per_session(reqs):
     return twice
 
 
+def cut_at_exit(stderr):
+    """Records the shutdown deadline cut, as the agent's line says (counted
+    dropped; their body may have gone out and arrived all the same)."""
+    m = re.search(r"zorka: (\d+) records not delivered before the shutdown deadline", stderr)
+    return int(m.group(1)) if m else 0
+
+
 def common(name, code, stderr, out, dump, expect_failures=False):
     check(code == 0, "%s: the host exits normally (%s)" % (name, code))
     ctr, acc = counters(stderr), accounting(stderr)
@@ -174,8 +181,7 @@ def common(name, code, stderr, out, dump, expect_failures=False):
     st = stats()
     # a trace whose call the shutdown deadline cancelled after its body
     # went out may have arrived all the same: counted dropped, accepted
-    m = re.search(r"zorka: (\d+) records not delivered before the shutdown deadline", stderr)
-    late = int(m.group(1)) if m else 0
+    late = cut_at_exit(stderr)
     check(acc["exported"] <= st["accepted_trc"] <= acc["exported"] + late,
           "%s: the collector accepted %d traces, the agent counted %d exported (%d cut at exit)" % (
               name, st["accepted_trc"], acc["exported"], late))
@@ -343,8 +349,7 @@ def scenario_expiry(a, out):
     # what the host's exit cut (the shutdown deadline, said in its own line:
     # on a loaded machine the last period's re-sent traces can still be in
     # flight) is not the reset's loss
-    m = re.search(r"zorka: (\d+) records not delivered before the shutdown deadline", se)
-    cut = int(m.group(1)) if m else 0
+    cut = cut_at_exit(se)
     check(acc["dropped"] == cut and acc["rejected"] == 0 and acc["exported"] + cut == acc["taken"] and
           2 * acc["exported"] >= acc["taken"],
           "expiry: every trace delivered after the reset (%d cut at exit)" % cut)
