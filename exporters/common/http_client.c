@@ -192,11 +192,14 @@ static void kick_new(ss_http_client *c) {
     c->kick[0].fd = c->kick[1].fd = -1;
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
         return;
-    for (int i = 0; i < 2; i++)
-        if (ss_kept_fd_adopt(&c->kick[i], ss_fd_move_high(p[i])) != 0 && i == 0) {
-            close(p[1]);
-            return;
-        }
+    if (ss_kept_fd_adopt(&c->kick[0], ss_fd_move_high(p[0])) != 0) {
+        close(p[1]);
+        return;
+    }
+    /* both ends or neither: a call waiting on a kick that a cancel cannot
+     * write would notice the cancel only within POLL_SLICE_MS */
+    if (ss_kept_fd_adopt(&c->kick[1], ss_fd_move_high(p[1])) != 0)
+        ss_kept_fd_close(&c->kick[0]);
 }
 
 static void kick_close(ss_http_client *c) {
