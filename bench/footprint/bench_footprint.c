@@ -310,6 +310,23 @@ static int child_rss(int ms) {
     return 0;
 }
 
+/* The busy host (--busy-children) under each of nc configurations, n
+ * times, interleaved: the medians of its wall and CPU time per child. */
+static void run_busy(char **argv, env **cfg, int nc, int n, uint64_t *wall, uint64_t *cpu) {
+    uint64_t w[8][64], u[8][64];
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < nc; c++) {
+            char buf[64], *end;
+            run(argv, cfg[c]->v, buf, sizeof buf);
+            w[c][r] = strtoull(buf, &end, 10);
+            u[c][r] = strtoull(end, NULL, 10);
+        }
+    for (int c = 0; c < nc; c++) {
+        wall[c] = median(w[c], n);
+        cpu[c] = median(u[c], n);
+    }
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -392,35 +409,15 @@ int main(int argc, char **argv) {
     env_add(&before_running, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=100");
     env *bcfg[5] = {&none, &empty, &at10, &at1s, &before10};
     int nb = before ? 5 : 4;
-    uint64_t bk[5][64], bkc[5][64], mb[5] = {0}, mbc[5] = {0};
-    for (int r = 0; r < n; r++)
-        for (int c = 0; c < nb; c++) {
-            char buf[64], *end;
-            run(busy_argv, bcfg[c]->v, buf, sizeof buf);
-            bk[c][r] = strtoull(buf, &end, 10);
-            bkc[c][r] = strtoull(end, NULL, 10);
-        }
-    for (int c = 0; c < nb; c++) {
-        mb[c] = median(bk[c], n);
-        mbc[c] = median(bkc[c], n);
-    }
+    uint64_t mb[5] = {0}, mbc[5] = {0};
+    run_busy(busy_argv, bcfg, nb, n, mb, mbc);
     /* the same once the agent's first rounds are done (3 s after its
      * start): a child's own cost, without the first rounds' one-time work
      * (libdw reading DWARF) competing for the two CPUs */
     char *settled_argv[] = {self, "--busy-children", "100", "3000", NULL};
     env *scfg[2] = {&at10, &at1s};
-    uint64_t sk[2][64], skc[2][64], ms_[2] = {0}, msc[2] = {0};
-    for (int r = 0; r < n; r++)
-        for (int c = 0; c < 2; c++) {
-            char buf[64], *end;
-            run(settled_argv, scfg[c]->v, buf, sizeof buf);
-            sk[c][r] = strtoull(buf, &end, 10);
-            skc[c][r] = strtoull(end, NULL, 10);
-        }
-    for (int c = 0; c < 2; c++) {
-        ms_[c] = median(sk[c], n);
-        msc[c] = median(skc[c], n);
-    }
+    uint64_t ms_[2] = {0}, msc[2] = {0};
+    run_busy(settled_argv, scfg, 2, n, ms_, msc);
 
     /* 1c. make -j2 of 20 tiny files */
     char proj[1100];
