@@ -659,6 +659,7 @@ static int read_syscall_how(pid_t tid, ss_task_files *f, ss_proc_syscall *out, i
     out->unknown = false;
     out->nr = -1;
     out->sp = out->pc = 0;
+    memset(out->args, 0, sizeof out->args);
     if (strncmp(buf, "running", 7) == 0) {
         out->running = true;
         return 0;
@@ -680,6 +681,9 @@ static int read_syscall_how(pid_t tid, ss_task_files *f, ss_proc_syscall *out, i
     out->nr = nr < 0 ? -1 : nr;
     out->sp = v[n - 2];
     out->pc = v[n - 1];
+    memset(out->args, 0, sizeof out->args);
+    if (n == 8)
+        memcpy(out->args, v, sizeof out->args);
     return 0;
 }
 
@@ -777,6 +781,33 @@ int ss_proc_blocks_signal(pid_t tid, int sig) {
     if (rc < 0)
         return rc;
     return (mask >> (sig - 1)) & 1u ? 1 : 0;
+}
+
+int ss_proc_blocks_signal_out(pid_t tid, int sig, uint64_t *slept, uint64_t *switched_out) {
+    char buf[4096]; /* the context switches are at the end */
+    ssize_t len = read_once(tid, "status", buf, sizeof buf);
+    if (len < 0)
+        return (int)len;
+    const char *m = strstr(buf, "\nSigBlk:");
+    const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
+    const char *n = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+    if (!m || !v || !n)
+        return -EINVAL;
+    *slept = strtoull(v + 25, NULL, 10);
+    *switched_out = *slept + strtoull(n + 28, NULL, 10);
+    return (strtoull(m + 8, NULL, 16) >> (sig - 1)) & 1u ? 1 : 0;
+}
+
+int ss_proc_schedstat(pid_t tid, uint64_t *switched_in) {
+    char buf[128];
+    ssize_t len = read_once(tid, "schedstat", buf, sizeof buf);
+    if (len < 0)
+        return (int)len;
+    unsigned long long run, wait, slices;
+    if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
+        return -EINVAL;
+    *switched_in = slices;
+    return 0;
 }
 
 /* ---- clocks -------------------------------------------------------- */

@@ -85,6 +85,7 @@ typedef struct ss_proc_syscall {
     long nr;        /* system call number; -1: stopped outside one */
     uint64_t sp;    /* user stack pointer */
     uint64_t pc;    /* user program counter (after the syscall instruction) */
+    uint64_t args[6]; /* its arguments, asleep in a system call; else 0 */
     uint8_t len;
     char line[190]; /* the raw line, to tell "the same before and after" */
 } ss_proc_syscall;
@@ -132,6 +133,12 @@ void ss_proc_close_inherited(void);
 
 /* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
 int ss_proc_blocks_signal(pid_t tid, int sig);
+/* The same, and as of the same read how many times the thread went to
+ * sleep (its voluntary context switches) into *slept and how many times it
+ * left a CPU (voluntary and nonvoluntary) into *switched_out. */
+int ss_proc_blocks_signal_out(pid_t tid, int sig, uint64_t *slept, uint64_t *switched_out);
+/* How many times the thread was put on a CPU (third field of schedstat). */
+int ss_proc_schedstat(pid_t tid, uint64_t *switched_in);
 
 /* The signals the thread blocks (SigBlk of status) into *mask. 0 or
  * -errno. Any thread; part of the core's API for its modules. */
