@@ -44,10 +44,12 @@
 #include "proc/threads.h"
 #include "samplers/signal_sampler.h"
 #include "samplers/stack_walk.h"
+#include "samplers/unwind.h"
 
 #include <errno.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,6 +67,15 @@ typedef struct known {
     uint64_t refreshed;      /* round of the last full /proc read */
     bool seen;               /* facts below were read at least once */
     bool blocks;             /* blocks the sampling signal (as of mask_round) */
+    bool mask_trusted;       /* a look at its mask was believed: see look_at_mask */
+    bool blocked_once;       /* was read blocking it */
+    bool mask_retry;         /* the last look was unsure, and a later one may prove it */
+    bool open_look;          /* the last look found it open, unproved: */
+    uint64_t open_slept;     /*   its sleeps then */
+    uint64_t open_cpu;       /*   and its CPU clock */
+    bool swap_waiter;        /* was seen asleep in a wait with a mask of its own */
+    uint8_t unsure;          /* unsure looks in a row */
+    uint8_t opens;           /* open looks in a row since it was read blocking */
     uint64_t mask_round;     /* round SigBlk was read in; UINT64_MAX never */
     bool have_stack;         /* frames below hold the previous stack */
     bool truncated;
@@ -364,6 +375,8 @@ static int read_stat_kept(known *k, bool keep) {
         k->number = k->tid == getpid() ? 1 : 0;
         k->have_stack = false;
         k->blocks = false;
+        k->mask_trusted = k->blocked_once = k->swap_waiter = k->open_look = false;
+        k->unsure = k->opens = 0;
         k->mask_round = UINT64_MAX;
         k->last_cpu = SS_UNKNOWN_U64;
         k->pthread = 0;
@@ -499,6 +512,150 @@ static bool stopped(const known *k) { return k->st.state == 'T' || k->st.state =
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
 
+/* Does the wait the thread sleeps in (sc) have a mask of its own in place,
+ * one that may differ from the thread's in the sampling signal's bit?
+ * sigtimedwait unblocks the set it waits for (its first argument);
+ * sigsuspend puts its mask in place; ppoll, pselect, epoll_pwait and
+ * io_pgetevents too when they are given one (glibc's poll, select and
+ * epoll_wait give none). The set or mask is read from the thread's memory
+ * (this process's): where it cannot be, yes. */
+static bool wait_masks_signal(const ss_proc_syscall *sc, int sig) {
+    uint64_t set = 0, ptr[2] = {0, 0};
+    switch (sc->nr) {
+    case SYS_rt_sigtimedwait:
+        if (ss_uw_read_memory(&set, sc->args[0], sizeof set) != (long)sizeof set)
+            return true;
+        return (set >> (sig - 1)) & 1u;
+    case SYS_rt_sigsuspend:
+        return true;
+    case SYS_ppoll:
+        return sc->args[3] != 0;
+    case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+        return sc->args[4] != 0;
+    case SYS_pselect6: /* {const sigset_t *, size_t} */
+#ifdef SYS_io_pgetevents
+    case SYS_io_pgetevents:
+#endif
+        if (sc->args[5] == 0)
+            return false;
+        if (ss_uw_read_memory(ptr, sc->args[5], sizeof ptr) != (long)sizeof ptr)
+            return true;
+        return ptr[0] != 0;
+    default:
+        return false;
+    }
+}
+
+/* What a look at a thread's signal mask found. */
+typedef enum mask_look {
+    MASK_OPEN,   /* it takes the signal */
+    MASK_BLOCKS, /* it blocks it */
+    MASK_UNSURE, /* SigBlk may have been a wait's mask: not signalled now */
+} mask_look;
+
+/* Unsure looks in a row after which a plain read is believed (see
+ * look_at_mask: proof is rare on one CPU). */
+#define MASK_UNSURE_MAX 16u
+
+/* SigBlk is the mask in force, and during one of those waits that is the
+ * wait's, not the thread's: a daemon that blocks every signal and waits in
+ * sigtimedwait on all of them shows none blocked while it waits, and also
+ * once woken while it waits for a CPU (its syscall file then says
+ * "running"). Signalled on the strength of that, it gets the signal when
+ * it computes again, blocked, and its next wait takes it: sigtimedwait
+ * returns it to the host, ppoll and sigsuspend return EINTR. So:
+ *   - open, and asleep in such a wait right after: unsure;
+ *   - a thread looked at before with a result believed, and never seen
+ *     blocking nor asleep in such a wait (here or when read asleep), is
+ *     believed on that one read;
+ *   - for the others (the first look too), open is believed only when
+ *     proved: either the thread ran since the last look, which found it
+ *     open, and never went to sleep meanwhile (its CPU clock and its
+ *     voluntary context switches: it was in no wait since), or two reads of its
+ *     status found it open with no context switch between them (its
+ *     switches out, in the status; its switches in, in schedstat read
+ *     before and after), and in between either its CPU clock moved (it was
+ *     on a CPU all along, computing or in a system call that had not gone
+ *     to sleep) or its syscall file showed it asleep in another call (it
+ *     slept there all along): its own mask either way. A signal handler
+ *     that interrupted such a wait runs with the wait's mask too, on a CPU,
+ *     for microseconds: a thread seen blocking needs two open looks in a
+ *     row (two rounds).
+ *   - on one CPU that proof is rare (the thread is off it whenever the
+ *     sampler looks): after MASK_UNSURE_MAX unsure looks in a row a plain
+ *     read is believed. A thread that waits with every signal blocked
+ *     reads blocked whenever it computes, which starts the count again.
+ * Unreadable counts as open, as before. */
+static mask_look look_at_mask(sampler *s, known *k) {
+    k->mask_retry = false;
+    bool doubt = !k->mask_trusted || k->blocked_once || k->swap_waiter;
+    uint64_t in0 = 0, in1 = 1, slept0 = 0, slept1, out0 = 0, out1 = 1;
+    bool counted = doubt && ss_proc_schedstat(k->tid, &in0) == 0;
+    int rc = ss_proc_blocks_signal_out(k->tid, s->cfg.signal, &slept0, &out0);
+    if (rc != 0)
+        return rc == 1 ? MASK_BLOCKS : MASK_OPEN;
+    ss_proc_syscall sc;
+    bool read = ss_task_read_syscall(k->tid, &k->files, &sc) == 0 && !sc.unknown;
+    bool asleep = read && !sc.running;
+    if (asleep && wait_masks_signal(&sc, s->cfg.signal)) {
+        k->swap_waiter = true;
+        k->open_look = false;
+        return MASK_UNSURE;
+    }
+    if (!doubt)
+        return MASK_OPEN;
+    uint64_t cpu0 = ss_thread_cpu_ns(k->tid), cpu1 = ss_thread_cpu_ns(k->tid);
+    /* ran since the last look, which found it open, without a sleep */
+    bool ran_awake = k->open_look && slept0 == k->open_slept && cpu0 != SS_UNKNOWN_U64 &&
+                     cpu0 > k->open_cpu;
+    rc = counted ? ss_proc_blocks_signal_out(k->tid, s->cfg.signal, &slept1, &out1) : -1;
+    if (rc == 1)
+        return MASK_BLOCKS;
+    bool still = rc == 0 && out1 == out0 && ss_proc_schedstat(k->tid, &in1) == 0 && in1 == in0;
+    bool on_cpu = cpu0 != SS_UNKNOWN_U64 && cpu1 != SS_UNKNOWN_U64 && cpu1 > cpu0;
+    /* without a syscall file (a process not dumpable) a thread off a CPU
+     * all along is believed unless it was seen blocking */
+    bool off_cpu_ok = asleep || (!read && !k->blocked_once);
+    k->open_look = true;
+    k->open_slept = slept0;
+    k->open_cpu = cpu0 == SS_UNKNOWN_U64 ? UINT64_MAX : cpu0;
+    if ((still && (on_cpu || off_cpu_ok)) || ran_awake || k->unsure >= MASK_UNSURE_MAX)
+        return MASK_OPEN;
+    k->mask_retry = true;
+    return MASK_UNSURE;
+}
+
+/* Unsure: not signalled this round, looked at again the next. */
+static void note_mask(known *k, mask_look look) {
+    switch (look) {
+    case MASK_BLOCKS:
+        k->blocks = k->blocked_once = k->mask_trusted = true;
+        k->open_look = false;
+        k->unsure = k->opens = 0;
+        return;
+    case MASK_OPEN:
+        k->mask_trusted = true;
+        k->unsure = 0;
+        if (k->blocked_once && k->opens < 1) {
+            k->opens++;
+            k->blocks = true; /* once more */
+            return;
+        }
+        k->blocks = false;
+        k->opens = 0;
+        return;
+    case MASK_UNSURE:
+        k->blocks = true;
+        k->opens = 0;
+        if (k->unsure < UINT8_MAX)
+            k->unsure++;
+        return;
+    }
+}
+
 /* Does the thread block the sampling signal? Asked only before it would
  * be signalled (a thread read asleep needs no signal), from SigBlk of its
  * status (13 us on the project's VM), read when not read yet, every
@@ -509,7 +666,7 @@ static bool stopped(const known *k) { return k->st.state == 'T' || k->st.state =
 static bool deaf(sampler *s, known *k) {
     if (k->mask_round == UINT64_MAX || k->blocks || k->read_asleep ||
         s->rounds - k->mask_round >= BLOCK_RECHECK) {
-        k->blocks = ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1;
+        note_mask(k, look_at_mask(s, k));
         k->mask_round = s->rounds;
     }
     return k->blocks;
@@ -539,6 +696,8 @@ typedef enum asleep_rc {
  * and PC), read without a signal. */
 static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
     known *k = p->k;
+    if (!k->swap_waiter && wait_masks_signal(sc, s->cfg.signal))
+        k->swap_waiter = true; /* see look_at_mask */
     uint64_t hi = stack_top(s, k, sc->sp);
     const uint64_t *ips;
     ss_uw_result res;
@@ -759,6 +918,12 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             }
         }
         if (deaf(s, k)) {
+            if (k->mask_retry && copy && !force_signal) {
+                /* found open, not yet proved its own: looked at again at
+                 * the end of the round, once it ran (see look_at_mask) */
+                p->deferred = true;
+                goto planned;
+            }
             (*blocked)++; /* running (or unreadable), and deaf to the signal */
             k->have_stack = false;
             continue;
@@ -916,7 +1081,7 @@ static bool take_answer(sampler *s, pending *p) {
          * being signalled again (RT signals queue up while blocked) and
          * waited for until the answer timeout, round after round. */
         if (ss_proc_blocks_signal(k->tid, s->cfg.signal) == 1) {
-            k->blocks = true;
+            note_mask(k, MASK_BLOCKS);
             k->mask_round = s->rounds;
         }
         return false;

@@ -3,7 +3,7 @@
 
 usage: check_signals.py <case> <sig_host> <libstackshot.so> <tmpdir> [preload-prefix]
 cases: late, chain, blocked, blocked_late, prof, prof_signal, eintr, sleep5, quiet,
-undumpable, altstack, forkalt, edge, coro
+undumpable, altstack, forkalt, edge, coro, sigwait, sigwait_python
 
 Each case runs sig_host with the agent preloaded and the text exporter,
 then checks the host's own result line, the agent's stderr and the text
@@ -353,6 +353,68 @@ elif case == "coro":
     check(r.get("rounds", 0) >= 10, "rounds: %s" % r.get("rounds"))
     check(r.get("changed8", 1) == 0 and r.get("changed16", 1) == 0,
           "canary words changed below the coroutine stacks: %s" % r)
+
+elif case == "sigwait":
+    # every signal blocked in every thread; workers compute and wait in
+    # turns in sigtimedwait on every signal, in ppoll and in sigsuspend
+    # with an empty mask (the waits unblock for their time only), for 100
+    # rounds at 10 ms: no wait ever gets the agent's signal (the process
+    # sends none of its own). Before, the sampler read the wait's mask as
+    # the thread's: 20-40 signals taken by sigtimedwait and 10-30 EINTR a run
+    want = 100
+    p = run(["sigwait", str(want)], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"})
+    r = result(p, "sigwait")
+    rs = rounds()
+    check(r.get("rounds", 0) >= want and len(rs) >= want, "rounds: %s" % r.get("rounds"))
+    check(r.get("waits", 0) >= 100, "waits: %s" % r.get("waits"))
+    check(r.get("taken", 1) == 0,
+          "sigtimedwait took %s signals (last %s)" % (r.get("taken"), r.get("last_sig")))
+    check(r.get("eintr_ppoll", 1) == 0, "ppoll saw %s EINTR" % r.get("eintr_ppoll"))
+    check(r.get("eintr_suspend", 1) == 0,
+          "sigsuspend woken %s times by a signal not its own" % r.get("eintr_suspend"))
+    # the waiters are still sampled, read asleep in their waits, and the
+    # rounds count the threads that block the signal while they compute
+    for name, fn in (("sw-timedwait-0", "sw_timedwait"), ("sw-ppoll", "sw_ppoll")):
+        seen = sum(1 for x in rs if fn in " ".join(x["threads"].get(name) or []))
+        check(seen >= 0.2 * len(rs), "%s sampled in %s() in %d of %d rounds" %
+              (name, fn, seen, len(rs)))
+    check(any(x.get("blocked", 0) >= 1 for x in rs), "no round counts a thread blocking the signal")
+
+elif case == "sigwait_python":
+    # the same shape in a program of someone else's: Python's interpreter,
+    # two threads computing and waiting in signal.sigtimedwait on every
+    # signal, all blocked, for 2 s at 10 ms. Before: 3-5 signals taken.
+    script = (
+        "import signal, threading, time\n"
+        "every = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, every)\n"
+        "taken, waits = [], [0]\n"
+        "def worker():\n"
+        "    end = time.monotonic() + 2.0\n"
+        "    while time.monotonic() < end:\n"
+        "        t = time.perf_counter()\n"
+        "        while time.perf_counter() - t < 0.003: pass\n"
+        "        got = signal.sigtimedwait(every, 0.003)\n"
+        "        waits[0] += 1\n"
+        "        if got: taken.append(got.si_signo)\n"
+        "ts = [threading.Thread(target=worker) for _ in range(2)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print('sigwait_python: waits=%d taken=%d' % (waits[0], len(taken)))\n")
+    os.makedirs(tmp, exist_ok=True)
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    env = dict(os.environ, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
+               STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="warn", LD_PRELOAD=preload,
+               SPLUNK_PROFILER_CALL_STACK_INTERVAL="10")
+    p = subprocess.run(["python3", "-c", script], env=env, capture_output=True, text=True,
+                       timeout=60)
+    print("$ python3 ->", p.stdout.strip())
+    check(p.returncode == 0, "exit code %d, stderr: %s" % (p.returncode, p.stderr[-2000:]))
+    r = result(p, "sigwait_python")
+    rs = rounds()
+    check(len(rs) >= 50, "rounds: %d" % len(rs))
+    check(r.get("waits", 0) >= 100, "waits: %s" % r.get("waits"))
+    check(r.get("taken", 1) == 0, "sigtimedwait took %s signals" % r.get("taken"))
 
 else:
     sys.exit("unknown case " + case)

@@ -29,6 +29,11 @@
  *   sig_host edge ROUNDS    a thread spins with ~2,000 bytes of stack left
  *   sig_host coro ROUNDS    makecontext coroutines on 8 and 16 KiB heap
  *                           stacks spin with ~2,000 bytes left, canaries below
+ *   sig_host sigwait ROUNDS every thread blocks every signal; workers compute
+ *                           and wait in turns in sigtimedwait on the full set,
+ *                           in ppoll and in sigsuspend with an empty mask (the
+ *                           waits unblock what they wait for), counting the
+ *                           signals they did not send themselves
  *
  * Every mode prints one result line on stdout; the checks are in
  * check_signals.py. [sig] defaults to SIGRTMAX-3, the agent's default. */
@@ -446,12 +451,9 @@ __attribute__((noinline)) static void *loop_select(void *arg) {
     return NULL;
 }
 
-/* Until the agent wrote `rounds` rounds (at most 60 s). */
-static int mode_quiet(int rounds) {
-    if (pipe(quiet_pipe) != 0)
-        return 1;
-    void *(*fns[])(void *) = {loop_nanosleep, loop_poll, loop_epoll, loop_select};
-    const char *names[] = {"q-nanosleep", "q-poll", "q-epoll", "q-select"};
+/* Four named threads, run until the agent wrote `rounds` rounds (at most
+ * 60 s), then stopped (`done`) and joined: the rounds written. */
+static int run_four_until(void *(*fns[4])(void *), const char *names[4], int rounds) {
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
         pthread_create(&th[i], NULL, fns[i], NULL);
@@ -463,9 +465,123 @@ static int mode_quiet(int rounds) {
     atomic_store(&done, 1);
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
+    return got;
+}
+
+/* Until the agent wrote `rounds` rounds (at most 60 s). */
+static int mode_quiet(int rounds) {
+    if (pipe(quiet_pipe) != 0)
+        return 1;
+    void *(*fns[])(void *) = {loop_nanosleep, loop_poll, loop_epoll, loop_select};
+    const char *names[] = {"q-nanosleep", "q-poll", "q-epoll", "q-select"};
+    int got = run_four_until(fns, names, rounds);
     printf("quiet: rounds=%d loops=%d nanosleep=%d poll=%d epoll=%d select=%d\n", got,
            atomic_load(&quiet_loops), atomic_load(&eintr_nanosleep), atomic_load(&eintr_poll),
            atomic_load(&eintr_epoll), atomic_load(&eintr_select));
+    return 0;
+}
+
+/* ---- sigwait: every signal blocked, waited for in turns -------------- */
+
+/* A common shape of daemons: every signal blocked in every thread, and a
+ * loop that computes, then waits for a signal or a timeout in a system call
+ * that unblocks for the wait only (sigtimedwait unblocks the set it waits
+ * for; ppoll, pselect and epoll_pwait swap in their mask; sigsuspend too).
+ * While a worker waits, its status shows a mask that is not its own: a
+ * signal sent on the strength of it arrives while the worker computes,
+ * blocked, and its next wait takes it: sigtimedwait returns it to the host,
+ * ppoll and sigsuspend return EINTR. None of that happens without the agent
+ * (this process sends no signal of its own). */
+static atomic_int sw_waited, sw_taken, sw_last_sig, sw_eintr_ppoll, sw_eintr_suspend;
+
+static void spin_ms(long ms) {
+    uint64_t end = mono_ms() + (uint64_t)ms;
+    volatile unsigned long x = 0;
+    while (mono_ms() < end)
+        x++;
+}
+
+__attribute__((noinline)) static void *sw_timedwait(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    while (!atomic_load(&done)) {
+        spin_ms(3);
+        struct timespec ts = {0, 3000000};
+        siginfo_t si;
+        int sig = sigtimedwait(&all, &si, &ts);
+        atomic_fetch_add(&sw_waited, 1);
+        if (sig > 0) {
+            atomic_fetch_add(&sw_taken, 1);
+            atomic_store(&sw_last_sig, sig);
+        }
+    }
+    return NULL;
+}
+
+__attribute__((noinline)) static void *sw_ppoll(void *arg) {
+    (void)arg;
+    sigset_t none;
+    sigemptyset(&none);
+    while (!atomic_load(&done)) {
+        spin_ms(3);
+        struct timespec ts = {0, 3000000};
+        if (ppoll(NULL, 0, &ts, &none) < 0 && errno == EINTR)
+            atomic_fetch_add(&sw_eintr_ppoll, 1);
+        atomic_fetch_add(&sw_waited, 1);
+    }
+    return NULL;
+}
+
+/* sigsuspend with an empty mask: returns only when a handler ran (a timer
+ * of this thread's, SIGUSR1 every 3 ms, the only signal expected); any
+ * other signal that reaches a handler is the agent's. */
+static _Thread_local int usr1_seen;
+static void on_usr1(int sig) {
+    (void)sig;
+    usr1_seen++;
+}
+
+__attribute__((noinline)) static void *sw_suspend(void *arg) {
+    (void)arg;
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGUSR1;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    timer_t t;
+    if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0)
+        return NULL;
+    struct itimerspec its = {{0, 3000000}, {0, 3000000}};
+    timer_settime(t, 0, &its, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    while (!atomic_load(&done)) {
+        spin_ms(3);
+        int before = usr1_seen;
+        sigsuspend(&none);
+        atomic_fetch_add(&sw_waited, 1);
+        if (usr1_seen == before)
+            atomic_fetch_add(&sw_eintr_suspend, 1); /* woken by a signal not its own */
+    }
+    timer_delete(t);
+    return NULL;
+}
+
+static int mode_sigwait(int rounds) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* inherited by every thread */
+    void *(*fns[])(void *) = {sw_timedwait, sw_timedwait, sw_ppoll, sw_suspend};
+    const char *names[] = {"sw-timedwait-0", "sw-timedwait-1", "sw-ppoll", "sw-suspend"};
+    int got = run_four_until(fns, names, rounds);
+    printf("sigwait: rounds=%d waits=%d taken=%d last_sig=%d eintr_ppoll=%d eintr_suspend=%d\n",
+           got, atomic_load(&sw_waited), atomic_load(&sw_taken), atomic_load(&sw_last_sig),
+           atomic_load(&sw_eintr_ppoll), atomic_load(&sw_eintr_suspend));
     return 0;
 }
 
@@ -843,6 +959,8 @@ int main(int argc, char **argv) {
         return mode_edge(atoi(argv[2]));
     if (strcmp(mode, "coro") == 0 && argc > 2)
         return mode_coro(atoi(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "sigwait") == 0)
+        return mode_sigwait(atoi(argv[2]));
     fprintf(stderr, "usage: sig_host late|blocked N|prof|eintr SECONDS|sleep5|quiet ROUNDS [sig]\n");
     return 2;
 }
