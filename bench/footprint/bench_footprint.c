@@ -38,6 +38,7 @@
  * The fork-per-connection host (pgbench -C) is bench/footprint/pgbench.sh.
  * Prints a table; never a test. */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -194,6 +195,20 @@ static int child_fork_loop_thread(int n) {
     return child_fork_loop(n);
 }
 
+/* The same floor without a thread left: the host made one thread, which
+ * ended and was joined, before its loop. glibc stays on its multi-threaded
+ * fork path for good once a process has made a thread, so an agent whose
+ * threads lived only for its rounds would not give a host the fork of a
+ * single-threaded process back. */
+static void *no_op(void *arg) { return arg; }
+
+static int child_fork_loop_exited(int n) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, no_op, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    return child_fork_loop(n);
+}
+
 /* The rest of what the agent's presence alone costs a fork, without the
  * agent: the libraries its core maps (libdw, libelf, libunwind and what
  * they need: libz, liblzma, libbz2) and two idle threads (the sampler and
@@ -336,6 +351,8 @@ int main(int argc, char **argv) {
         return child_rss(argc > 2 ? atoi(argv[2]) : 1500);
     if (argc > 2 && strcmp(argv[1], "--fork-loop-thread") == 0)
         return child_fork_loop_thread(atoi(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "--fork-loop-exited") == 0)
+        return child_fork_loop_exited(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--fork-loop-libs") == 0)
         return child_fork_loop_libs(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
@@ -344,10 +361,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s <libstackshot.so> [spawns=200] [repeats=7]\n", argv[0]);
         return 2;
     }
-    const char *lib = argv[1];
+    /* absolute: make -C and the children it starts change directory */
+    static char lib_abs[PATH_MAX], before_abs[PATH_MAX];
+    const char *lib = realpath(argv[1], lib_abs) ? lib_abs : argv[1];
     int spawns = argc > 2 ? atoi(argv[2]) : 200;
     int repeats = argc > 3 ? atoi(argv[3]) : 7;
-    const char *before = argc > 4 ? argv[4] : NULL;
+    const char *before = argc <= 4 ? NULL : realpath(argv[4], before_abs) ? before_abs : argv[4];
     char out[] = "/tmp/bench-footprint-XXXXXX";
     if (!mkdtemp(out))
         return 1;
@@ -452,23 +471,27 @@ int main(int argc, char **argv) {
     char *fork_argv[] = {self, "--fork-loop", nbuf, NULL};
     char *floor_argv[] = {self, "--fork-loop-thread", nbuf, NULL};
     char *libs_argv[] = {self, "--fork-loop-libs", nbuf, NULL};
+    char *exited_argv[] = {self, "--fork-loop-exited", nbuf, NULL};
     env before_armed;
     env_agent(&before_armed, before ? before : lib, "text", out);
     env_add(&before_armed, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=3600000");
     /* 6: no agent, one idle thread of the host's (the floor); 8: no agent,
-     * the agent's libraries and two idle threads; 4 and 7: the library of
-     * before, running and armed */
-    env *fcfg[9] = {&none, &armed, &running, &nodebug, &before_running, &empty, &none, &before_armed, &none};
-    uint64_t fk[9][64], mf[9] = {0};
+     * the agent's libraries and two idle threads; 9: no agent, a thread
+     * that ended; 4 and 7: the library of before, running and armed */
+    env *fcfg[10] = {&none, &armed, &running, &nodebug, &before_running,
+                     &empty, &none, &before_armed, &none, &none};
+    char **fargv[10] = {fork_argv, fork_argv, fork_argv, fork_argv, fork_argv,
+                        fork_argv, floor_argv, fork_argv, libs_argv, exited_argv};
+    uint64_t fk[10][64], mf[10] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 9; c++) {
+        for (int c = 0; c < 10; c++) {
             if (!before && (c == 4 || c == 7))
                 continue;
             char buf[64];
-            run(c == 6 ? floor_argv : c == 8 ? libs_argv : fork_argv, fcfg[c]->v, buf, sizeof buf);
+            run(fargv[c], fcfg[c]->v, buf, sizeof buf);
             fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 9; c++)
+    for (int c = 0; c < 10; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -545,6 +568,8 @@ int main(int argc, char **argv) {
            mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  floor: no agent, 1 idle thread", mf[0] / 1e3,
            mf[6] / 1e3, (double)mf[6] / (double)mf[0]);
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "  no agent, a thread that ended", mf[0] / 1e3,
+           mf[9] / 1e3, (double)mf[9] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  no agent, its libs, 2 threads", mf[0] / 1e3,
            mf[8] / 1e3, (double)mf[8] / (double)mf[0]);
     if (before) {
