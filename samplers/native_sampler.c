@@ -572,22 +572,24 @@ typedef enum mask_look {
  *     blocking nor asleep in such a wait (here or when read asleep), is
  *     believed on that one read;
  *   - for the others (the first look too), open is believed only when
- *     proved: either the thread ran since the last look, which found it
+ *     proved. Either the thread ran since the last look, which found it
  *     open, and never went to sleep meanwhile (its CPU clock and its
- *     voluntary context switches: it was in no wait since), or two reads of its
- *     status found it open with no context switch between them (its
- *     switches out, in the status; its switches in, in schedstat read
- *     before and after), and in between either its CPU clock moved (it was
- *     on a CPU all along, computing or in a system call that had not gone
- *     to sleep) or its syscall file showed it asleep in another call (it
- *     slept there all along): its own mask either way. A signal handler
- *     that interrupted such a wait runs with the wait's mask too, on a CPU,
- *     for microseconds: a thread seen blocking needs two open looks in a
- *     row (two rounds).
- *   - on one CPU that proof is rare (the thread is off it whenever the
- *     sampler looks): after MASK_UNSURE_MAX unsure looks in a row a plain
- *     read is believed. A thread that waits with every signal blocked
- *     reads blocked whenever it computes, which starts the count again.
+ *     voluntary context switches: it entered no wait since). Or two reads
+ *     of its status found it open with no context switch between them
+ *     (its switches out, in the status; its switches in, in schedstat
+ *     read before and after), and in between either its CPU clock moved
+ *     (on a CPU all along, computing or in a system call that had not
+ *     gone to sleep) or its syscall file showed it asleep in another call
+ *     (asleep there all along). Its own mask either way. A first look
+ *     that cannot tell is taken again at the end of the round, once the
+ *     thread ran (plan: the deferred looks). A signal handler that
+ *     interrupted such a wait runs with the wait's mask too, on a CPU, for
+ *     microseconds: a thread seen blocking needs two open looks in a row.
+ *   - where no proof comes (a thread that sleeps between any two looks
+ *     and is never caught on a CPU nor asleep elsewhere), after
+ *     MASK_UNSURE_MAX unsure looks in a row a plain read is believed. A
+ *     thread that waits with every signal blocked reads blocked whenever
+ *     it computes, which starts that count again.
  * Unreadable counts as open, as before. */
 static mask_look look_at_mask(sampler *s, known *k) {
     k->mask_retry = false;
