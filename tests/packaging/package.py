@@ -98,10 +98,13 @@ def checks(a, tmp, deb):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out = os.path.join(tmp, "attached")
         r = None
-        for _ in range(100):  # until the JVM has its signal handlers (else refused)
+        # until the JVM has loaded libjvm.so and installed its signal handlers
+        # (refused before: "not a HotSpot JVM", then "does not catch SIGQUIT")
+        for _ in range(100):
             r = run(["/usr/bin/stackshot", "attach", str(jvm.pid), "-i", "100", "-e", "text",
                      "-o", out])
-            if r.returncode == 0 or "does not catch SIGQUIT" not in r.stderr:
+            if r.returncode == 0 or ("does not catch SIGQUIT" not in r.stderr and
+                                     "is not a HotSpot JVM" not in r.stderr):
                 break
             time.sleep(0.1)
         so, se = jvm.communicate(timeout=60)
