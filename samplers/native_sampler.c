@@ -1497,6 +1497,73 @@ static uint64_t sample_until;
  * without /proc, descriptors or memory exhausted): one line, then counts. */
 static ss_log_limit round_lost_said;
 
+/* ---- a host whose threads have all ended ----------------------------- */
+
+/* A host whose main thread called pthread_exit goes on while its other
+ * threads run; glibc ends the process (exit(0)) when the last thread ends.
+ * The agent's threads count among them: without this, such a process
+ * never ended once its own threads had, and, every live thread of it
+ * blocking every signal, not even SIGTERM ended it. So after each round:
+ * no thread listed but the agent's, and the main thread a zombie (it
+ * called pthread_exit; one that returned from main ended the process).
+ * Any thread the agent cannot tell as its own counts as the host's. */
+static const known *known_tid(const sampler *s, pid_t tid) {
+    for (uint32_t i = 0; i < s->n_threads; i++)
+        if (s->threads[i].tid == tid)
+            return &s->threads[i];
+    return NULL;
+}
+
+static bool host_ended(sampler *s) {
+    pid_t me = ss_gettid();
+    for (uint32_t i = 0; i < s->n_threads; i++) {
+        known *k = &s->threads[i];
+        if (k->tid != s->pid && !is_ours(k->tid, k->st.name, me))
+            return false;
+    }
+    ss_proc_stat st;
+    if (ss_proc_read_stat(s->pid, &st) != 0 || (st.state != 'Z' && st.state != 'X'))
+        return false;
+    /* the round's list may be one from rounds ago (must_list): list again,
+     * and a thread not known by name is the host's */
+    int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
+    s->relist = true;
+    if (n < 0)
+        return false;
+    for (int i = 0; i < n; i++) {
+        const known *k = known_tid(s, s->tids[i]);
+        if (s->tids[i] != s->pid && (!k || !is_ours(k->tid, k->st.name, me)))
+            return false;
+    }
+    return true;
+}
+
+/* exit(0), as glibc would in the host's last thread, from a thread of
+ * its own: the agent then stops as at any exit (its threads joined, what
+ * it collected flushed within the shutdown deadline). */
+static void *end_as_host(void *arg) {
+    (void)arg;
+    exit(0);
+}
+
+static void end_host(void) {
+    static atomic_bool done_once;
+    if (atomic_exchange(&done_once, true))
+        return;
+    ss_debug("the host's threads have all ended (its main thread called pthread_exit): the "
+             "process exits with status 0, as it would without the agent");
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    if (pthread_create(&t, &a, end_as_host, NULL) == 0)
+        pthread_setname_np(t, "stackshot-exit");
+    else
+        ss_warn("the host's threads have all ended, and no thread could be made to end the "
+                "process: it ends when the agent stops");
+    pthread_attr_destroy(&a);
+}
+
 static void *sampler_main(void *arg) {
     sampler *s = arg;
     /* this thread's mask is every agent thread's (ss_thread_start) */
@@ -1525,9 +1592,11 @@ static void *sampler_main(void *arg) {
         atomic_store(&in_round, true);
         ss_round *r = take_round(s);
         atomic_store(&in_round, false);
-        if (r)
+        if (r) {
             ss_exporters_publish(r);
-        else if (ss_sig_lost())
+            if (host_ended(s))
+                end_host();
+        } else if (ss_sig_lost())
             return NULL; /* native sampling is over for this process (lock not held) */
         else
             ss_log_limited(&round_lost_said, SS_LOG_WARN,

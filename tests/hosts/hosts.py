@@ -1398,9 +1398,40 @@ def case_writefail():
             check(t is not None and t[1] > 0, f"full: rounds written before the disk filled: {t}")
 
 
+# ---- mainexit: the main thread calls pthread_exit ------------------------
+
+def case_mainexit():
+    """glibc ends the process when its last thread ends; the agent's threads
+    must not keep it alive (before: it never ended, and with every live
+    thread blocking every signal not even SIGTERM ended it)."""
+    prog = os.path.join(bindir, "ss_hosts_main_exit")
+    for interval in ("20", "1000"):
+        out = fresh("mainexit")
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run([prog], env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                               capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            check(False, f"{interval} ms: the process ended once its threads had (still there after 20 s)")
+            continue
+        took = time.monotonic() - t0
+        print(f"{interval} ms: exit {r.returncode} after {took:.2f} s; {r.stdout.strip()!r}")
+        check(r.returncode == 0, f"{interval} ms: exit status 0 as without the agent ({r.returncode})")
+        check(r.stdout == "worker done\n", f"{interval} ms: the worker's line: {r.stdout!r}")
+        check(took < 1.0 + 2 * int(interval) / 1000 + 3, f"{interval} ms: ended within an interval: {took:.2f} s")
+        check(agent_lines(r.stderr) == [l for l in agent_lines(r.stderr) if "started in pid" in l],
+              f"{interval} ms: no other agent line: {agent_lines(r.stderr)}")
+        if interval == "20":
+            txt = "".join(open(os.path.join(out, f)).read() for f in files(out) if f.endswith(".txt"))
+            check('"mx-worker"' in txt and "worker" in txt, "20 ms: the worker was sampled")
+    r = subprocess.run([prog], capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0 and r.stdout == "worker done\n", f"without the agent: {r.returncode}")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
-         "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail}
+         "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
+         "mainexit": case_mainexit}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
