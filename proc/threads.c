@@ -681,7 +681,6 @@ static int read_syscall_how(pid_t tid, ss_task_files *f, ss_proc_syscall *out, i
     out->nr = nr < 0 ? -1 : nr;
     out->sp = v[n - 2];
     out->pc = v[n - 1];
-    memset(out->args, 0, sizeof out->args);
     if (n == 8)
         memcpy(out->args, v, sizeof out->args);
     return 0;
@@ -763,16 +762,19 @@ int ss_proc_has_thread_named(pid_t pid, const char *prefix) {
     return rc < 0 ? rc : n.found;
 }
 
-int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
-    char buf[2048];
-    ssize_t len = read_once(tid, "status", buf, sizeof buf);
-    if (len < 0)
-        return (int)len;
-    const char *p = strstr(buf, "\nSigBlk:");
+/* SigBlk of a status file's text. */
+static int sigblk_in(const char *status, uint64_t *mask) {
+    const char *p = strstr(status, "\nSigBlk:");
     if (!p)
         return -EINVAL;
     *mask = strtoull(p + 8, NULL, 16);
     return 0;
+}
+
+int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
+    char buf[2048];
+    ssize_t len = read_once(tid, "status", buf, sizeof buf);
+    return len < 0 ? (int)len : sigblk_in(buf, mask);
 }
 
 int ss_proc_blocks_signal(pid_t tid, int sig) {
@@ -788,14 +790,14 @@ int ss_proc_blocks_signal_out(pid_t tid, int sig, uint64_t *slept, uint64_t *swi
     ssize_t len = read_once(tid, "status", buf, sizeof buf);
     if (len < 0)
         return (int)len;
-    const char *m = strstr(buf, "\nSigBlk:");
+    uint64_t mask;
     const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
     const char *n = strstr(buf, "\nnonvoluntary_ctxt_switches:");
-    if (!m || !v || !n)
+    if (sigblk_in(buf, &mask) != 0 || !v || !n)
         return -EINVAL;
     *slept = strtoull(v + 25, NULL, 10);
     *switched_out = *slept + strtoull(n + 28, NULL, 10);
-    return (strtoull(m + 8, NULL, 16) >> (sig - 1)) & 1u ? 1 : 0;
+    return (mask >> (sig - 1)) & 1u ? 1 : 0;
 }
 
 int ss_proc_schedstat(pid_t tid, uint64_t *switched_in) {

@@ -26,16 +26,17 @@ def check(cond, what):
     return cond
 
 
-def run(args, env_extra, agent=True, prefix=()):
+def run(args, env_extra, agent=True, prefix=(), program=None):
     """prefix: a command that runs the host (the agent is preloaded into
-    the host only, through env, never into the prefix)."""
+    the host only, through env, never into the prefix). program: another
+    host than sig_host."""
     os.makedirs(tmp, exist_ok=True)
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     env = dict(os.environ, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
                STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="warn")
     env.update(env_extra)
-    cmd = [host] + args
+    cmd = [program or host] + args
     if agent and prefix:
         cmd = list(prefix) + ["env", "LD_PRELOAD=" + preload] + cmd
     elif agent:
@@ -400,16 +401,7 @@ elif case == "sigwait_python":
         "ts = [threading.Thread(target=worker) for _ in range(2)]\n"
         "[t.start() for t in ts]; [t.join() for t in ts]\n"
         "print('sigwait_python: waits=%d taken=%d' % (waits[0], len(taken)))\n")
-    os.makedirs(tmp, exist_ok=True)
-    for f in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, f))
-    env = dict(os.environ, SPLUNK_PROFILER_ENABLED="true", STACKSHOT_OUTPUT_DIR=tmp,
-               STACKSHOT_EXPORTERS="text", STACKSHOT_LOG_LEVEL="warn", LD_PRELOAD=preload,
-               SPLUNK_PROFILER_CALL_STACK_INTERVAL="10")
-    p = subprocess.run(["python3", "-c", script], env=env, capture_output=True, text=True,
-                       timeout=60)
-    print("$ python3 ->", p.stdout.strip())
-    check(p.returncode == 0, "exit code %d, stderr: %s" % (p.returncode, p.stderr[-2000:]))
+    p = run(["-c", script], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "10"}, program="python3")
     r = result(p, "sigwait_python")
     rs = rounds()
     check(len(rs) >= 50, "rounds: %d" % len(rs))
