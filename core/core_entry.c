@@ -105,6 +105,7 @@ static const ss_core_api api = {
     .running = ss_agent_active,
     .step_aside = ss_agent_step_aside,
     .step_back = ss_agent_step_back,
+    .sampling_signal = ss_sig_signal,
 };
 
 __attribute__((visibility("default"))) const ss_core_api *

@@ -242,6 +242,11 @@ void ss_altstack_enable(void) {
 
 int ss_altstack_room(pid_t tid) { return room_of(tid); }
 
+void ss_altstack_never_signal_self(void) {
+    if (ss_altstack_enabled())
+        mark(my_tid(), SS_SIGNAL_ROOM_NONE);
+}
+
 bool ss_altstack_enabled(void) { return atomic_load_explicit(&enabled, memory_order_acquire); }
 
 void ss_altstack_after_fork_child(void) {

@@ -99,6 +99,10 @@ typedef struct ss_core_api {
      * again, so new threads have its credentials. */
     int (*step_aside)(int kind);
     void (*step_back)(int token);
+    /* The signal the sampler sends (its handler installed), else 0: a
+     * thread about to enter seccomp's strict mode blocks it
+     * (loader/loader_seccomp.c). */
+    int (*sampling_signal)(void);
 } ss_core_api;
 
 /* What a call needs of the agent's threads (api->step_aside). */

@@ -1,5 +1,5 @@
 /* ss_loader.h: what the loader's files share (loader.c, loader_start.c,
- * loader_exec.c, loader_ns.c, loader_ids.c). */
+ * loader_exec.c, loader_ns.c, loader_ids.c, loader_seccomp.c). */
 #ifndef SS_LOADER_H
 #define SS_LOADER_H
 
@@ -58,6 +58,9 @@ void ss_altstack_enable(void);
 bool ss_altstack_enabled(void);
 /* The registry's answer for tid (SS_SIGNAL_ROOM_*). */
 int ss_altstack_room(pid_t tid);
+/* The calling thread is never to be signalled again (it enters seccomp's
+ * strict mode: loader_seccomp.c). */
+void ss_altstack_never_signal_self(void);
 /* In a forked child: the registry holds the calling thread only. */
 void ss_altstack_after_fork_child(void);
 

@@ -771,6 +771,20 @@ static int sigblk_in(const char *status, uint64_t *mask) {
     return 0;
 }
 
+/* Does a thread with this status block `sig`? One in seccomp's strict mode
+ * ("Seccomp: 1") counts as blocking every signal: a handler's first system
+ * call other than read, write, _exit or rt_sigreturn would kill it
+ * (loader/loader_seccomp.c). 1 yes, 0 no, -EINVAL unreadable. */
+static int blocks_in(const char *status, int sig) {
+    uint64_t mask;
+    if (sigblk_in(status, &mask) != 0)
+        return -EINVAL;
+    const char *m = strstr(status, "\nSeccomp:");
+    if (m && strtoul(m + 9, NULL, 10) == 1)
+        return 1;
+    return (mask >> (sig - 1)) & 1u ? 1 : 0;
+}
+
 int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
     char buf[2048];
     ssize_t len = read_once(tid, "status", buf, sizeof buf);
@@ -778,11 +792,9 @@ int ss_proc_sigblk(pid_t tid, uint64_t *mask) {
 }
 
 int ss_proc_blocks_signal(pid_t tid, int sig) {
-    uint64_t mask;
-    int rc = ss_proc_sigblk(tid, &mask);
-    if (rc < 0)
-        return rc;
-    return (mask >> (sig - 1)) & 1u ? 1 : 0;
+    char buf[2048];
+    ssize_t len = read_once(tid, "status", buf, sizeof buf);
+    return len < 0 ? (int)len : blocks_in(buf, sig);
 }
 
 int ss_proc_blocks_signal_out(pid_t tid, int sig, uint64_t *slept, uint64_t *switched_out) {
@@ -790,14 +802,14 @@ int ss_proc_blocks_signal_out(pid_t tid, int sig, uint64_t *slept, uint64_t *swi
     ssize_t len = read_once(tid, "status", buf, sizeof buf);
     if (len < 0)
         return (int)len;
-    uint64_t mask;
     const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
     const char *n = strstr(buf, "\nnonvoluntary_ctxt_switches:");
-    if (sigblk_in(buf, &mask) != 0 || !v || !n)
+    int rc = blocks_in(buf, sig);
+    if (rc < 0 || !v || !n)
         return -EINVAL;
     *slept = strtoull(v + 25, NULL, 10);
     *switched_out = *slept + strtoull(n + 28, NULL, 10);
-    return (mask >> (sig - 1)) & 1u ? 1 : 0;
+    return rc;
 }
 
 int ss_proc_schedstat(pid_t tid, uint64_t *switched_in) {

@@ -131,7 +131,9 @@ void ss_proc_close_all(void);
  * parent's). Safe in an at-fork child handler. */
 void ss_proc_close_inherited(void);
 
-/* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. */
+/* Does the thread block `sig` (SigBlk of status)? 1 yes, 0 no, -errno. A
+ * thread in seccomp's strict mode blocks every signal: it could not take
+ * one (a handler's system call would kill it). */
 int ss_proc_blocks_signal(pid_t tid, int sig);
 /* The same, and as of the same read how many times the thread went to
  * sleep (its voluntary context switches) into *slept and how many times it

@@ -1082,6 +1082,8 @@ void ss_sig_want_runtime(ss_sig_slot *s) { s->want_rt = true; }
 
 uint64_t ss_sig_sent(void) { return sent_total; }
 
+int ss_sig_signal(void) { return installed && !lost ? the_signal : 0; }
+
 uint32_t ss_sig_handler_cycles(uint32_t *out, uint32_t max) {
     uint32_t n = cycle_count < max ? cycle_count : max;
     for (uint32_t i = 0; i < n; i++)

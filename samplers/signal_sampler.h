@@ -170,5 +170,7 @@ void ss_sig_after_fork(void);
 uint32_t ss_sig_quarantined(void);
 /* Signals sent since the process started. */
 uint64_t ss_sig_sent(void);
+/* The signal the sampler sends (its handler installed), else 0. */
+int ss_sig_signal(void);
 
 #endif /* SS_SIGNAL_SAMPLER_H */

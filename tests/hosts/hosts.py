@@ -88,6 +88,14 @@ cases:
              whose malloc is its own program's the thread is created at
              fork (no safe point for a handler) and children take rounds
 
+  mainexit   the main thread calls pthread_exit while a worker computes: the
+             process ends when the worker does (exit 0, within an interval)
+  strict     worker threads in seccomp's strict mode (entered through prctl,
+             and through the seccomp system call) compute for a second: the
+             process exits 0 with every thread's line (before: SIGSEGV at the
+             first round), the workers are counted as not taking the signal
+             and the main thread is sampled
+
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
 import glob
@@ -1428,10 +1436,41 @@ def case_mainexit():
     check(r.returncode == 0 and r.stdout == "worker done\n", f"without the agent: {r.returncode}")
 
 
+# ---- strict: threads in seccomp's strict mode -----------------------------
+
+def case_strict():
+    """A thread in seccomp's strict mode dies at its first system call other
+    than read, write, _exit and rt_sigreturn, and the sampling handler makes
+    one (before: the process died of SIGSEGV at the first round). The
+    thread is not signalled; the rest of the process is sampled."""
+    prog = os.path.join(bindir, "ss_hosts_strict")
+    want = ["main done", "sx-worker-1 done", "sx-worker-2 done"]
+    for how in ("prctl", "syscall"):
+        r = subprocess.run([prog, how], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and sorted(r.stdout.splitlines()) == want,
+              f"{how}, without the agent: exit {r.returncode}, {r.stdout!r}")
+        for interval in ("10", "100"):
+            out = fresh("strict")
+            r = subprocess.run([prog, how], env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                               capture_output=True, text=True, timeout=30)
+            what = f"{how}, {interval} ms"
+            check(r.returncode == 0, f"{what}: exit status 0 as without the agent ({r.returncode})")
+            check(sorted(r.stdout.splitlines()) == want, f"{what}: every thread's line: {r.stdout!r}")
+            txt = "".join(open(os.path.join(out, f), errors="replace").read()
+                          for f in files(out) if f.endswith(".txt"))
+            heads = re.findall(r"^Full thread dump stackshot round \d+ .*$", txt, re.M)
+            print(f"{what}: {len(heads)} rounds")
+            check(len(heads) >= (50 if interval == "10" else 5), f"{what}: the process was sampled")
+            check(heads and sum("2 blocking the signal" in h for h in heads) >= len(heads) // 2,
+                  f"{what}: the two workers counted as not taking the signal in most rounds")
+            check("__pthread_clockjoin_ex" in txt or "pthread_join" in txt,
+                  f"{what}: the main thread's stack (in pthread_join)")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
-         "mainexit": case_mainexit}
+         "mainexit": case_mainexit, "strict": case_strict}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,51 @@
+#define _GNU_SOURCE
+/* strict_host.c: a sandbox's shape: worker threads that put themselves in
+ * seccomp's strict mode (read, write, _exit and rt_sigreturn only) and
+ * compute there for about a second, then write their result and end with a raw
+ * _exit; the main thread joins them. `strict_host prctl` enters strict
+ * mode through prctl, `strict_host syscall` through the seccomp system
+ * call (no glibc wrapper). Used by hosts.py (case strict). */
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int use_syscall;
+
+static void *worker(void *arg) {
+    const char *name = arg;
+    pthread_setname_np(pthread_self(), name);
+    if (use_syscall)
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, NULL);
+    else
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+    /* from here: read, write, _exit, rt_sigreturn */
+    /* about a second of computing; no clock: where the vDSO cannot read
+     * the clock source it makes the system call, which would kill us */
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < 1500000000ul; i++)
+        x += i;
+    char line[64];
+    size_t n = strlen(name);
+    memcpy(line, name, n);
+    memcpy(line + n, " done\n", 6);
+    write(1, line, n + 6);
+    syscall(SYS_exit, 0);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    use_syscall = argc > 1 && strcmp(argv[1], "syscall") == 0;
+    static char names[2][16] = {"sx-worker-1", "sx-worker-2"};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, worker, names[i]) != 0)
+            return 1;
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("main done\n");
+    return 0;
+}
