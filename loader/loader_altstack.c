@@ -25,7 +25,8 @@
  *   - sigaltstack is interposed: a host that installs its own large
  *     enough stack keeps it (the thread is marked HOST), one that disables
  *     it or installs one too small makes the thread unsafe;
- *   - the registry, one byte per tid (SS_SIGNAL_ROOM_*), tells the core
+ *   - the registry, one byte per tid (SS_SIGNAL_ROOM_*; pages of 4,096
+ *     tids mapped as tids come), tells the core
  *     which threads can take the signal (ss_core_host.thread_signal_room):
  *     a thread not known safe is not signalled, it is counted.
  *
@@ -63,12 +64,19 @@ typedef int (*sigaltstack_fn)(const stack_t *, stack_t *);
 static _Atomic bool enabled;
 static _Atomic(create_fn) next_create;
 static _Atomic(sigaltstack_fn) next_sigaltstack;
-static _Atomic unsigned char *registry;
-static size_t registry_len;
+/* The registry: one byte per tid, in pages mapped as tids come (a
+ * process uses a few ranges of tids; pid_max is 4 Mi on most systems, and
+ * a process that locks its memory would lock every page of a flat
+ * table). A page is never unmapped once installed (a reader may hold it). */
+#define REG_PAGE 4096u
+#define REG_PAGES (REGISTRY_MAX / REG_PAGE)
+static _Atomic(_Atomic unsigned char *) reg_pages[REG_PAGES];
+static size_t registry_len; /* tids below this are registered */
 static size_t page_size;
 static size_t alt_size;  /* usable bytes of one of our stacks */
 static size_t host_need; /* a host's stack this large can take our signal */
 static pthread_key_t key; /* our mapping's base, or NOT_OURS */
+static _Atomic bool leaving; /* ss_altstack_leave: no stack kept for later */
 
 /* The key's value of a thread registered without a stack of ours: its
  * destructor must still forget the thread in the registry. */
@@ -90,15 +98,39 @@ static int raw_sigaltstack(const stack_t *ss, stack_t *old) {
     return (int)syscall(SYS_sigaltstack, ss, old);
 }
 
+/* The page that holds tid's byte; mapped here if `make` (NULL if it
+ * cannot be). */
+static _Atomic unsigned char *reg_page(pid_t tid, bool make) {
+    size_t i = (size_t)tid / REG_PAGE;
+    _Atomic unsigned char *p = atomic_load_explicit(&reg_pages[i], memory_order_acquire);
+    if (p || !make)
+        return p;
+    void *m = mmap(NULL, REG_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    _Atomic unsigned char *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&reg_pages[i], &none, m, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return m;
+    munmap(m, REG_PAGE); /* another thread installed it first */
+    return none;
+}
+
 static void mark(pid_t tid, int room) {
-    if (tid > 0 && (size_t)tid < registry_len)
-        atomic_store_explicit(&registry[tid], (unsigned char)room, memory_order_release);
+    if (tid <= 0 || (size_t)tid >= registry_len)
+        return;
+    /* NONE is what a missing page reads as */
+    _Atomic unsigned char *p = reg_page(tid, room != SS_SIGNAL_ROOM_NONE);
+    if (p)
+        atomic_store_explicit(&p[(size_t)tid % REG_PAGE], (unsigned char)room, memory_order_release);
 }
 
 static int room_of(pid_t tid) {
     if (tid <= 0 || (size_t)tid >= registry_len)
         return SS_SIGNAL_ROOM_NONE;
-    return atomic_load_explicit(&registry[tid], memory_order_acquire);
+    _Atomic unsigned char *p = reg_page(tid, false);
+    return p ? atomic_load_explicit(&p[(size_t)tid % REG_PAGE], memory_order_acquire)
+             : SS_SIGNAL_ROOM_NONE;
 }
 
 /* What an alternate stack that is not ours is worth. */
@@ -137,7 +169,7 @@ static void *map_stack(void) {
  * stack): kept for the next thread, or unmapped. */
 static void put_stack(void *base) {
     pthread_mutex_lock(&cache_lock);
-    if (n_cached < CACHE_MAX) {
+    if (n_cached < CACHE_MAX && !atomic_load_explicit(&leaving, memory_order_relaxed)) {
         cache[n_cached++] = base;
         base = NULL;
     }
@@ -223,24 +255,46 @@ void ss_altstack_enable(void) {
     alt_size = (alt_size + page_size - 1) & ~(page_size - 1);
     host_need = min + SS_SIGNAL_ROOM_NEED;
     size_t len = registry_size();
-    /* one byte per tid; pages become resident only where tids are */
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
-        return;
     create_fn create = (create_fn)ss_loader_next("pthread_create");
-    if (!create || pthread_key_create(&key, release) != 0) {
-        munmap(m, len);
+    if (!create || pthread_key_create(&key, release) != 0)
         return;
-    }
     atomic_store(&next_create, create);
-    registry = m;
     registry_len = len;
     atomic_store_explicit(&enabled, true, memory_order_release);
     settle(map_stack()); /* the main thread (the constructor runs on it) */
 }
 
 int ss_altstack_room(pid_t tid) { return room_of(tid); }
+
+void ss_altstack_leave(void) {
+    if (!atomic_exchange(&enabled, false))
+        return;
+    atomic_store(&leaving, true);
+    pthread_mutex_lock(&cache_lock);
+    void *kept[CACHE_MAX];
+    unsigned n = n_cached;
+    for (unsigned i = 0; i < n; i++)
+        kept[i] = cache[i];
+    n_cached = 0;
+    pthread_mutex_unlock(&cache_lock);
+    for (unsigned i = 0; i < n; i++)
+        munmap(kept[i], page_size + alt_size);
+    /* the calling thread's, unless it runs on it */
+    void *base = pthread_getspecific(key);
+    stack_t cur;
+    if (raw_sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_ONSTACK) && is_ours(&cur, base)) {
+        stack_t off = {.ss_flags = SS_DISABLE};
+        if (raw_sigaltstack(&off, NULL) == 0 && pthread_setspecific(key, NOT_OURS) == 0)
+            munmap(base, page_size + alt_size);
+    }
+    mark(my_tid(), SS_SIGNAL_ROOM_NONE);
+}
+
+void ss_altstack_come_back(void) {
+    atomic_store(&leaving, false);
+    if (registry_len) /* it was enabled once */
+        atomic_store(&enabled, true);
+}
 
 void ss_altstack_never_signal_self(void) {
     if (ss_altstack_enabled())
@@ -257,9 +311,12 @@ void ss_altstack_after_fork_child(void) {
     pthread_mutex_init(&cache_lock, NULL);
     /* the parent's threads are not here; a private anonymous mapping
      * reads as zeros (NONE) again after MADV_DONTNEED */
-    if (madvise((void *)registry, registry_len, MADV_DONTNEED) != 0)
-        for (size_t i = 0; i < registry_len; i++)
-            atomic_store_explicit(&registry[i], SS_SIGNAL_ROOM_NONE, memory_order_relaxed);
+    for (size_t i = 0; i < REG_PAGES; i++) {
+        _Atomic unsigned char *p = atomic_load_explicit(&reg_pages[i], memory_order_relaxed);
+        if (p && madvise((void *)p, REG_PAGE, MADV_DONTNEED) != 0)
+            for (size_t j = 0; j < REG_PAGE; j++)
+                atomic_store_explicit(&p[j], SS_SIGNAL_ROOM_NONE, memory_order_relaxed);
+    }
     /* the calling thread kept its alternate stack and its key value */
     stack_t cur;
     if (raw_sigaltstack(NULL, &cur) != 0)

@@ -74,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +105,13 @@ static uint64_t interval_ns;
  * for the start thread */
 static uint64_t shutdown_ns = 2000000000ull;
 static pid_t armed_pid; /* the process the start thread belongs to */
+/* The start thread's stack, ours (not glibc's): unmapped once the thread
+ * is joined. glibc keeps the stacks of ended threads for new ones, and a
+ * process that locks its memory (loader_mlock.c) would find a cached
+ * stack of ours counted against its limit. NULL once the thread is
+ * detached (it may still run on it). */
+static void *start_stack;
+#define START_STACK_SIZE (1024u * 1024u)
 
 static uint64_t mono_ns(void) {
     struct timespec ts;
@@ -412,6 +420,34 @@ static void *start_run(void *arg) {
     return r;
 }
 
+static size_t page_bytes(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
+}
+
+/* A guard page, then START_STACK_SIZE bytes; NULL if it cannot be had. */
+static void *map_start_stack(void) {
+    size_t guard = page_bytes();
+    void *base = mmap(NULL, guard + START_STACK_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    if (mprotect(base, guard, PROT_NONE) != 0) {
+        munmap(base, guard + START_STACK_SIZE);
+        return NULL;
+    }
+    return base;
+}
+
+/* The stack of a start thread that has been joined; never the one the
+ * calling thread runs on. */
+static void unmap_stack(void *base) {
+    size_t len = page_bytes() + START_STACK_SIZE;
+    char here;
+    if (base && !((uintptr_t)&here - (uintptr_t)base < len))
+        munmap(base, len);
+}
+
 /* With the lock held: a start thread that sleeps until due_ns. */
 static void spawn_locked(void) {
     sigset_t all, old;
@@ -422,10 +458,18 @@ static void spawn_locked(void) {
      * the libraries' constructors on it, and under ASan frames are larger) */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1024 * 1024);
+    start_stack = map_start_stack();
+    if (start_stack)
+        pthread_attr_setstack(&attr, (char *)start_stack + page_bytes(), START_STACK_SIZE);
+    else
+        pthread_attr_setstacksize(&attr, START_STACK_SIZE);
     int rc = pthread_create(&start_thread, &attr, start_run, (void *)(uintptr_t)generation);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        unmap_stack(start_stack);
+        start_stack = NULL;
+    }
     thread_alive = rc == 0;
     armed_pid = current_pid();
     state = rc == 0 ? START_ARMED : START_OFF;
@@ -459,13 +503,17 @@ static start_state stop_thread_locked(bool join) {
     generation++; /* the thread's own: it leaves at its next look */
     if (was == START_RUNNING || !join) {
         pthread_detach(start_thread);
+        start_stack = NULL; /* it may run on it yet: left mapped */
         return was;
     }
     pthread_cond_broadcast(&cond);
     pthread_t t = start_thread;
+    void *stack = start_stack;
+    start_stack = NULL;
     pthread_mutex_unlock(&lock);
     pthread_join(t, NULL); /* it only waits, on our condition variable */
     pthread_mutex_lock(&lock);
+    unmap_stack(stack);
     return was;
 }
 
@@ -497,6 +545,12 @@ static void atfork_child(void) {
     /* only this thread exists: our lock may have been held by another */
     pthread_mutex_init(&lock, NULL);
     init_cond();
+    /* the parent's start thread is not here. Its stack is left mapped:
+     * its descriptor there holds the only pointer to what glibc allocated
+     * for that thread (its TLS vector), which glibc's child does not free
+     * for a stack it did not allocate (as glibc's own stack cache would
+     * have kept the stack in the child too) */
+    start_stack = NULL;
     thread_alive = false;
     if (!ss_loader_after_fork_child()) {
         /* forked while the start thread was opening the core: that
@@ -613,6 +667,13 @@ void ss_start_child_of_clone(void) {
 bool ss_start_armed(void) {
     start_state now = atomic_load(&state);
     return now == START_ARMED || now == START_RUNNING;
+}
+
+void ss_start_leave(void) {
+    pthread_mutex_lock(&lock);
+    if (state == START_ARMED && !thread_alive)
+        state = START_OFF;
+    pthread_mutex_unlock(&lock);
 }
 
 void ss_start_disarm(void) {

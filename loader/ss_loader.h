@@ -1,5 +1,6 @@
 /* ss_loader.h: what the loader's files share (loader.c, loader_start.c,
- * loader_exec.c, loader_ns.c, loader_ids.c, loader_seccomp.c). */
+ * loader_exec.c, loader_ns.c, loader_ids.c, loader_seccomp.c,
+ * loader_mlock.c). */
 #ifndef SS_LOADER_H
 #define SS_LOADER_H
 
@@ -34,6 +35,10 @@ bool ss_start_wanted(int argc, char **argv);
 /* No start thread from here on (it is joined); a start under way ends
  * first. At exit, and before stackshot_start. */
 void ss_start_disarm(void);
+/* The agent leaves this process for good (loader_mlock.c): no start
+ * thread is armed again, here or in a forked child. After
+ * ss_start_quiesce. */
+void ss_start_leave(void);
 /* Armed (the start thread waits for the first round)? */
 bool ss_start_armed(void);
 /* The loader's at-fork child handler reaches the core (once installed). */
@@ -61,6 +66,12 @@ int ss_altstack_room(pid_t tid);
 /* The calling thread is never to be signalled again (it enters seccomp's
  * strict mode: loader_seccomp.c). */
 void ss_altstack_never_signal_self(void);
+/* The agent leaves the process (loader_mlock.c): threads created from now
+ * on get no alternate stack, the kept ones are unmapped and so is the
+ * calling thread's (if ours). come_back undoes the first two, for a call
+ * that failed (the caller is left unregistered: not signalled). */
+void ss_altstack_leave(void);
+void ss_altstack_come_back(void);
 /* In a forked child: the registry holds the calling thread only. */
 void ss_altstack_after_fork_child(void);
 

@@ -95,6 +95,11 @@ cases:
              process exits 0 with every thread's line (before: SIGSEGV at the
              first round), the workers are counted as not taking the signal
              and the main thread is sampled
+  mlock      a service that locks its memory (tests/hosts/mlock_host.c) as
+             nobody under an 8 MiB RLIMIT_MEMLOCK: with MCL_FUTURE the agent
+             leaves it (one line, no file) and it gets as many blocks as
+             alone; with MCL_CURRENT alone, the same count and the agent
+             samples it after; as root (no limit) the agent stays and samples
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -1471,10 +1476,72 @@ def case_strict():
                   f"{what}: the main thread's stack (in pthread_join)")
 
 
+# ---- mlock: a service that locks its memory under a limit -----------------
+
+def case_mlock():
+    """mlockall(MCL_CURRENT | MCL_FUTURE) counts every mapping after it
+    against RLIMIT_MEMLOCK: the agent's too (before: a user's service under
+    the default 8 MiB got 18 of its 57 blocks, and the agent could not load
+    its core). The agent leaves such a process; with MCL_CURRENT alone it
+    steps aside for the call and comes back; without a limit it stays."""
+    if shutil.which("setpriv") is None:
+        skip("setpriv (util-linux) is not installed")
+    if os.geteuid() != 0:
+        skip("a process without CAP_IPC_LOCK is needed: setpriv changes ids only as root")
+    prog = os.path.join(bindir, "ss_hosts_mlock")
+    base = fresh("mlock")
+    os.chmod(base, 0o1777)
+    out = os.path.join(base, "out-%u")
+    user_out = os.path.join(base, "out-65534")
+
+    def as_user(args, env=None):
+        # the shell sets the limit the way a unit's LimitMEMLOCK= would
+        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+               "sh", "-c", 'ulimit -l 8192 && exec "$@"', "sh", prog] + args
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    def blocks(r):
+        m = re.search(r"^blocks (\d+)$", r.stdout, re.M)
+        return int(m.group(1)) if m else -1
+
+    for args, mode in ((["0"], "current+future"), (["0", "current"], "current")):
+        alone = as_user(args)
+        check(alone.returncode == 0 and blocks(alone) > 0,
+              f"{mode}, without the agent: exit {alone.returncode}, {alone.stdout!r} {alone.stderr!r}")
+        for interval in ("200", "1000"):
+            shutil.rmtree(user_out, ignore_errors=True)
+            what = f"{mode}, {interval} ms"
+            r = as_user(args, agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval))
+            print(f"{what}: exit {r.returncode}, {blocks(r)} blocks (alone {blocks(alone)}); "
+                  f"{agent_lines(r.stderr)}")
+            check(r.returncode == 0 and "mlockall 0" in r.stdout and "threads 2" in r.stdout,
+                  f"{what}: mlockall and the threads succeed as without the agent")
+            check(blocks(r) == blocks(alone), f"{what}: every block the limit leaves the process "
+                  f"({blocks(r)}, alone {blocks(alone)})")
+            lines = agent_lines(r.stderr)
+            if mode == "current+future":
+                check(len(lines) == 1 and "the agent leaves it" in lines[0],
+                      f"{what}: one line, the agent leaves: {lines}")
+                check(files(user_out) == [], f"{what}: no file: {files(user_out)}")
+            elif interval == "200":
+                # stepped aside for the call only: it starts and samples after
+                sampled = dumps_with_rounds(user_out)
+                check(any(k >= 1 for k in sampled.values()), f"{what}: sampled after the call: {sampled}")
+    # no limit (root: CAP_IPC_LOCK): the agent stays, and samples the threads
+    d = fresh("mlock-root")
+    r = subprocess.run([prog, "0"], env=agent_env(d, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and blocks(r) == 400, f"no limit: exit {r.returncode}, {r.stdout!r}")
+    check(not any("leaves" in l for l in agent_lines(r.stderr)), f"no limit: the agent stays: {agent_lines(r.stderr)}")
+    txt = "".join(open(os.path.join(d, f), errors="replace").read() for f in files(d) if f.endswith(".txt"))
+    check("compute" in txt, "no limit: the computing threads were sampled")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
-         "mainexit": case_mainexit, "strict": case_strict}
+         "mainexit": case_mainexit, "strict": case_strict,
+         "mlock": case_mlock}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
