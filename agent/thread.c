@@ -11,13 +11,25 @@
  * libdw and libstdc++'s demangler (whose work arrays live on the stack,
  * about 100 bytes per character of a name: names of 4 KiB or more are
  * not demangled, samplers/symbols_demangle.c). gRPC's threads are
- * gRPC's own. */
+ * gRPC's own.
+ *
+ * They never run real-time. A thread inherits the scheduling policy of
+ * the one that creates it, and a real-time host (SCHED_FIFO or SCHED_RR:
+ * audio servers, control loops, cyclictest) made the agent's threads
+ * real-time at its own priority: a round of the sampler or an export then
+ * ran ahead of every normal thread of the machine and of the host's
+ * real-time threads of lower priority, and was preempted by none of equal
+ * priority until it blocked. They are created SCHED_OTHER (nice kept), and
+ * set back to it when the host makes them real-time later (`chrt -a -p`,
+ * a loop over /proc/self/task): ss_internal_threads_keep_normal, each
+ * round. */
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "agent/main_arena.h"
 
 #include <stdatomic.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +66,36 @@ bool ss_internal_thread_is(pid_t tid) {
         if (atomic_load_explicit(&internal_tids[i], memory_order_relaxed) == tid)
             return true;
     return false;
+}
+
+static bool real_time(int policy) {
+    policy &= ~SCHED_RESET_ON_FORK;
+    return policy == SCHED_FIFO || policy == SCHED_RR;
+}
+
+/* A thread created with `attr` by a real-time thread runs SCHED_OTHER. */
+static void normal_policy(pthread_attr_t *attr) {
+    int policy = sched_getscheduler(0);
+    if (policy < 0 || !real_time(policy))
+        return; /* inherited: SCHED_OTHER, SCHED_BATCH or SCHED_IDLE as the host chose */
+    struct sched_param sp = {.sched_priority = 0};
+    pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(attr, SCHED_OTHER);
+    pthread_attr_setschedparam(attr, &sp);
+}
+
+bool ss_internal_threads_keep_normal(void) {
+    int policy = sched_getscheduler(0);
+    if (policy < 0 || !real_time(policy))
+        return false;
+    struct sched_param sp = {.sched_priority = 0};
+    for (int i = 0; i < MAX_INTERNAL; i++) {
+        pid_t tid = atomic_load_explicit(&internal_tids[i], memory_order_relaxed);
+        if (tid > 0)
+            sched_setscheduler(tid, SCHED_OTHER, &sp);
+    }
+    sched_setscheduler(0, SCHED_OTHER, &sp);
+    return true;
 }
 
 static _Atomic bool lazy_threads;
@@ -142,8 +184,10 @@ int ss_thread_start(pthread_t *thread, const char *role,
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
     bool have_attr = pthread_attr_init(&attr) == 0;
-    if (have_attr)
+    if (have_attr) {
         pthread_attr_setstacksize(&attr, stack_size(role)); /* else glibc's default */
+        normal_policy(&attr);
+    }
     int rc = pthread_create(thread, have_attr ? &attr : NULL, trampoline, a);
     if (have_attr)
         pthread_attr_destroy(&attr);

@@ -46,6 +46,9 @@ pid_t ss_gettid(void); /* async-signal-safe */
 
 /* The core's own (hidden from modules). */
 void ss_internal_threads_reset(void);
+/* On an agent thread: if it runs real-time (the host made it so), every
+ * registered agent thread goes back to SCHED_OTHER; true if it did. */
+bool ss_internal_threads_keep_normal(void);
 /* thread_creds.c, on the calling thread: do the agent's threads have
  * exactly its credentials (ids, groups, capabilities, no_new_privs,
  * seccomp)? Does one of them hold a capability it does not? */

@@ -69,6 +69,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -463,6 +464,16 @@ static void spawn_locked(void) {
         pthread_attr_setstack(&attr, (char *)start_stack + page_bytes(), START_STACK_SIZE);
     else
         pthread_attr_setstacksize(&attr, START_STACK_SIZE);
+    /* never real-time, as the core's threads (agent/thread.c): a real-time
+     * host's thread would have made it so */
+    int policy = sched_getscheduler(0);
+    if (policy >= 0 && ((policy & ~SCHED_RESET_ON_FORK) == SCHED_FIFO ||
+                        (policy & ~SCHED_RESET_ON_FORK) == SCHED_RR)) {
+        struct sched_param sp = {.sched_priority = 0};
+        pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+        pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+        pthread_attr_setschedparam(&attr, &sp);
+    }
     int rc = pthread_create(&start_thread, &attr, start_run, (void *)(uintptr_t)generation);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

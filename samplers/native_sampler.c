@@ -1496,6 +1496,7 @@ static uint64_t sample_until;
 /* Lost rounds repeat every interval while the cause lasts (a late chroot
  * without /proc, descriptors or memory exhausted): one line, then counts. */
 static ss_log_limit round_lost_said;
+static ss_log_limit made_real_time_said;
 
 /* ---- a host whose threads have all ended ----------------------------- */
 
@@ -1589,6 +1590,10 @@ static void *sampler_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&lock);
+        if (ss_internal_threads_keep_normal())
+            ss_log_limited(&made_real_time_said, SS_LOG_INFO,
+                           "the process made the agent's threads real-time: they run as "
+                           "SCHED_OTHER (an agent thread never takes a real-time priority)");
         atomic_store(&in_round, true);
         ss_round *r = take_round(s);
         atomic_store(&in_round, false);

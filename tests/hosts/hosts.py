@@ -100,6 +100,10 @@ cases:
              leaves it (one line, no file) and it gets as many blocks as
              alone; with MCL_CURRENT alone, the same count and the agent
              samples it after; as root (no limit) the agent stays and samples
+  realtime   python3 under `chrt -f 10` (agent running, and only armed):
+             every agent thread runs SCHED_OTHER; python3 making every thread
+             of its process SCHED_FIFO (as `chrt -a -p` does) after the agent
+             started: set back at the next round, one line
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -1537,11 +1541,68 @@ def case_mlock():
     check("compute" in txt, "no limit: the computing threads were sampled")
 
 
+# ---- realtime: a host that runs real-time ---------------------------------
+
+def case_realtime():
+    """A thread inherits its creator's scheduling policy: under a real-time
+    host (SCHED_FIFO) the agent's threads ran real-time at the host's
+    priority (ahead of every normal thread of the machine). They run
+    SCHED_OTHER, from their creation, and again after a `chrt -a -p`."""
+    if shutil.which("chrt") is None:
+        skip("chrt (util-linux) is not installed")
+    probe = subprocess.run(["chrt", "-f", "10", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        skip(f"no real-time scheduling here: {probe.stderr.strip()}")
+    # python3 as the host: it forks nothing (a shell waiting for a child is
+    # a launcher, where the agent does not start)
+    names = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE"}
+    listing = ("import os, time\n"
+               "def tasks():\n"
+               "    for t in os.listdir('/proc/self/task'):\n"
+               "        comm = open(f'/proc/self/task/{t}/comm').read().strip()\n"
+               "        print('task', comm, os.sched_getscheduler(int(t)) & 0xff)\n")
+
+    def tasks(text):
+        return [[l.split()[1], names.get(int(l.split()[2]), l.split()[2])]
+                for l in text.splitlines() if l.startswith("task ")]
+
+    for interval, what in (("100", "running"), ("5000", "armed")):
+        out = fresh("realtime")
+        r = subprocess.run(["chrt", "-f", "10", "python3", "-c", listing + "time.sleep(0.6)\ntasks()\n"],
+                           env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                           capture_output=True, text=True, timeout=30)
+        ts = tasks(r.stdout)
+        print(f"chrt -f 10, agent {what}: {ts}")
+        ours = [t for t in ts if t[0].startswith("stackshot-")]
+        check(r.returncode == 0 and ["python3", "SCHED_FIFO"] in ts,
+              f"{what}: the host runs SCHED_FIFO ({r.returncode}, {r.stderr[-300:]!r})")
+        check(len(ours) >= (2 if what == "running" else 1), f"{what}: the agent's threads are there: {ours}")
+        check(all(t[1] == "SCHED_OTHER" for t in ours), f"{what}: every agent thread runs SCHED_OTHER: {ours}")
+    # made real-time after the agent started (every thread, as `chrt -a -p`
+    # does): set back at the next round
+    out = fresh("realtime")
+    script = (listing + "time.sleep(0.5)\n"
+              "for t in os.listdir('/proc/self/task'):\n"
+              "    os.sched_setscheduler(int(t), os.SCHED_FIFO, os.sched_param(10))\n"
+              "time.sleep(0.5)\ntasks()\n")
+    r = subprocess.run(["python3", "-c", script],
+                       env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100"),
+                       capture_output=True, text=True, timeout=30)
+    ts = tasks(r.stdout)
+    print(f"every thread made SCHED_FIFO later: {ts}")
+    ours = [t for t in ts if t[0].startswith("stackshot-")]
+    check(["python3", "SCHED_FIFO"] in ts and len(ours) >= 2,
+          f"made real-time later: the host real-time, the agent there: {ts} {r.stderr[-300:]!r}")
+    check(all(t[1] == "SCHED_OTHER" for t in ours), f"made real-time later: the agent's threads back to SCHED_OTHER: {ours}")
+    said = [l for l in agent_lines(r.stderr) if "real-time" in l]
+    check(len(said) == 1, f"made real-time later: one line says so: {agent_lines(r.stderr)}")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
-         "mlock": case_mlock}
+         "mlock": case_mlock, "realtime": case_realtime}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
