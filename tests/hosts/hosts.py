@@ -142,6 +142,14 @@ def fresh(name):
     return d
 
 
+def shared_dir(name):
+    """A fresh directory every user may create in (sticky), for hosts that
+    run as another user."""
+    d = fresh(name)
+    os.chmod(d, 0o1777)
+    return d
+
+
 def agent_env(out, **extra):
     env = dict(os.environ, LD_PRELOAD=lib, SPLUNK_PROFILER_ENABLED="true",
                STACKSHOT_EXPORTERS="text", STACKSHOT_OUTPUT_DIR=out)
@@ -328,8 +336,7 @@ def case_setpriv():
     if os.geteuid() != 0:
         skip("setpriv changes ids only as root")
     nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup"]
-    base = fresh("setpriv")
-    os.chmod(base, 0o1777)
+    base = shared_dir("setpriv")
     out = os.path.join(base, "out-%u")
     for interval in ("1000", "5"):
         env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval)
@@ -357,8 +364,7 @@ def case_caps():
     if os.geteuid() != 0:
         skip("caps_host drops privileges only as root")
     host = os.path.join(bindir, "ss_caps_host")
-    base = fresh("caps")
-    os.chmod(base, 0o1777)
+    base = shared_dir("caps")
     out = os.path.join(base, "out-%u")
     runs = [  # (argv tail, interval ms, what it reaches)
         (["300", "600"], "10", "a running agent"),
@@ -391,8 +397,7 @@ def case_chromium():
         skip("chromium is not installed")
     if os.geteuid() != 0 or shutil.which("runuser") is None:
         skip("needs root and runuser to run Chromium as nobody")
-    base = fresh("chromium")
-    os.chmod(base, 0o1777)
+    base = shared_dir("chromium")
     page = os.path.join(base, "page.html")
     # busy for 2.5 s in the renderer: the browser process is sampled meanwhile
     with open(page, "w") as f:
@@ -501,8 +506,7 @@ def case_nginx():
     www = int(subprocess.run(["id", "-u", "www-data"], capture_output=True, text=True).stdout)
 
     # 1. the default directory ($TMPDIR/stackshot-%u): root's and www-data's
-    base = fresh("nginx")
-    os.chmod(base, 0o1777)
+    base = shared_dir("nginx")
     prefix = os.path.join(base, "prefix")
     os.makedirs(prefix)
     env = agent_env("", TMPDIR=base, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100")
@@ -1493,8 +1497,7 @@ def case_mlock():
     if os.geteuid() != 0:
         skip("a process without CAP_IPC_LOCK is needed: setpriv changes ids only as root")
     prog = os.path.join(bindir, "ss_hosts_mlock")
-    base = fresh("mlock")
-    os.chmod(base, 0o1777)
+    base = shared_dir("mlock")
     out = os.path.join(base, "out-%u")
     user_out = os.path.join(base, "out-65534")
 
