@@ -69,6 +69,9 @@ void ss_exporters_publish(ss_round *round);
 /* Flush and stop every exporter before deadline (monotonic ns); prints
  * the counters line of each. */
 void ss_exporters_stop(uint64_t deadline_ns);
+/* After ss_exporters_stop, when the agent leaves a process that goes on:
+ * the threads the exporters' libraries keep end (gRPC's). */
+void ss_exporters_release(void);
 /* 0 while the exporters run; once their stop has begun, its deadline
  * (monotonic; *began_ns when not NULL: when it began): for waits on a
  * backend that must hear of the exit. */

@@ -31,7 +31,9 @@
  * LD_PRELOAD and SPLUNK_PROFILER_ENABLED are still in its environment.
  *
  * Stepping aside (ss_agent_step_aside, for the loader's wrappers of exec,
- * unshare, setns, clone, the set*id family and capset): a forked child's
+ * unshare, setns, clone, the set*id family and capset; leaving, for a
+ * host short of threads, is a step aside with no way back that also ends
+ * gRPC's threads): a forked child's
  * restart thread, which only waits, is joined (or its timer disarmed) and a
  * thread is started again after the call with the same due time; a running agent stops as for exec and
  * starts again after the call, from the calling thread, so that its new
@@ -683,7 +685,7 @@ int ss_agent_step_aside(int kind) {
         pthread_mutex_unlock(&lifecycle_lock);
         if (join)
             join_restart(t, deadline);
-        return kind == SS_ASIDE_EXEC ? BACK_NONE : BACK_REARM;
+        return kind == SS_ASIDE_EXEC || kind == SS_ASIDE_LEAVE ? BACK_NONE : BACK_REARM;
     }
     bool here = atomic_load(&running) && ss_process()->ns_pid == pid;
     pthread_mutex_unlock(&lifecycle_lock);
@@ -699,6 +701,10 @@ int ss_agent_step_aside(int kind) {
     if (kind == SS_ASIDE_IDS && ss_creds_same_as_caller())
         return BACK_CHECK_CAPS;
     ss_agent_stop();
+    if (kind == SS_ASIDE_LEAVE) {
+        ss_exporters_release();
+        return BACK_NONE;
+    }
     /* a signal the last round sent to this thread is taken on the return
      * of this system call at the latest */
     sched_yield();

@@ -16,6 +16,7 @@
 #include "agent/round.h"
 #include "agent/thread.h"
 #include "agent/time.h"
+#include "exporters/otlp/otlp.h"
 #include "agent/kept_fd.h"
 #include "exporters/common/common.h"
 
@@ -394,6 +395,8 @@ void ss_exporters_stop(uint64_t deadline_ns) {
     n_slots = 0;
     atomic_store(&exit_deadline, 0); /* a restart runs again */
 }
+
+void ss_exporters_release(void) { ss_grpc_release(); }
 
 /* In a forked child the exporter threads do not exist and their locks may
  * be held forever: forget the slots without touching them. Their memory

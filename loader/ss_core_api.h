@@ -117,6 +117,10 @@ enum {
                           are the caller's, else they are stopped first */
     SS_ASIDE_CAPS,     /* capset: the caller's alone changes; our threads
                           start again from it if they kept more */
+    SS_ASIDE_LEAVE,    /* the agent leaves a process that goes on (a host
+                          short of threads): stopped and flushed, its
+                          libraries' threads ended too (gRPC's), never
+                          back */
 };
 
 typedef const ss_core_api *(*ss_core_entry_fn)(const ss_core_host *host);

@@ -10,6 +10,7 @@
 #include "exporters/otlp/grpc_module.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,9 @@ struct ss_grpc_handle {
     ss_grpc_client *c;
 };
 
+/* The module once a client was made with it (read by ss_grpc_release). */
+static const ss_grpc_module *_Atomic opened;
+
 static const ss_grpc_module *grpc_module(const char *who) {
     const ss_grpc_module *m = ss_module_api("grpc", who);
     if (m && m->size < sizeof(ss_grpc_module)) {
@@ -26,6 +30,12 @@ static const ss_grpc_module *grpc_module(const char *who) {
         return NULL;
     }
     return m;
+}
+
+void ss_grpc_release(void) {
+    const ss_grpc_module *m = atomic_load(&opened);
+    if (m)
+        m->release();
 }
 
 const char *ss_grpc_status_name(int code) {
@@ -74,6 +84,7 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
         return NULL;
     }
     h->m = m;
+    atomic_store(&opened, m);
     return (ss_grpc_client *)h;
 }
 

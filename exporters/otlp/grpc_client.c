@@ -11,8 +11,10 @@
  * deadline ends it.
  *
  * gRPC is initialised on first use, on the calling (exporter) thread, and
- * never shut down: its threads may be shared with a host that uses gRPC
- * too, and grpc_shutdown from an exiting process can block. The threads
+ * shut down only when the agent leaves a process that goes on (a host
+ * short of threads: loader/loader_short.c), never at exit, where
+ * grpc_shutdown can block. grpc_init and grpc_shutdown count: a host that
+ * uses gRPC too keeps its threads. The threads
  * gRPC starts have names of their own ("grpc_global_tim", "event_engine")
  * but inherit the exporter thread's all-blocked signal mask, which is how
  * they are found and registered as internal (register_grpc_threads). */
@@ -63,7 +65,11 @@ struct ss_grpc_client {
     bool leaked_call; /* a cancelled call gRPC did not finish in EXIT_WAIT_NS */
 };
 
-static pthread_once_t grpc_once = PTHREAD_ONCE_INIT;
+/* gRPC initialised by this module (and not shut down since), and the
+ * clients alive, under grpc_lock */
+static pthread_mutex_t grpc_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool grpc_inited;
+static unsigned live_clients;
 
 /* gRPC names its threads ("grpc_global_tim", "event_engine", ...) and
  * starts some of them lazily, from whichever agent thread first needs
@@ -130,13 +136,26 @@ static bool register_grpc_threads(void) {
 }
 
 /* the process that initialised gRPC; read by any exporter's thread
- * (started_pid), written once under grpc_once */
+ * (started_pid), written under grpc_lock */
 static _Atomic pid_t grpc_pid;
 
+/* With grpc_lock held. */
 static void grpc_init_once(void) {
+    if (grpc_inited)
+        return;
     ss_internal_threads_lazy(); /* gRPC's threads, before they exist */
     grpc_init();
+    grpc_inited = true;
     atomic_store(&grpc_pid, getpid());
+}
+
+static void module_release(void) {
+    pthread_mutex_lock(&grpc_lock);
+    if (grpc_inited && live_clients == 0 && atomic_load(&grpc_pid) == getpid()) {
+        grpc_shutdown();
+        grpc_inited = false;
+    }
+    pthread_mutex_unlock(&grpc_lock);
 }
 
 /* ---- channel ------------------------------------------------------- */
@@ -251,7 +270,9 @@ static void client_note_threads(ss_grpc_client *c) {
 static void client_destroy(ss_grpc_client *c);
 
 static ss_grpc_client *client_create(const ss_otlp_endpoint *ep) {
-    pthread_once(&grpc_once, grpc_init_once);
+    pthread_mutex_lock(&grpc_lock);
+    grpc_init_once();
+    pthread_mutex_unlock(&grpc_lock);
     if (atomic_load(&grpc_pid) != getpid()) {
         /* A forked child inherits gRPC's state but none of its threads;
          * without gRPC's fork support (which would make the host's own
@@ -266,6 +287,9 @@ static ss_grpc_client *client_create(const ss_otlp_endpoint *ep) {
         ss_error("otlp: out of memory creating the gRPC client");
         return NULL;
     }
+    pthread_mutex_lock(&grpc_lock);
+    live_clients++; /* until client_destroy, which a failure below calls */
+    pthread_mutex_unlock(&grpc_lock);
     snprintf(c->target, sizeof c->target, "%s", ep->target);
     if (make_metadata(c, ep) != 0) {
         ss_error("otlp: out of memory creating the gRPC client");
@@ -295,6 +319,13 @@ static ss_grpc_client *client_create(const ss_otlp_endpoint *ep) {
 static void client_destroy(ss_grpc_client *c) {
     if (!c)
         return;
+    /* a client whose call gRPC still holds (leaked_call) stays counted:
+     * gRPC is then never shut down under it */
+    if (!c->leaked_call) {
+        pthread_mutex_lock(&grpc_lock);
+        live_clients--;
+        pthread_mutex_unlock(&grpc_lock);
+    }
     if (c->channel)
         grpc_channel_destroy(c->channel);
     if (c->creds)
@@ -494,6 +525,7 @@ static const ss_grpc_module module = {
     .call_poll = call_poll,
     .call_cancel = call_cancel,
     .started_pid = started_pid,
+    .release = module_release,
 };
 
 __attribute__((visibility("default"))) const void *ss_module_grpc_entry(void) {

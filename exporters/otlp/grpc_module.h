@@ -26,6 +26,11 @@ typedef struct ss_grpc_module {
     void (*call_cancel)(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *result);
     /* The process that initialised gRPC, 0 if none did. */
     pid_t (*started_pid)(void);
+    /* The agent leaves the process: if this module initialised gRPC here
+     * and no client is left, grpc_shutdown (gRPC's threads end within
+     * about a second, unless the host uses gRPC too); a later client
+     * initialises it again. */
+    void (*release)(void);
 } ss_grpc_module;
 
 #endif

@@ -223,6 +223,9 @@ void ss_grpc_result_free(ss_grpc_result *r);
  * if none did or the module cannot be opened. In a forked child it is the
  * parent's pid: gRPC cannot be used there. */
 pid_t ss_grpc_started_in(const char *who);
+/* The agent leaves the process for good: gRPC's threads end if gRPC was
+ * initialised for the agent alone (nothing if it never was). */
+void ss_grpc_release(void);
 
 /* Close the channel and free the client. gRPC itself stays initialised
  * (its threads are shared; shutting it down from an exiting agent risks
