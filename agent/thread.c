@@ -134,7 +134,14 @@ static void wait_after(void) {
     atomic_compare_exchange_strong(&after_tid, &tid, 0);
 }
 
+static bool (*_Atomic mark_hook)(bool on);
+
+void ss_internal_threads_mark_with(bool (*mark)(bool on)) { atomic_store(&mark_hook, mark); }
+
 static void *trampoline(void *p) {
+    bool (*mark)(bool) = atomic_load(&mark_hook);
+    if (mark)
+        mark(true);
     /* before anything allocates: glibc's main arena under an RLIMIT_AS */
     bool shared = ss_main_arena_attach();
     start_args a = *(start_args *)p;
@@ -188,7 +195,11 @@ int ss_thread_start(pthread_t *thread, const char *role,
         pthread_attr_setstacksize(&attr, stack_size(role)); /* else glibc's default */
         normal_policy(&attr);
     }
+    bool (*mark)(bool) = atomic_load(&mark_hook);
+    bool was = mark ? mark(true) : false; /* our EAGAIN is not the host's */
     int rc = pthread_create(thread, have_attr ? &attr : NULL, trampoline, a);
+    if (mark)
+        mark(was);
     if (have_attr)
         pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

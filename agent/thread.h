@@ -41,6 +41,9 @@ void ss_internal_threads_lazy(void);
 bool ss_internal_threads_are_lazy(void);
 
 pid_t ss_gettid(void); /* async-signal-safe */
+/* The loader's mark for the agent's threads (ss_core_host.agent_thread_set):
+ * set first on each thread started here, and around the creation. */
+void ss_internal_threads_mark_with(bool (*mark)(bool on));
 
 #pragma GCC visibility pop
 

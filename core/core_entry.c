@@ -130,6 +130,8 @@ ss_core_entry_v1(const ss_core_host *host) {
     if (host->size >= offsetof(ss_core_host, malloc_arena) + sizeof host->malloc_arena &&
         host->malloc_arena)
         ss_main_arena_use(host->malloc_arena_tp_off, host->malloc_arena);
+    if (host->size >= offsetof(ss_core_host, agent_thread_set) + sizeof host->agent_thread_set)
+        ss_internal_threads_mark_with(host->agent_thread_set);
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;

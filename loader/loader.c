@@ -172,7 +172,8 @@ static const ss_core_api *open_core(void) {
                          .stderr_at_load = stderr_at_load,
                          .stderr_dev = (uint64_t)stderr_st.st_dev,
                          .stderr_ino = (uint64_t)stderr_st.st_ino,
-                         .thread_signal_room = ss_altstack_enabled() ? ss_altstack_room : NULL};
+                         .thread_signal_room = ss_altstack_enabled() ? ss_altstack_room : NULL,
+                         .agent_thread_set = ss_agent_thread_set};
     host.why_not_deepbind = sanitizer_present();
     if (host.why_not_deepbind)
         host.deepbind = false;

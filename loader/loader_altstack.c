@@ -335,10 +335,13 @@ typedef struct start_call {
     void *(*fn)(void *);
     void *arg;
     void *base;
+    bool agent; /* created by one of the agent's threads (loader_short.c) */
 } start_call;
 
 static void *altstack_thread_start(void *p) {
     start_call c = *(start_call *)p;
+    if (c.agent)
+        ss_agent_thread_set(true);
     settle(c.base);
     return c.fn(c.arg);
 }
@@ -353,18 +356,32 @@ SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                 return EAGAIN;
             atomic_store_explicit(&next_create, create, memory_order_relaxed);
         }
-        return create(thread, attr, fn, arg);
+        int rc = create(thread, attr, fn, arg);
+        /* the agent left a moment ago: its threads may still be ending */
+        if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
+            while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait())
+                ;
+        return rc;
     }
     void *base = map_stack();
-    if (!base) /* the thread runs unregistered: never signalled */
-        return create(thread, attr, fn, arg);
-    start_call *c = (start_call *)((char *)base + page_size + alt_size) - 1;
-    c->fn = fn;
-    c->arg = arg;
-    c->base = base;
-    int rc = create(thread, attr, altstack_thread_start, c);
-    if (rc != 0)
-        put_stack(base);
+    int rc;
+    if (!base) { /* the thread runs unregistered: never signalled */
+        rc = create(thread, attr, fn, arg);
+    } else {
+        start_call *c = (start_call *)((char *)base + page_size + alt_size) - 1;
+        c->fn = fn;
+        c->arg = arg;
+        c->base = base;
+        c->agent = ss_agent_thread_is();
+        rc = create(thread, attr, altstack_thread_start, c);
+        if (rc != 0)
+            put_stack(base);
+    }
+    /* the agent's threads may be what the host is short of: they leave,
+     * and the call is made again (loader_short.c) */
+    if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
+        while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait())
+            ;
     return rc;
 }
 

@@ -414,6 +414,7 @@ static void *start_main(void *arg) {
  * before anything it does allocates (the task listing, dlopen's link
  * maps), and off it at its end (main_arena.c). */
 static void *start_run(void *arg) {
+    ss_agent_thread_set(true);
     bool shared = ss_main_arena_find();
     void *r = start_main(arg);
     if (shared)
@@ -474,7 +475,9 @@ static void spawn_locked(void) {
         pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
         pthread_attr_setschedparam(&attr, &sp);
     }
+    bool was = ss_agent_thread_set(true); /* its EAGAIN is not the host's */
     int rc = pthread_create(&start_thread, &attr, start_run, (void *)(uintptr_t)generation);
+    ss_agent_thread_set(was);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {

@@ -64,6 +64,12 @@ typedef struct ss_core_host {
      * thread pointer, and the arena; NULL: each thread gets glibc's own */
     intptr_t malloc_arena_tp_off;
     void *malloc_arena;
+    /* Marks the calling thread as the agent's (on: true; returns what
+     * was): the loader never takes its calls, nor those of the threads it
+     * creates, for the host's (loader/loader_short.c). The core marks each
+     * of its threads first, and a thread while it creates one. NULL:
+     * nothing to call. */
+    bool (*agent_thread_set)(bool on);
 } ss_core_host;
 
 /* What thread_signal_room says of a thread. */

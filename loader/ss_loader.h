@@ -1,6 +1,6 @@
 /* ss_loader.h: what the loader's files share (loader.c, loader_start.c,
  * loader_exec.c, loader_ns.c, loader_ids.c, loader_seccomp.c,
- * loader_mlock.c). */
+ * loader_mlock.c, loader_short.c). */
 #ifndef SS_LOADER_H
 #define SS_LOADER_H
 
@@ -74,5 +74,18 @@ void ss_altstack_leave(void);
 void ss_altstack_come_back(void);
 /* In a forked child: the registry holds the calling thread only. */
 void ss_altstack_after_fork_child(void);
+
+/* loader_short.c: a host short of threads or processes gets the agent's. */
+/* The calling thread is the agent's (the start thread, the core's
+ * threads, and threads they create), or is creating one: its calls are
+ * never the host's. set returns what was. */
+bool ss_agent_thread_set(bool on);
+bool ss_agent_thread_is(void);
+/* A host call (`call`: its name) failed with EAGAIN: if the agent has a
+ * thread here it leaves the process (said in one line). True while the
+ * threads it had may still be ending: the caller makes its call again,
+ * while it fails and ss_short_retry_wait (a millisecond's wait) says so. */
+bool ss_short_of_tasks(const char *call);
+bool ss_short_retry_wait(void);
 
 #endif /* SS_LOADER_H */

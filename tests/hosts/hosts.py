@@ -104,6 +104,11 @@ cases:
              every agent thread runs SCHED_OTHER; python3 making every thread
              of its process SCHED_FIFO (as `chrt -a -p` does) after the agent
              started: set back at the next round, one line
+  tasks      a host that uses every task its RLIMIT_NPROC allows, as a user
+             of its own (tests/hosts/tasks_host.c, lowering its limit at run
+             time; Debian's python3 under `prlimit --nproc`): it makes as
+             many threads, forks and spawns as without the agent, which
+             leaves it (one line) after a flush of what it collected
 
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
@@ -1601,11 +1606,106 @@ def case_realtime():
     check(len(said) == 1, f"made real-time later: one line says so: {agent_lines(r.stderr)}")
 
 
+# ---- tasks: a host short of threads or processes --------------------------
+
+TASKS_UID = "54329"  # this case's own user: RLIMIT_NPROC counts all its tasks
+
+
+def case_tasks():
+    """The agent's threads count against RLIMIT_NPROC (and a cgroup's
+    pids.max): a host that creates threads or forks up to its limit failed
+    two or three calls early (27 threads of 29 under `ulimit -u 30`). When
+    the host's pthread_create, fork or posix_spawn fails with EAGAIN, the
+    agent leaves the process, having flushed what it collected, and the
+    call is made again."""
+    if shutil.which("setpriv") is None or shutil.which("prlimit") is None:
+        skip("setpriv and prlimit (util-linux) are needed")
+    if os.geteuid() != 0:
+        skip("a user of the case's own is needed: setpriv changes ids only as root")
+    prog = os.path.join(bindir, "ss_hosts_tasks")
+    base = shared_dir("tasks")
+
+    def as_user(argv, env=None):
+        cmd = ["setpriv", f"--reuid={TASKS_UID}", f"--regid={TASKS_UID}", "--clear-groups"] + argv
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    def agent_run(name, argv):
+        out = os.path.join(base, name)
+        r = as_user(argv, agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="100"))
+        return r, out
+
+    def left_after_flush(what, r, out, call):
+        lines = agent_lines(r.stderr)
+        print(f"{what}: {lines}")
+        leave = [l for l in lines if "short of threads or processes" in l]
+        check(len(leave) == 1 and f"{call} failed with EAGAIN" in leave[0] and "leaves" in leave[0],
+              f"{what}: one line says the agent leaves: {lines}")
+        # its accounting is said only when something was lost
+        check(not any(w in l for l in lines for w in ("lost", "dropped", "accounting")),
+              f"{what}: nothing it collected was lost: {lines}")
+        n = sum(rounds_in(os.path.join(out, f)) for f in files(out) if f.endswith(".txt"))
+        check(n >= 2, f"{what}: the rounds before the leave are in its file ({n})")
+
+    cases = ((["threads", "24", "25"], "threads 24", "pthread_create"),
+             (["fork", "2"], "fork status 7", "fork"),
+             (["spawn", "2"], "spawn status 0", "posix_spawn"))
+    for args, want, call in cases:
+        what = f"{args[0]} under RLIMIT_NPROC {args[-1]}"
+        alone = as_user([prog] + args)
+        check(alone.returncode == 0 and want in alone.stdout,
+              f"{what}, without the agent: exit {alone.returncode}, {alone.stdout!r}")
+        r, out = agent_run(args[0], [prog] + args)
+        check(r.returncode == 0 and want in r.stdout,
+              f"{what}: as without the agent: exit {r.returncode}, {r.stdout!r}")
+        left_after_flush(what, r, out, call)
+
+    # the default exporter: gRPC's own threads (7) end too, within a second
+    # (no collector here: what was collected is dropped, and counted)
+    what = "threads under RLIMIT_NPROC 25, otlp_logs over gRPC"
+    out = os.path.join(base, "grpc")
+    r = as_user([prog, "threads", "24", "25"],
+                agent_env(out, STACKSHOT_EXPORTERS="otlp_logs", SPLUNK_PROFILER_CALL_STACK_INTERVAL="100",
+                          OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}"))
+    lines = agent_lines(r.stderr)
+    check(r.returncode == 0 and "threads 24" in r.stdout,
+          f"{what}: as without the agent: exit {r.returncode}, {r.stdout!r}")
+    check(sum("short of threads or processes" in l for l in lines) == 1, f"{what}: one line says the agent leaves")
+    check(any("accounting" in l and "dropped" in l for l in lines), f"{what}: the undelivered rounds are counted: {lines}")
+
+    # Debian's python3, limited from its start as a unit's LimitNPROC= does:
+    # threads until the first refusal
+    py = "/usr/bin/python3"
+    if not os.access(py, os.X_OK):
+        skip("Debian's python3 is not installed")
+    script = ("import threading, time\n"
+              "time.sleep(0.6)\n"
+              "ev = threading.Event(); n = 0\n"
+              "try:\n"
+              "    while n < 200:\n"
+              "        threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"
+              "except RuntimeError as e:\n"
+              "    print('refused', e)\n"
+              "print('threads', n)\n"
+              "ev.set()\n")
+    argv = ["prlimit", "--nproc=16", py, "-c", script]
+
+    def made(r):
+        m = re.search(r"^threads (\d+)$", r.stdout, re.M)
+        return int(m.group(1)) if m else -1
+    alone = as_user(argv)
+    check(alone.returncode == 0 and made(alone) == 15,
+          f"python3 under prlimit --nproc=16, without the agent: 15 threads ({alone.stdout!r} {alone.stderr[-200:]!r})")
+    r, out = agent_run("python3", argv)
+    check(r.returncode == 0 and made(r) == made(alone),
+          f"python3 under prlimit --nproc=16: {made(r)} threads, as without the agent ({r.stdout!r})")
+    left_after_flush("python3 under prlimit --nproc=16", r, out, "pthread_create")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
-         "mlock": case_mlock, "realtime": case_realtime}
+         "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -1,0 +1,178 @@
+/* loader_short.c: a host short of threads or processes gets the agent's.
+ *
+ * The agent's threads count against the host's limits on tasks:
+ * RLIMIT_NPROC (every thread and process of the user), a cgroup's
+ * pids.max (systemd's TasksMax=, a container's --pids-limit) and the
+ * kernel's threads-max; their stacks count against RLIMIT_AS. A host that
+ * creates threads or forks up to its limit got EAGAIN two or three calls
+ * earlier with the agent running (a user under `ulimit -u 30` made 27
+ * threads instead of 29), and a server sized to its TasksMax failed its
+ * last connections.
+ *
+ * So pthread_create (loader_altstack.c), fork, posix_spawn and
+ * posix_spawnp are watched while the agent is enabled for the process.
+ * When the host's call fails with EAGAIN and the agent has a thread here
+ * (its start thread, a running agent, a forked child's pending restart),
+ * the agent leaves the process as it does for mlockall (loader_mlock.c):
+ * its threads are joined, what it collected is flushed, the alternate
+ * stacks it keeps are unmapped, and it does not come back in this
+ * process or in a child it forks. One line says so. The call is then made
+ * again. The kernel frees a joined thread's slot when it reaps the thread,
+ * a moment after the join, and gRPC's threads (7, ended by grpc_shutdown)
+ * go within about a second: for DRAIN_MS after the leave a host call that
+ * fails with EAGAIN is retried every millisecond before its EAGAIN is the
+ * host's.
+ *
+ * The calls of the agent's own threads are never taken for the host's:
+ * the loader's start thread, the core's threads (marked through
+ * ss_core_host.agent_thread_set) and every thread they create through
+ * pthread_create carry a mark (their calls reach the loader when the core
+ * is not deep-bound, as under a sanitizer), and so does a host thread
+ * while it creates one of the agent's threads (the loader's or the core's
+ * lock is held then, which leaving would take).
+ *
+ * Not covered: vfork (a wrapper cannot return twice on one stack),
+ * glibc's own spawns (system, popen: internal calls), raw clone, a JVM
+ * (its threads are created with the agent's registry off), and a cause
+ * other than the agent: a host that is short for its own reasons loses
+ * its agent (said in the line) and gets its EAGAINs late during DRAIN_MS. */
+#include "loader/ss_loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SS_EXPORT __attribute__((visibility("default")))
+
+#define DRAIN_MS 1500
+
+/* CLOCK_MONOTONIC ns until which the agent's threads may still be ending */
+static _Atomic uint64_t drain_until;
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static __thread bool agent_thread;
+
+bool ss_agent_thread_set(bool on) {
+    bool was = agent_thread;
+    agent_thread = on;
+    return was;
+}
+
+bool ss_agent_thread_is(void) { return agent_thread; }
+
+/* Has the agent a thread in this process that it could give back? */
+static bool agent_has_threads(void) {
+    if (!ss_altstack_enabled())
+        return false;
+    if (ss_start_armed())
+        return true;
+    const ss_core_api *api = ss_loader_core();
+    return api && api->running();
+}
+
+static void say_left(const char *call) {
+    struct rlimit rl;
+    char limit[64] = "";
+    if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(limit, sizeof limit, " (RLIMIT_NPROC %llu)", (unsigned long long)rl.rlim_cur);
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "the process is short of threads or processes: %s failed with EAGAIN%s; the agent "
+             "leaves it, so that its threads are the host's",
+             call, limit);
+    ss_loader_say(msg);
+}
+
+bool ss_short_of_tasks(const char *call) {
+    static pthread_mutex_t leave_lock = PTHREAD_MUTEX_INITIALIZER;
+    if (agent_thread)
+        return false;
+    pthread_mutex_lock(&leave_lock);
+    if (agent_has_threads()) {
+        ss_start_quiesce(SS_ASIDE_LEAVE); /* nothing to give back */
+        ss_altstack_leave();
+        ss_start_leave();
+        atomic_store(&drain_until, mono_ns() + DRAIN_MS * 1000000ull);
+        say_left(call);
+    }
+    pthread_mutex_unlock(&leave_lock);
+    return mono_ns() < atomic_load(&drain_until);
+}
+
+bool ss_short_retry_wait(void) {
+    if (mono_ns() >= atomic_load(&drain_until))
+        return false;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+    return true;
+}
+
+/* ---- the wrappers ---------------------------------------------------- */
+
+typedef pid_t (*fork_fn)(void);
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+
+SS_EXPORT pid_t fork(void) {
+    static _Atomic(fork_fn) next;
+    fork_fn fn = atomic_load_explicit(&next, memory_order_relaxed);
+    if (!fn) {
+        if (!(fn = (fork_fn)ss_loader_next("fork")))
+            return -1;
+        atomic_store_explicit(&next, fn, memory_order_relaxed);
+    }
+    pid_t pid = fn();
+    if (pid >= 0 || errno != EAGAIN)
+        return pid;
+    if (!ss_short_of_tasks("fork")) {
+        errno = EAGAIN;
+        return pid;
+    }
+    while ((pid = fn()) < 0 && errno == EAGAIN && ss_short_retry_wait())
+        ;
+    return pid;
+}
+
+static int spawn(spawn_fn fn, const char *call, pid_t *pid, const char *path,
+                 const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+                 char *const argv[], char *const envp[]) {
+    int rc = fn(pid, path, actions, attr, argv, envp);
+    if (rc != EAGAIN || !ss_short_of_tasks(call))
+        return rc;
+    while ((rc = fn(pid, path, actions, attr, argv, envp)) == EAGAIN && ss_short_retry_wait())
+        ;
+    return rc;
+}
+
+/* libc's posix_spawn or posix_spawnp, looked up on first use */
+static spawn_fn next_spawn(_Atomic(spawn_fn) *slot, const char *name) {
+    spawn_fn fn = atomic_load_explicit(slot, memory_order_relaxed);
+    if (!fn && (fn = (spawn_fn)ss_loader_next(name)) != NULL)
+        atomic_store_explicit(slot, fn, memory_order_relaxed);
+    return fn;
+}
+
+SS_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    static _Atomic(spawn_fn) next;
+    spawn_fn fn = next_spawn(&next, "posix_spawn");
+    return fn ? spawn(fn, "posix_spawn", pid, path, actions, attr, argv, envp) : ENOSYS;
+}
+
+SS_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    static _Atomic(spawn_fn) next;
+    spawn_fn fn = next_spawn(&next, "posix_spawnp");
+    return fn ? spawn(fn, "posix_spawnp", pid, file, actions, attr, argv, envp) : ENOSYS;
+}
