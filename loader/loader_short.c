@@ -44,6 +44,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,16 +82,55 @@ static bool agent_has_threads(void) {
     return api && api->running();
 }
 
+/* The pids.max of the process's cgroup (v2, or v1's pids hierarchy) into
+ * out, if it has one below "max". */
+static bool pids_max(char *out, size_t n) {
+    char line[512], path[700], val[32] = "";
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *rel = NULL, *root = NULL;
+        if (strncmp(line, "0::", 3) == 0) {
+            rel = line + 3, root = "/sys/fs/cgroup";
+        } else {
+            char *c = strstr(line, ":pids:");
+            if (c)
+                rel = c + 6, root = "/sys/fs/cgroup/pids";
+        }
+        if (!rel)
+            continue;
+        snprintf(path, sizeof path, "%s%s/pids.max", root, rel);
+        FILE *m = fopen(path, "re");
+        if (!m)
+            continue;
+        if (fgets(val, sizeof val, m) && strncmp(val, "max", 3) != 0) {
+            val[strcspn(val, "\n")] = '\0';
+            snprintf(out, n, "pids.max %s", val);
+            found = true;
+        }
+        fclose(m);
+    }
+    fclose(f);
+    return found;
+}
+
 static void say_left(const char *call) {
+    /* what may have been reached: root is not held to RLIMIT_NPROC */
+    char limits[96] = "", pids[48];
     struct rlimit rl;
-    char limit[64] = "";
-    if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        snprintf(limit, sizeof limit, " (RLIMIT_NPROC %llu)", (unsigned long long)rl.rlim_cur);
-    char msg[300];
+    if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(limits, sizeof limits, "RLIMIT_NPROC %llu", (unsigned long long)rl.rlim_cur);
+    if (pids_max(pids, sizeof pids))
+        snprintf(limits + strlen(limits), sizeof limits - strlen(limits), "%s%s",
+                 limits[0] ? ", " : "", pids);
+    char msg[320];
     snprintf(msg, sizeof msg,
-             "the process is short of threads or processes: %s failed with EAGAIN%s; the agent "
-             "leaves it, so that its threads are the host's",
-             call, limit);
+             "the process is short of threads or processes: %s failed with EAGAIN%s%s%s; the "
+             "agent leaves it, so that its threads are the host's",
+             call, limits[0] ? " (" : "", limits, limits[0] ? ")" : "");
     ss_loader_say(msg);
 }
 

@@ -6,7 +6,7 @@
  * Run as a user of its own (the limit counts every task of the user). It
  * waits until the agent's threads are there (when LD_PRELOAD is set), then
  * lowers its RLIMIT_NPROC to L at run time, as a service sized to its
- * limit does, and:
+ * limit does (L 0: left as it is, for a cgroup's pids.max), and:
  *   threads  creates N threads (each waits), prints "threads M" for the M
  *            made, exits 0 if M == N;
  *   fork     forks a child that lives 200 ms and exits 7, prints
@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
         nap_ms(350); /* a few rounds taken: what it collected is to be kept */
     }
     struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
-    if (setrlimit(RLIMIT_NPROC, &rl) != 0) {
+    if (limit > 0 && setrlimit(RLIMIT_NPROC, &rl) != 0) {
         perror("setrlimit");
         return 64;
     }
