@@ -68,6 +68,17 @@ bool ss_internal_thread_is(pid_t tid) {
     return false;
 }
 
+unsigned ss_internal_threads_alive(void) {
+    pid_t pid = getpid();
+    unsigned n = 0;
+    for (int i = 0; i < MAX_INTERNAL; i++) {
+        pid_t tid = atomic_load_explicit(&internal_tids[i], memory_order_relaxed);
+        if (tid > 0 && (syscall(SYS_tgkill, pid, tid, 0) == 0 || errno != ESRCH))
+            n++;
+    }
+    return n;
+}
+
 static bool real_time(int policy) {
     policy &= ~SCHED_RESET_ON_FORK;
     return policy == SCHED_FIFO || policy == SCHED_RR;

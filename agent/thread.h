@@ -29,6 +29,9 @@ int ss_thread_join(pthread_t thread, uint64_t deadline_ns);
 void ss_internal_thread_add(pid_t tid);
 void ss_internal_thread_remove(pid_t tid);
 bool ss_internal_thread_is(pid_t tid);
+/* How many of the registered threads (the agent's, gRPC's) the kernel has
+ * not reaped yet. */
+unsigned ss_internal_threads_alive(void);
 /* The agent's threads created from now on wait (1 s at most) for thread
  * `tid` of this process to end before they run (thread.c). */
 void ss_internal_threads_after(pid_t tid);

@@ -106,6 +106,7 @@ static const ss_core_api api = {
     .step_aside = ss_agent_step_aside,
     .step_back = ss_agent_step_back,
     .sampling_signal = ss_sig_signal,
+    .threads_alive = ss_internal_threads_alive,
 };
 
 __attribute__((visibility("default"))) const ss_core_api *

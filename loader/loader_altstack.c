@@ -358,8 +358,9 @@ SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         }
         int rc = create(thread, attr, fn, arg);
         /* the agent left a moment ago: its threads may still be ending */
+        int state = 0;
         if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
-            while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait())
+            while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait(&state))
                 ;
         return rc;
     }
@@ -379,8 +380,9 @@ SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     }
     /* the agent's threads may be what the host is short of: they leave,
      * and the call is made again (loader_short.c) */
+    int state = 0;
     if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
-        while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait())
+        while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait(&state))
             ;
     return rc;
 }

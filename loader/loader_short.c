@@ -19,9 +19,10 @@
  * process or in a child it forks. One line says so. The call is then made
  * again. The kernel frees a joined thread's slot when it reaps the thread,
  * a moment after the join, and gRPC's threads (7, ended by grpc_shutdown)
- * go within about a second: for DRAIN_MS after the leave a host call that
- * fails with EAGAIN is retried every millisecond before its EAGAIN is the
- * host's.
+ * go within about a second, more on a loaded machine: while the core
+ * counts threads of the agent's not yet reaped (api->threads_alive), for
+ * DRAIN_MS after the leave at most, a host call that fails with EAGAIN is
+ * retried every millisecond before its EAGAIN is the host's.
  *
  * The calls of the agent's own threads are never taken for the host's:
  * the loader's start thread, the core's threads (marked through
@@ -35,12 +36,14 @@
  * glibc's own spawns (system, popen: internal calls), raw clone, a JVM
  * (its threads are created with the agent's registry off), and a cause
  * other than the agent: a host that is short for its own reasons loses
- * its agent (said in the line) and gets its EAGAINs late during DRAIN_MS. */
+ * its agent (said in the line) and gets its EAGAINs late while the agent's
+ * threads end (DRAIN_MS at most). */
 #include "loader/ss_loader.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,7 +54,8 @@
 
 #define SS_EXPORT __attribute__((visibility("default")))
 
-#define DRAIN_MS 1500
+#define DRAIN_MS 3000
+#define FINAL_TRIES 10
 
 /* CLOCK_MONOTONIC ns until which the agent's threads may still be ending */
 static _Atomic uint64_t drain_until;
@@ -150,8 +154,15 @@ bool ss_short_of_tasks(const char *call) {
     return mono_ns() < atomic_load(&drain_until);
 }
 
-bool ss_short_retry_wait(void) {
+bool ss_short_retry_wait(int *state) {
     if (mono_ns() >= atomic_load(&drain_until))
+        return false;
+    /* The core's threads leave its count as they end, a moment before the
+     * kernel reaps them (a joined start thread, the only one before the
+     * core is loaded, too): once none is counted, a few more tries */
+    const ss_core_api *api = ss_loader_core();
+    bool counted = api && api->size >= offsetof(ss_core_api, threads_alive) + sizeof api->threads_alive;
+    if ((!api || (counted && api->threads_alive() == 0)) && (*state)++ >= FINAL_TRIES)
         return false;
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
@@ -179,7 +190,8 @@ SS_EXPORT pid_t fork(void) {
         errno = EAGAIN;
         return pid;
     }
-    while ((pid = fn()) < 0 && errno == EAGAIN && ss_short_retry_wait())
+    int state = 0;
+    while ((pid = fn()) < 0 && errno == EAGAIN && ss_short_retry_wait(&state))
         ;
     return pid;
 }
@@ -190,7 +202,8 @@ static int spawn(spawn_fn fn, const char *call, pid_t *pid, const char *path,
     int rc = fn(pid, path, actions, attr, argv, envp);
     if (rc != EAGAIN || !ss_short_of_tasks(call))
         return rc;
-    while ((rc = fn(pid, path, actions, attr, argv, envp)) == EAGAIN && ss_short_retry_wait())
+    int state = 0;
+    while ((rc = fn(pid, path, actions, attr, argv, envp)) == EAGAIN && ss_short_retry_wait(&state))
         ;
     return rc;
 }

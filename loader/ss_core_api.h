@@ -109,6 +109,10 @@ typedef struct ss_core_api {
      * thread about to enter seccomp's strict mode blocks it
      * (loader/loader_seccomp.c). */
     int (*sampling_signal)(void);
+    /* How many of the agent's threads (its own, gRPC's) are not yet
+     * reaped: after the agent left, the loader retries a host's call that
+     * failed with EAGAIN until none is (loader/loader_short.c). */
+    unsigned (*threads_alive)(void);
 } ss_core_api;
 
 /* What a call needs of the agent's threads (api->step_aside). */

@@ -84,8 +84,9 @@ bool ss_agent_thread_is(void);
 /* A host call (`call`: its name) failed with EAGAIN: if the agent has a
  * thread here it leaves the process (said in one line). True while the
  * threads it had may still be ending: the caller makes its call again,
- * while it fails and ss_short_retry_wait (a millisecond's wait) says so. */
+ * while it fails and ss_short_retry_wait (a millisecond's wait) says so;
+ * *state starts at 0 for each call. */
 bool ss_short_of_tasks(const char *call);
-bool ss_short_retry_wait(void);
+bool ss_short_retry_wait(int *state);
 
 #endif /* SS_LOADER_H */
