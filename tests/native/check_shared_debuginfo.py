@@ -8,8 +8,9 @@ The host is python3 (Debian's): it sleeps at a 50 ms interval (the agent
 resolves libc's sleeping frames with libc6-dbg's compressed DWARF). At
 0.5 s it reads its anonymous memory (smaps_rollup) and counts the shared
 anonymous mappings in its own maps ("/dev/zero (deleted)", rw-s); at 1 s
-it forks a child that computes 30 ms past 150 ms (its agent starts at a
-CPU tick), sleeps 1 s and exits; at 3.5 s (the resolver has released
+it forks a child that computes past 150 ms until its agent's threads are
+there (30 ms at least, 1 s at most: its agent starts at a CPU tick),
+sleeps 1 s and exits; at 3.5 s (the resolver has released
 libdw's tables: no miss for 1 s) it reads its anonymous memory again.
 Checked: at least one shared mapping holds libelf's buffers; the
 anonymous memory went down by more than 3 MiB between 0.5 and 3.5 s (the
@@ -68,11 +69,26 @@ child = os.fork()
 if child == 0:
     print('child', os.getpid(), flush=True)
     # A forked child starts its agent at its first CPU tick past 100 ms
-    # (docs/safety/guest.md): past them, it computes a little, then sleeps.
+    # that finds a safe moment (docs/safety/guest.md): past them, it
+    # computes until its agent's threads are there (30 ms of CPU at least,
+    # 1 s at most: a tick that lands in libc, as in process_time's system
+    # call, waits for the next), then sleeps.
+    def agent_here():
+        for t in os.listdir('/proc/self/task'):
+            try:
+                with open(f'/proc/self/task/{t}/comm') as f:
+                    if f.read().startswith('stackshot-'):
+                        return True
+            except OSError:
+                pass
+        return False
     time.sleep(0.15)
-    end = time.process_time() + 0.03
-    while time.process_time() < end:
-        pass
+    start = time.process_time()
+    n = 0
+    while time.process_time() - start < 1.0:
+        n += 1
+        if time.process_time() - start >= 0.03 and n % 1000 == 0 and agent_here():
+            break
     time.sleep(1.0)
     os._exit(0)
 time.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))
