@@ -1522,8 +1522,13 @@ static bool host_ended(sampler *s) {
         if (k->tid != s->pid && !is_ours(k->tid, k->st.name, me))
             return false;
     }
-    ss_proc_stat st;
-    if (ss_proc_read_stat(s->pid, &st) != 0 || (st.state != 'Z' && st.state != 'X'))
+    /* the main thread's state as this round read it, through the file it
+     * keeps: a /proc file opened every round would take the lowest free
+     * descriptor for a moment, and a host that closes its descriptors and
+     * opens new ones expecting their numbers (close(2), then its log) got
+     * the next one (stderr_closeall) */
+    const known *m = known_tid(s, s->pid);
+    if (!m || (m->st.state != 'Z' && m->st.state != 'X'))
         return false;
     /* the round's list may be one from rounds ago (must_list): list again,
      * and a thread not known by name is the host's */

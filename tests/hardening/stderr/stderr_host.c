@@ -102,10 +102,17 @@ static bool agent_running(void) {
     return found;
 }
 
+/* Until the agent's sampler runs, and then 200 ms more: its first rounds
+ * open the files they resolve symbols from (ELF, debuginfo, maps), each
+ * for a moment at the lowest free number, a window the host's own
+ * close-and-reopen would race with. After them a steady host's rounds
+ * open nothing below the agent's high numbers. */
 static bool wait_for_agent(void) {
     for (int i = 0; i < 1000; i++) { /* 10 s at most */
-        if (agent_running())
+        if (agent_running()) {
+            sleep_ms(200);
             return true;
+        }
         sleep_ms(10);
     }
     return false;
