@@ -346,40 +346,38 @@ static void *altstack_thread_start(void *p) {
     return c.fn(c.arg);
 }
 
+/* Enabled: the thread starts in the trampoline, on an alternate stack of
+ * ours. */
+static int create_registered(create_fn create, pthread_t *thread, const pthread_attr_t *attr,
+                             void *(*fn)(void *), void *arg) {
+    void *base = map_stack();
+    if (!base) /* the thread runs unregistered: never signalled */
+        return create(thread, attr, fn, arg);
+    start_call *c = (start_call *)((char *)base + page_size + alt_size) - 1;
+    c->fn = fn;
+    c->arg = arg;
+    c->base = base;
+    c->agent = ss_agent_thread_is();
+    int rc = create(thread, attr, altstack_thread_start, c);
+    if (rc != 0)
+        put_stack(base);
+    return rc;
+}
+
 SS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                              void *(*fn)(void *), void *arg) {
     create_fn create = atomic_load_explicit(&next_create, memory_order_relaxed);
-    if (!atomic_load_explicit(&enabled, memory_order_relaxed)) {
-        if (!create) {
-            create = (create_fn)ss_loader_next("pthread_create");
-            if (!create)
-                return EAGAIN;
-            atomic_store_explicit(&next_create, create, memory_order_relaxed);
-        }
-        int rc = create(thread, attr, fn, arg);
-        /* the agent left a moment ago: its threads may still be ending */
-        int state = 0;
-        if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
-            while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait(&state))
-                ;
-        return rc;
+    bool registering = atomic_load_explicit(&enabled, memory_order_relaxed);
+    if (!create) { /* resolved when enabled */
+        create = (create_fn)ss_loader_next("pthread_create");
+        if (!create)
+            return EAGAIN;
+        atomic_store_explicit(&next_create, create, memory_order_relaxed);
     }
-    void *base = map_stack();
-    int rc;
-    if (!base) { /* the thread runs unregistered: never signalled */
-        rc = create(thread, attr, fn, arg);
-    } else {
-        start_call *c = (start_call *)((char *)base + page_size + alt_size) - 1;
-        c->fn = fn;
-        c->arg = arg;
-        c->base = base;
-        c->agent = ss_agent_thread_is();
-        rc = create(thread, attr, altstack_thread_start, c);
-        if (rc != 0)
-            put_stack(base);
-    }
-    /* the agent's threads may be what the host is short of: they leave,
-     * and the call is made again (loader_short.c) */
+    int rc = registering ? create_registered(create, thread, attr, fn, arg)
+                         : create(thread, attr, fn, arg);
+    /* the agent's threads may be what the host is short of (or were, a
+     * moment ago): they leave, and the call is made again (loader_short.c) */
     int state = 0;
     if (rc == EAGAIN && ss_short_of_tasks("pthread_create"))
         while ((rc = create(thread, attr, fn, arg)) == EAGAIN && ss_short_retry_wait(&state))

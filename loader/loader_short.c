@@ -60,12 +60,6 @@
 /* CLOCK_MONOTONIC ns until which the agent's threads may still be ending */
 static _Atomic uint64_t drain_until;
 
-static uint64_t mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static __thread bool agent_thread;
 
 bool ss_agent_thread_set(bool on) {
@@ -147,15 +141,15 @@ bool ss_short_of_tasks(const char *call) {
         ss_start_quiesce(SS_ASIDE_LEAVE); /* nothing to give back */
         ss_altstack_leave();
         ss_start_leave();
-        atomic_store(&drain_until, mono_ns() + DRAIN_MS * 1000000ull);
+        atomic_store(&drain_until, ss_loader_mono_ns() + DRAIN_MS * 1000000ull);
         say_left(call);
     }
     pthread_mutex_unlock(&leave_lock);
-    return mono_ns() < atomic_load(&drain_until);
+    return ss_loader_mono_ns() < atomic_load(&drain_until);
 }
 
 bool ss_short_retry_wait(int *state) {
-    if (mono_ns() >= atomic_load(&drain_until))
+    if (ss_loader_mono_ns() >= atomic_load(&drain_until))
         return false;
     /* The core's threads leave its count as they end, a moment before the
      * kernel reaps them (a joined start thread, the only one before the

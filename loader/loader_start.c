@@ -114,7 +114,7 @@ static pid_t armed_pid; /* the process the start thread belongs to */
 static void *start_stack;
 #define START_STACK_SIZE (1024u * 1024u)
 
-static uint64_t mono_ns(void) {
+uint64_t ss_loader_mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -364,7 +364,7 @@ static void *start_main(void *arg) {
     bool launched = false;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (mine == generation && mono_ns() < due_ns) {
+        while (mine == generation && ss_loader_mono_ns() < due_ns) {
             struct timespec ts = {.tv_sec = (time_t)(due_ns / 1000000000ull),
                                   .tv_nsec = (long)(due_ns % 1000000000ull)};
             pthread_cond_timedwait(&cond, &lock, &ts);
@@ -383,14 +383,14 @@ static void *start_main(void *arg) {
         if (ls != NOT_LAUNCHER)
             launched = true;
         if (ls == LAUNCHER_AT_REST) {
-            due_ns = mono_ns() + interval_ns; /* look again one interval later */
+            due_ns = ss_loader_mono_ns() + interval_ns; /* look again one interval later */
             settling = 0;
         } else if ((ls == LAUNCHING || launched) && settling < LAUNCH_SETTLE_TRIES) {
             /* it launched a program and is on its way to wait for it (a
              * loaded machine may not have run it that far), or it was a
              * launcher and its program has just ended or is being killed
              * (timeout's timer fired): look again soon, a few times */
-            due_ns = mono_ns() + LAUNCH_SETTLE_NS;
+            due_ns = ss_loader_mono_ns() + LAUNCH_SETTLE_NS;
             settling++;
         } else {
             break;
@@ -505,10 +505,10 @@ static void spawn_locked(void) {
  * process single-threaded (unshare, setns, clone, the set*id family)
  * join it. */
 static start_state stop_thread_locked(bool join) {
-    uint64_t until = mono_ns() + shutdown_ns;
+    uint64_t until = ss_loader_mono_ns() + shutdown_ns;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
                           .tv_nsec = (long)(until % 1000000000ull)};
-    while (state == START_RUNNING && mono_ns() < until)
+    while (state == START_RUNNING && ss_loader_mono_ns() < until)
         pthread_cond_timedwait(&cond, &lock, &ts);
     start_state was = state;
     if (!thread_alive)
@@ -544,9 +544,9 @@ static start_state stop_thread_locked(bool join) {
 static void atfork_prepare(void) {
     if (atomic_load(&state) != START_RUNNING)
         return;
-    uint64_t until = mono_ns() + FORK_WAIT_START_NS;
+    uint64_t until = ss_loader_mono_ns() + FORK_WAIT_START_NS;
     pthread_mutex_lock(&lock);
-    while (state == START_RUNNING && mono_ns() < until) {
+    while (state == START_RUNNING && ss_loader_mono_ns() < until) {
         struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
                               .tv_nsec = (long)(until % 1000000000ull)};
         pthread_cond_timedwait(&cond, &lock, &ts);
@@ -575,7 +575,7 @@ static void atfork_child(void) {
     if (state == START_ARMED || state == START_RUNNING) {
         /* The start had not happened (or was under way on a thread that
          * is not here): arm again, no sooner than a moment after fork. */
-        uint64_t soonest = mono_ns() + FORK_DELAY_NS;
+        uint64_t soonest = ss_loader_mono_ns() + FORK_DELAY_NS;
         if (due_ns < soonest)
             due_ns = soonest;
         const ss_core_api *api = ss_loader_core();
@@ -626,7 +626,7 @@ void ss_start_arm(int argc, char **argv) {
     shutdown_ns = (uint64_t)ms_from_env(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS, SS_SHUTDOWN_MAX_MS) * 1000000ull;
     ss_start_fork_handler();
     pthread_mutex_lock(&lock);
-    due_ns = mono_ns() + interval_ns;
+    due_ns = ss_loader_mono_ns() + interval_ns;
     spawn_locked();
     pthread_mutex_unlock(&lock);
 }

@@ -17,6 +17,8 @@ bool ss_loader_after_fork_child(void);
  * wrappers; NULL with errno ENOSYS if there is none. Looked up on first
  * use: the constructor does nothing while the agent is disabled. */
 void *ss_loader_next(const char *name);
+/* CLOCK_MONOTONIC in ns (loader_start.c). */
+uint64_t ss_loader_mono_ns(void);
 /* One line of the loader's own on stderr, never blocking ("stackshot: "
  * prefixed; lost when stderr cannot take it now). */
 void ss_loader_say(const char *msg);
