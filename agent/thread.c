@@ -149,6 +149,11 @@ static bool (*_Atomic mark_hook)(bool on);
 
 void ss_internal_threads_mark_with(bool (*mark)(bool on)) { atomic_store(&mark_hook, mark); }
 
+bool ss_internal_thread_mark(bool on) {
+    bool (*mark)(bool) = atomic_load(&mark_hook);
+    return mark ? mark(on) : false;
+}
+
 static void *trampoline(void *p) {
     bool (*mark)(bool) = atomic_load(&mark_hook);
     if (mark)

@@ -47,6 +47,9 @@ pid_t ss_gettid(void); /* async-signal-safe */
 /* The loader's mark for the agent's threads (ss_core_host.agent_thread_set):
  * set first on each thread started here, and around the creation. */
 void ss_internal_threads_mark_with(bool (*mark)(bool on));
+/* Sets the mark on the calling thread (a thread made otherwise than by
+ * ss_thread_start: the JVMTI sampler); returns what was. */
+bool ss_internal_thread_mark(bool on);
 
 #pragma GCC visibility pop
 

@@ -15,6 +15,7 @@
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
 #include "include/stackshot.h"
+#include "jvmti/jvmti_internal.h" /* ss_jvmti_set_live_hook */
 
 #include <jvmti.h> /* declares Agent_OnLoad and friends */
 #include <stdatomic.h>
@@ -133,6 +134,8 @@ ss_core_entry_v1(const ss_core_host *host) {
         ss_main_arena_use(host->malloc_arena_tp_off, host->malloc_arena);
     if (host->size >= offsetof(ss_core_host, agent_thread_set) + sizeof host->agent_thread_set)
         ss_internal_threads_mark_with(host->agent_thread_set);
+    if (host->size >= offsetof(ss_core_host, jvm_live) + sizeof host->jvm_live)
+        ss_jvmti_set_live_hook(host->jvm_live);
     snprintf(why_not_deepbind, sizeof why_not_deepbind, "%s",
              host->why_not_deepbind ? host->why_not_deepbind : "unknown");
     return &api;

@@ -39,6 +39,7 @@
 #include "agent/round.h"
 #include "jvmti/jvmti_internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,6 +112,10 @@ static void fill_runtime_facts(JNIEnv *env) {
     p->runtime = SS_RUNTIME_JVM;
 }
 
+static void (*_Atomic live_hook)(void);
+
+void ss_jvmti_set_live_hook(void (*hook)(void)) { atomic_store(&live_hook, hook); }
+
 /* The VM is live: facts, JNI ids, virtual threads, then the agent. */
 static void go_live(JNIEnv *env) {
     fill_runtime_facts(env);
@@ -127,6 +132,9 @@ static void go_live(JNIEnv *env) {
             p->runtime_description, ss_vthreads_active() ? "sampled" : "not sampled");
     ss_agent_start(&ss_jvmti_source, &config);
     live_once = true;
+    void (*hook)(void) = atomic_load(&live_hook);
+    if (hook && ss_agent_running())
+        hook();
 }
 
 static void JNICALL on_vm_init(jvmtiEnv *jvmti, JNIEnv *env, jthread thread) {

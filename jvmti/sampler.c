@@ -704,6 +704,7 @@ static void JNICALL sampler_main(jvmtiEnv *jvmti, JNIEnv *env, void *arg) {
     (void)jvmti;
     (void)arg;
     pid_t me = ss_gettid();
+    ss_internal_thread_mark(true);
     ss_internal_thread_add(me);
     sampler s;
     if (!sampler_init(&s)) {
@@ -863,8 +864,12 @@ static int jvmti_start(const ss_config *cfg) {
         return -ENOMEM;
     }
     S.alive = true;
+    /* libjvm creates it: its EAGAIN is the agent's, not the JVM's
+     * (loader/loader_jvm_threads.c) */
+    bool was = ss_internal_thread_mark(true);
     jvmtiError err = (*ss_jvmti)->RunAgentThread(ss_jvmti, thread, sampler_main, NULL,
                                                   JVMTI_THREAD_NORM_PRIORITY);
+    ss_internal_thread_mark(was);
     (*env)->DeleteLocalRef(env, thread);
     (*env)->DeleteLocalRef(env, name);
     (*env)->DeleteLocalRef(env, tc);

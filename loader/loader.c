@@ -161,6 +161,14 @@ static void keep_program_name(int argc, char **argv) {
     program_name_ptr = program_name_buf;
 }
 
+/* The agent samples a JVM: a thread creation of libjvm's that fails
+ * with EAGAIN makes it leave (loader_jvm_threads.c) */
+static void jvm_live(void) {
+    if (!ss_jvm_watch_threads())
+        ss_loader_say("libjvm's thread creation could not be watched: a JVM short of threads "
+                      "keeps the agent's");
+}
+
 static const ss_core_api *open_core(void) {
     char buf[PATH_MAX];
     const char *path = core_path(buf, sizeof buf);
@@ -173,7 +181,8 @@ static const ss_core_api *open_core(void) {
                          .stderr_dev = (uint64_t)stderr_st.st_dev,
                          .stderr_ino = (uint64_t)stderr_st.st_ino,
                          .thread_signal_room = ss_altstack_enabled() ? ss_altstack_room : NULL,
-                         .agent_thread_set = ss_agent_thread_set};
+                         .agent_thread_set = ss_agent_thread_set,
+                         .jvm_live = jvm_live};
     host.why_not_deepbind = sanitizer_present();
     if (host.why_not_deepbind)
         host.deepbind = false;

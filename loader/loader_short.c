@@ -33,8 +33,8 @@
  * lock is held then, which leaving would take).
  *
  * Not covered: vfork (a wrapper cannot return twice on one stack),
- * glibc's own spawns (system, popen: internal calls), raw clone, a JVM
- * (its threads are created with the agent's registry off), and a cause
+ * glibc's own spawns (system, popen: internal calls), raw clone (a JVM's
+ * thread creation is watched apart: loader_jvm_threads.c), and a cause
  * other than the agent: a host that is short for its own reasons loses
  * its agent (said in the line) and gets its EAGAINs late while the agent's
  * threads end (DRAIN_MS at most). */
@@ -132,21 +132,41 @@ static void say_left(const char *call) {
     ss_loader_say(msg);
 }
 
-bool ss_short_of_tasks(const char *call) {
+/* In a JVM (loader_jvm_threads.c) the agent is the core's alone: no start
+ * thread, no alternate stacks of ours */
+static bool jvm_agent_leaves(void) {
+    const ss_core_api *api = ss_loader_core();
+    if (!api || !api->running())
+        return false;
+    api->step_aside(SS_ASIDE_LEAVE); /* nothing to give back */
+    return true;
+}
+
+static bool short_of_tasks(const char *call, bool jvm) {
     static pthread_mutex_t leave_lock = PTHREAD_MUTEX_INITIALIZER;
     if (agent_thread)
         return false;
     pthread_mutex_lock(&leave_lock);
-    if (agent_has_threads()) {
+    bool left = false;
+    if (jvm) {
+        left = jvm_agent_leaves();
+    } else if (agent_has_threads()) {
         ss_start_quiesce(SS_ASIDE_LEAVE); /* nothing to give back */
         ss_altstack_leave();
         ss_start_leave();
+        left = true;
+    }
+    if (left) {
         atomic_store(&drain_until, ss_loader_mono_ns() + DRAIN_MS * 1000000ull);
         say_left(call);
     }
     pthread_mutex_unlock(&leave_lock);
     return ss_loader_mono_ns() < atomic_load(&drain_until);
 }
+
+bool ss_short_of_tasks(const char *call) { return short_of_tasks(call, false); }
+
+bool ss_short_of_tasks_jvm(const char *call) { return short_of_tasks(call, true); }
 
 bool ss_short_retry_wait(int *state) {
     if (ss_loader_mono_ns() >= atomic_load(&drain_until))

@@ -70,6 +70,10 @@ typedef struct ss_core_host {
      * of its threads first, and a thread while it creates one. NULL:
      * nothing to call. */
     bool (*agent_thread_set)(bool on);
+    /* The agent samples this JVM (called once it started there): the
+     * loader watches libjvm's thread creation (loader/loader_jvm_threads.c).
+     * NULL: nothing to call. */
+    void (*jvm_live)(void);
 } ss_core_host;
 
 /* What thread_signal_room says of a thread. */

@@ -90,5 +90,12 @@ bool ss_agent_thread_is(void);
  * *state starts at 0 for each call. */
 bool ss_short_of_tasks(const char *call);
 bool ss_short_retry_wait(int *state);
+/* The same for libjvm's thread creation: the core's agent leaves */
+bool ss_short_of_tasks_jvm(const char *call);
+
+/* loader_jvm_threads.c: libjvm's thread creation goes through the loader
+ * (its pthread_create slot), once the agent samples the JVM. False if no
+ * slot was found. */
+bool ss_jvm_watch_threads(void);
 
 #endif /* SS_LOADER_H */

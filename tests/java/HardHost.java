@@ -10,6 +10,9 @@
 //                                     the end of standard input
 //   java HardHost hook                a shutdown hook that prints; runs
 //                                     until the JVM is stopped
+//   java HardHost threads <ms> <max>  after <ms>, starts sleeping threads
+//                                     until one fails to start or it has
+//                                     <max>; prints "threads N"
 //
 // Prints "ready" once the threads run.
 import java.io.IOException;
@@ -109,6 +112,35 @@ public class HardHost {
             Thread.sleep(1000);
     }
 
+    // As many threads as the process's limits let it start (a thread that
+    // cannot start throws OutOfMemoryError: "unable to create native
+    // thread"), each asleep until the JVM exits.
+    static int threads(long ms, int max) throws InterruptedException {
+        Thread.sleep(ms);
+        int n = 0;
+        long slowest = 0;
+        try {
+            while (n < max) {
+                Thread t = new Thread(() -> {
+                    try {
+                        Thread.sleep(600000);
+                    } catch (InterruptedException e) {
+                    }
+                }, "hard-sleeper-" + n);
+                t.setDaemon(true);
+                long t0 = System.nanoTime();
+                t.start();
+                slowest = Math.max(slowest, System.nanoTime() - t0);
+                n++;
+            }
+        } catch (OutOfMemoryError e) {
+            System.out.println("stopped: " + e.getMessage());
+        }
+        System.out.println("threads " + n);
+        System.out.println("slowest start " + slowest / 1000000 + " ms");
+        return 0;
+    }
+
     public static void main(String[] a) throws Exception {
         busy(2);
         int rc;
@@ -123,6 +155,9 @@ public class HardHost {
             break;
         case "hook":
             rc = hook();
+            break;
+        case "threads":
+            rc = threads(Long.parseLong(a[1]), Integer.parseInt(a[2]));
             break;
         default:
             rc = 2;

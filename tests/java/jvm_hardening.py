@@ -26,11 +26,21 @@ timeout      the JVM under `timeout -s TERM 4` (coreutils): timeout exits
 xrs          the same under -Xrs: the JVM does not take SIGTERM, so it is
              killed as without the agent (no hook, promptly); the agent
              installed nothing on SIGTERM that would keep it alive.
+tasks        a JVM that starts sleeping threads until one fails ("unable to
+             create native thread"), as a user of its own under
+             `prlimit --nproc=64`, and as root in a cgroup whose pids.max
+             is 64: with the agent (text; otlp_logs to a dead endpoint) it
+             starts as many as without it, one fewer at most (the agent's
+             sampler is a Java thread, which ends only once the JVM's
+             creating thread lets go of its lock); one line says the agent
+             leaves, the text file holds the rounds from before. Before:
+             2 fewer with text, 9 with otlp_logs (gRPC's threads).
 """
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -320,11 +330,105 @@ def check_xrs(a, work):
         fail('only %d rounds before the kill' % rounds)
 
 
+def free_port():
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as so:
+        so.bind(('127.0.0.1', 0))
+        return so.getsockname()[1]
+
+
+def tasks_run(a, classes, argv_prefix, out, exporter=None):
+    """HardHost threads under a limit (argv_prefix sets it): (count, run)."""
+    java = [os.path.join(a.java_home, 'bin', 'java'), '-XX:-UsePerfData', '-Xss256k']
+    env = dict(os.environ)
+    if exporter:
+        java.append('-agentpath:' + a.lib)
+        env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL='100', STACKSHOT_EXPORTERS=exporter,
+                        OTEL_EXPORTER_OTLP_ENDPOINT='http://127.0.0.1:%d' % free_port())
+    r = subprocess.run(argv_prefix + java + ['-cp', classes, 'HardHost', 'threads', '1500', '1000'],
+                       env=env, capture_output=True, text=True, timeout=120)
+    m = re.search(r'^threads (\d+)$', r.stdout, re.M)
+    return (int(m.group(1)) if m else -1), r
+
+
+def tasks_compare(a, classes, what, argv_prefix, base, exporters):
+    alone, r = tasks_run(a, classes, argv_prefix, None)
+    print('%s, without the agent: %d threads' % (what, alone))
+    if r.returncode != 0 or alone < 10:
+        fail('%s, without the agent: exit %d, %r %s' % (what, r.returncode, r.stdout, r.stderr[-800:]))
+        return
+    for exporter in exporters:
+        # the agent makes its user's directory (one it does not own is refused)
+        out = os.path.join(base, '%s-%s-%%u' % (what.split()[0], exporter))
+        n, r = tasks_run(a, classes, argv_prefix, out, exporter)
+        lines = [l for l in r.stderr.splitlines() if l.startswith('stackshot:')]
+        leave = [l for l in lines if 'short of threads or processes' in l]
+        slow = re.search(r'^slowest start (\d+) ms$', r.stdout, re.M)
+        print('%s, %s: %d threads, slowest Thread.start %s ms; %s' % (
+            what, exporter, n, slow.group(1) if slow else '?', leave))
+        if r.returncode != 0 or n < alone - 1:
+            fail('%s, %s: %d threads, %d without the agent (exit %d): %s' % (
+                what, exporter, n, alone, r.returncode, r.stderr[-1500:]))
+        if len(leave) != 1 or 'pthread_create (a Java thread) failed with EAGAIN' not in leave[0]:
+            fail('%s, %s: one line says the agent leaves: %s' % (what, exporter, lines))
+        if 'hs_err' in r.stdout + r.stderr:
+            fail('%s, %s: the JVM crashed' % (what, exporter))
+        if exporter == 'text':
+            made = [os.path.join(base, d) for d in os.listdir(base)
+                    if d.startswith(os.path.basename(out).rsplit('%', 1)[0])]
+            rounds = sum(rounds_in(d)[1] for d in made)
+            lost = [l for l in lines if 'lost' in l or 'dropped' in l]
+            if rounds < 1 or lost:
+                fail('%s: the rounds from before the leave are in the file (%d), none lost: %s' % (
+                    what, rounds, lost))
+
+
+def check_tasks(a, work):
+    if os.geteuid() != 0 or not shutil.which('setpriv') or not shutil.which('prlimit'):
+        print('skipped: root, setpriv and prlimit (util-linux) are needed')
+        sys.exit(77)
+    classes = compile_host(a.java_home, work)
+    for root, dirs, files in os.walk(work):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    base = os.path.join(work, 'tasks')
+    os.makedirs(base)
+    os.chmod(base, 0o1777)
+    # a user of this JDK's own: RLIMIT_NPROC counts every task of the user
+    uid = str(54340 + sum(map(ord, os.path.realpath(a.java_home))) % 50)
+    user = ['setpriv', '--reuid=' + uid, '--regid=' + uid, '--clear-groups', 'prlimit', '--nproc=64']
+    tasks_compare(a, classes, 'RLIMIT_NPROC 64', user, base, ('text', 'otlp_logs'))
+    # root in a cgroup whose pids.max is 64 (a container's --pids-limit)
+    for cg in ('/sys/fs/cgroup/pids', '/sys/fs/cgroup'):
+        if not os.path.exists(os.path.join(cg, 'cgroup.procs')):
+            continue
+        d = os.path.join(cg, 'stackshot-jvm-tasks-%d' % os.getpid())
+        try:
+            os.mkdir(d)
+            with open(os.path.join(d, 'pids.max'), 'w') as f:
+                f.write('64')
+        except OSError:
+            continue
+        try:
+            inside = ['sh', '-c', 'echo $$ > %s/cgroup.procs && exec "$@"' % d, 'sh']
+            tasks_compare(a, classes, 'pids.max 64', inside, base, ('text',))
+        finally:
+            time.sleep(0.3)
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        break
+    else:
+        print('no pids cgroup can be made here: that part skipped')
+
+
 def main():
     ap = jvm_whole.base_parser()
     ap.add_argument('--collector')
     ap.add_argument('--preload', action='store_true')
-    ap.add_argument('check', choices=['descriptors', 'signals', 'timeout', 'xrs'])
+    ap.add_argument('check', choices=['descriptors', 'signals', 'timeout', 'xrs', 'tasks'])
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.java_home, 'bin', 'javac')):
         print('no JDK at ' + a.java_home)
@@ -335,7 +439,7 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix='ss-jvm-hard.')
     try:
         {'descriptors': check_descriptors, 'signals': check_signals,
-         'timeout': check_timeout, 'xrs': check_xrs}[a.check](a, work)
+         'timeout': check_timeout, 'xrs': check_xrs, 'tasks': check_tasks}[a.check](a, work)
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
