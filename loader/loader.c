@@ -85,6 +85,33 @@ static const char *sanitizer_present(void) {
     return NULL;
 }
 
+/* Is the agent to stay off because of a sanitizer runtime? Its core
+ * must be loaded isolated (RTLD_DEEPBIND), which such a runtime refuses
+ * (it aborts the process); a core built with the sanitizer (the test
+ * suite's sanitizer builds: SS_LOADER_SANITIZED) is made to do without
+ * it. A program built with -fsanitize=address starts with a preloaded
+ * library ahead of its runtime only under ASAN_OPTIONS=
+ * verify_asan_link_order=0: it then runs as without the agent, and is
+ * told so once. */
+static bool sanitizer_keeps_off(void) {
+#ifdef SS_LOADER_SANITIZED
+    return false;
+#else
+    static _Atomic int said;
+    const char *why = sanitizer_present();
+    if (!why)
+        return false;
+    if (!atomic_exchange(&said, 1)) {
+        char msg[240];
+        snprintf(msg, sizeof msg,
+                 "the agent stays off in this process: it has a sanitizer runtime (%s), which "
+                 "refuses the isolated loading (RTLD_DEEPBIND) the agent's core needs", why);
+        ss_loader_say(msg);
+    }
+    return true;
+#endif
+}
+
 /* The process's allocator: what the global scope binds malloc to, i.e.
  * what libc's own allocations use. The loader is not deep-bound, so
  * RTLD_DEFAULT from here sees the host's replacement if there is one. */
@@ -170,6 +197,8 @@ static void jvm_live(void) {
 }
 
 static const ss_core_api *open_core(void) {
+    if (sanitizer_keeps_off())
+        return NULL;
     char buf[PATH_MAX];
     const char *path = core_path(buf, sizeof buf);
     if (!program_name_ptr)
@@ -294,7 +323,7 @@ static bool disabled_in_env(void) {
  * round is due (loader_start.c). glibc passes the program's
  * arguments to the constructors of preloaded objects too. */
 __attribute__((constructor)) static void ss_loader_start(int argc, char **argv, char **envp) {
-    if (disabled_in_env())
+    if (disabled_in_env() || sanitizer_keeps_off())
         return;
     keep_program_name(argc, argv);
     keep_environment(envp);

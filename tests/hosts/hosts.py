@@ -1752,11 +1752,69 @@ def case_tasks():
     left_after_flush("python3 under prlimit --nproc=16", r, out, "pthread_create")
 
 
+# ---- sanitizers: a program built with ASan or TSan ------------------------
+
+def case_sanitizers():
+    """A program built with -fsanitize=address or thread has the
+    sanitizer's runtime, which aborts the process when a library is opened
+    RTLD_DEEPBIND, the isolation the agent's core needs. The agent stays
+    off there from the start (no thread, no core mapped), with one line
+    that says why. Before: the loader armed its start thread, then loaded
+    the core without isolation, which refused to run ("not a matching
+    agent core"). An ASan program also refuses any library preloaded
+    ahead of its runtime (ASan's own rule, the same for any library) unless
+    ASAN_OPTIONS=verify_asan_link_order=0."""
+    neutral = os.path.join(bindir, "ss_hosts_stall.so")
+    for san, name in (("address", "AddressSanitizer"), ("thread", "ThreadSanitizer")):
+        prog = os.path.join(bindir, f"ss_hosts_busy_{san}")
+        base = dict(os.environ, ASAN_OPTIONS="verify_asan_link_order=0")
+        alone = subprocess.run([prog, "600"], env=base, capture_output=True, text=True, timeout=60)
+        check(alone.returncode == 0, f"{san}: without the agent: exit {alone.returncode} {alone.stderr[-300:]!r}")
+        out = fresh(f"sanitizer-{san}")
+        env = agent_env(out, ASAN_OPTIONS="verify_asan_link_order=0",
+                        SPLUNK_PROFILER_CALL_STACK_INTERVAL="50")
+        p = subprocess.Popen([prog, "600"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.4)  # past the first rounds' time (50 ms)
+        try:
+            names = [open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
+                     for t in os.listdir(f"/proc/{p.pid}/task")]
+            maps = open(f"/proc/{p.pid}/maps").read()
+        except OSError:
+            names, maps = [], ""
+        stdout, stderr = p.communicate(timeout=60)
+        lines = agent_lines(stderr)
+        print(f"{san}: exit {p.returncode}, threads {names}, {lines}")
+        check(p.returncode == 0 and "ss_hosts_busy: pid" in stdout,
+              f"{san}: runs as without the agent: exit {p.returncode} {stderr[-300:]!r}")
+        check(len(lines) == 1 and f"sanitizer runtime ({name}" in lines[0] and "stays off" in lines[0],
+              f"{san}: one line says the agent stays off, and why: {lines}")
+        check(names and not any(n.startswith("stackshot") for n in names),
+              f"{san}: no thread of the agent's: {names}")
+        check("libstackshot-core" not in maps, f"{san}: the agent's core is not mapped")
+        check(files(out) == [], f"{san}: no file: {files(out)}")
+        if san == "address":
+            # without the option, ASan's rule: the same exit as with any
+            # library preloaded ahead of its runtime
+            plain = dict(os.environ)
+            plain.pop("ASAN_OPTIONS", None)
+            other = subprocess.run([prog, "100"], env=dict(plain, LD_PRELOAD=neutral),
+                                   capture_output=True, text=True, timeout=60)
+            ours = subprocess.run([prog, "100"], env=dict(agent_env(out), ASAN_OPTIONS=""),
+                                  capture_output=True, text=True, timeout=60)
+            print(f"address, no ASAN_OPTIONS: exit {ours.returncode}, another preloaded library "
+                  f"{other.returncode}")
+            check(ours.returncode == other.returncode and "does not come first" in ours.stderr,
+                  f"address, no ASAN_OPTIONS: ASan's own refusal, as for another library "
+                  f"({ours.returncode}, {other.returncode}): {ours.stderr[-300:]!r}")
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
-         "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks}
+         "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks,
+         "sanitizers": case_sanitizers}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
