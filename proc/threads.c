@@ -732,6 +732,15 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
     return 0;
 }
 
+int ss_proc_read_wchan(pid_t tid, char *buf, size_t n) {
+    ssize_t len = read_once(tid, "wchan", buf, n);
+    if (len < 0)
+        return (int)len;
+    if (len > 0 && buf[len - 1] == '\n')
+        buf[len - 1] = '\0';
+    return 0;
+}
+
 typedef struct named_scan {
     char dir[48];
     const char *prefix;

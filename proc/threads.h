@@ -46,6 +46,10 @@ int ss_proc_read_stat(pid_t tid, ss_proc_stat *out);
 
 /* The thread's name (comm) into buf. 0 or -errno. */
 int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
+/* The kernel function thread `tid` waits in ("hrtimer_nanosleep",
+ * "ep_poll"...; "0" when it is not blocked), from its wchan file, which a
+ * non-dumpable process may still read (mode 0444). */
+int ss_proc_read_wchan(pid_t tid, char *buf, size_t n);
 
 /* Has process pid (0: this one) a thread whose name (comm) starts with
  * prefix? 1 or 0; -errno when its thread list cannot be read. Listed

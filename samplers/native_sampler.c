@@ -154,6 +154,7 @@ typedef struct sampler {
     uint64_t rounds;
     uint64_t keymap_round;   /* 1 + the round the OTEP 4947 key map was last read again */
     uint64_t reused, signalled, asleep, skipped_total;
+    uint64_t unread;         /* asleep, syscall file unreadable, not signalled: see unread_asleep */
     uint64_t fallbacks;      /* asleep but read with a signal: the walk failed */
     uint32_t fallbacks_round;
     uint64_t fell_by[SS_UW_BAD_FRAME + 2]; /* ... by how the walk ended; last: ran meanwhile */
@@ -508,6 +509,58 @@ static void find_pthread(sampler *s, known *k) {
  * left out, not signalled: the signal would wait until the thread resumes,
  * and a debugger would report it as the program's. */
 static bool stopped(const known *k) { return k->st.state == 'T' || k->st.state == 't'; }
+
+/* Does a signal handler's return end the wait the kernel function
+ * `wchan` belongs to with EINTR, whatever SA_RESTART says (signal(7))?
+ * The sleep family (nanosleep, clock_nanosleep, and their restart),
+ * poll, ppoll, select, pselect, epoll_wait, sigtimedwait, pause,
+ * sigsuspend, io_getevents, io_uring's wait, msgrcv and semop. Waits the
+ * kernel restarts (futex, pipes, sockets, wait4, flock...) are not here.
+ * "0", or nothing: not blocked any more (just woken: a signal now would
+ * be pending when it runs, and poll, select and epoll_wait that timed out
+ * would return EINTR), counted as such. */
+static bool wait_ends_with_eintr(const char *wchan) {
+    static const char *const waits[] = {
+        "nanosleep", "nsleep",      "poll_schedule_timeout", "do_select", "do_sys_poll",
+        "core_sys_select", "ep_poll", "do_epoll_wait", "sigtimedwait", "sigsuspend",
+        "sys_pause", "read_events", "io_cqring_wait", "do_msgrcv", "semtimedop"};
+    if (!wchan[0] || strcmp(wchan, "0") == 0)
+        return true;
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
+        if (strstr(wchan, waits[i]))
+            return true;
+    return false;
+}
+
+/* A thread asleep whose syscall file cannot be read (a process that is not
+ * dumpable, run by an unprivileged user: its task files belong to root).
+ * Where it sleeps in its code is unknown, and the stack could only be
+ * taken by a signal, which ends some waits with EINTR: a 1.5 s nanosleep
+ * of such a host returned after 0.2 s. So a thread asleep in one of those
+ * (its wchan, still readable, says which) is not signalled: its stack this
+ * round is one frame, stackshot.asleep(<wchan>), kept as its stack while
+ * its CPU clock stands (idle_since_last). True if so; false: signalled as
+ * before (a wait the kernel restarts, or wchan unreadable: gone). */
+static bool unread_asleep(sampler *s, pending *p) {
+    known *k = p->k;
+    char wchan[64] = "";
+    if (ss_proc_read_wchan(k->tid, wchan, sizeof wchan) != 0 || !wait_ends_with_eintr(wchan))
+        return false;
+    bool woken = !wchan[0] || strcmp(wchan, "0") == 0;
+    ss_frame f;
+    memset(&f, 0, sizeof f);
+    f.fn = ss_funcinfo_intern("stackshot", "asleep", woken ? "waking" : wchan, NULL,
+                              SS_FRAME_NATIVE);
+    if (!f.fn || keep_stack(k, &f, 1, false) != 0)
+        return false;
+    k->settled = !woken;
+    k->last_cpu = p->cpu;
+    k->syscall_nr = -1;
+    k->read_asleep = true;
+    p->asleep = true;
+    s->unread++;
+    return true;
+}
 
 /* Index of a walk's ending in fell_by (the last one: the thread ran). */
 #define FELL_RAN (SS_UW_BAD_FRAME + 1)
@@ -888,6 +941,8 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*skipped)++;
             continue;
         }
+        if (copy && !force_signal && sc.unknown && k->st.state == 'S' && unread_asleep(s, p))
+            goto planned;
         bool fell = false; /* asleep, but the walk failed: signalled after all */
         if (copy && !force_signal) {
             uint64_t used = p->prev_cpu == SS_UNKNOWN_U64 || p->cpu < p->prev_cpu
@@ -1800,6 +1855,7 @@ static void log_counters(const sampler *s) {
              "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
              "alternate-stack room, %llu running with no alternate signal stack known: "
              "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
+             "asleep not signalled (syscall file unreadable, a wait a signal ends); %llu "
              "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
              "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
@@ -1808,7 +1864,8 @@ static void log_counters(const sampler *s) {
              (unsigned long long)s->asleep, (unsigned long long)s->reused,
              (unsigned long long)s->skipped_total,
              (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->no_altstack,
-             (unsigned long long)ss_sig_off_stack_total(), (unsigned long long)s->fallbacks,
+             (unsigned long long)ss_sig_off_stack_total(), (unsigned long long)s->unread,
+             (unsigned long long)s->fallbacks,
              (unsigned long long)s->fell_by[SS_UW_NO_CFI],
              (unsigned long long)s->fell_by[SS_UW_NO_REGISTER],
              (unsigned long long)s->fell_by[SS_UW_BAD_MEMORY],

@@ -588,21 +588,50 @@ static int mode_sigwait(int rounds) {
 /* ---- undumpable: the host makes itself non-dumpable ---------------- */
 
 /* Its /proc/self/task/<tid>/syscall then belongs to root: an unprivileged
- * agent cannot read where a thread sleeps and must signal it as before. */
+ * agent cannot read where a thread sleeps. A thread asleep in a wait that
+ * a signal ends with EINTR (nanosleep here) must not be signalled; one
+ * caught running still is. The napper computes about a millisecond
+ * between its naps, so that it ran since the last round; every EINTR its
+ * naps or the main thread's get is counted. */
+static atomic_int ud_eintr;
+
+static void ud_nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        atomic_fetch_add(&ud_eintr, 1);
+}
+
+__attribute__((noinline)) static void *ud_napper(void *arg) {
+    (void)arg;
+    while (!atomic_load(&done)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        volatile unsigned long x = 0;
+        do {
+            for (int i = 0; i < 10000; i++)
+                x++;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 1000000L);
+        ud_nap_ms(5);
+    }
+    return NULL;
+}
+
 static int mode_undumpable(int rounds) {
     prctl(PR_SET_DUMPABLE, 0);
     pthread_t a, b;
-    pthread_create(&a, NULL, napper, NULL);
+    pthread_create(&a, NULL, ud_napper, NULL);
     pthread_setname_np(a, "ud-napper");
     pthread_create(&b, NULL, busy, NULL);
     pthread_setname_np(b, "ud-busy");
     int got = 0;
     for (int i = 0; i < 400 && (got = rounds_written()) < rounds; i++)
-        nap_ms(50);
+        ud_nap_ms(50);
     atomic_store(&done, 1);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
-    printf("undumpable: rounds=%d dumpable=%d\n", got, prctl(PR_GET_DUMPABLE));
+    printf("undumpable: rounds=%d dumpable=%d eintr=%d\n", got, prctl(PR_GET_DUMPABLE),
+           atomic_load(&ud_eintr));
     return 0;
 }
 
