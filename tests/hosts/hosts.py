@@ -1752,6 +1752,59 @@ def case_tasks():
     left_after_flush("python3 under prlimit --nproc=16", r, out, "pthread_create")
 
 
+# ---- undumpable: a daemon that dropped root itself ----------------------
+
+def case_undumpable():
+    """A process that is not dumpable (a daemon that dropped root with
+    setuid itself, or one that said so with prctl) run by an unprivileged
+    user: its task files belong to root, and the agent cannot read where a
+    thread sleeps. It used to signal a thread asleep that had run since its
+    last stack, and a signal ends nanosleep with EINTR whatever SA_RESTART
+    says: Debian's perl, whose sleep does not go on after an interruption
+    (Time::HiRes), had 3 to 5 of its five 0.4 s sleeps cut to 0.05 s. Now a
+    thread asleep in such a wait is not signalled; its stack is
+    stackshot.asleep(<the kernel's wait>)."""
+    perl = "/usr/bin/perl"
+    if not os.access(perl, os.X_OK):
+        skip("Debian's perl is not installed")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        skip("root and setpriv are needed (a daemon that drops root, a process run as nobody)")
+    nr = {"x86_64": 157, "aarch64": 167}.get(os.uname().machine)
+    sleeps = ("use Time::HiRes qw(time sleep);\n"
+              "my @short;\n"
+              "for (1..5) { my $t0 = time; sleep(0.4); my $d = time - $t0;"
+              " push @short, sprintf('%.3f', $d) if $d < 0.39; }\n"
+              "open(my $f, '<', '/proc/self/status'); print grep { /^Uid/ } <$f>;\n"
+              "print 'short sleeps: ', scalar(@short), \" (@short)\\n\";\n")
+    drop = "$( = $) = 65534; $< = $> = 65534; die 'still root' if $> == 0;\n"
+    runs = [("root dropping to nobody itself", [perl, "-e", drop + sleeps])]
+    if nr:
+        runs.append(("nobody, prctl(PR_SET_DUMPABLE, 0)",
+                     ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                      perl, "-e", f"syscall({nr}, 4, 0) == 0 or die 'prctl: $!';\n" + sleeps]))
+    for what, argv in runs:
+        alone = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        check(alone.returncode == 0 and "short sleeps: 0 " in alone.stdout,
+              f"{what}, without the agent: {alone.stdout!r} {alone.stderr[-300:]!r}")
+        out = shared_dir("undumpable")
+        r = subprocess.run(argv, env=agent_env(os.path.join(out, "o-%u"),
+                                               SPLUNK_PROFILER_CALL_STACK_INTERVAL="50"),
+                           capture_output=True, text=True, timeout=60)
+        print(f"{what}: {r.stdout.strip()!r}; {agent_lines(r.stderr)}")
+        check(r.returncode == 0 and "short sleeps: 0 " in r.stdout and "65534" in r.stdout,
+              f"{what}: every 0.4 s sleep whole, as without the agent: {r.stdout!r}")
+        txt = "".join(open(os.path.join(d, f), errors="replace").read()
+                      for d in (os.path.join(out, x) for x in files(out)) for f in files(d)
+                      if f.endswith(".txt"))
+        check(rounds_in_text(txt) >= 20 and re.search(r"stackshot\.asleep\(\w*nanosleep\w*\)", txt),
+              f"{what}: sampled all along ({rounds_in_text(txt)} rounds), the sleeps shown as the "
+              f"kernel's wait")
+
+
+def rounds_in_text(txt):
+    return len(re.findall(r"^Full thread dump stackshot round \d+ ", txt, re.M))
+
+
 # ---- sanitizers: a program built with ASan or TSan ------------------------
 
 def case_sanitizers():
@@ -1814,7 +1867,7 @@ cases = {"children": case_children, "timeout": case_timeout, "postgres": case_po
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
          "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks,
-         "sanitizers": case_sanitizers}
+         "sanitizers": case_sanitizers, "undumpable": case_undumpable}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
