@@ -732,6 +732,37 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
     return 0;
 }
 
+/* /proc/self/status kept open (moved high, in the kept set) for the
+ * tracer's pid: read every round, and an open per round would take the
+ * lowest free descriptor for a moment (see host_ended in the sampler). */
+static ss_kept_fd status_fd = SS_KEPT_FD_NONE;
+static uint32_t status_gen;
+
+int ss_proc_tracer(void) {
+    if (status_gen != generation || status_fd.fd < 0) {
+        status_gen = generation;
+        int fd = kept_n < ss_proc_fd_budget() ? open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+                                              : -1;
+        if (ss_kept_fd_adopt(&status_fd, ss_fd_move_high(fd)) == 0 && !kept_add(&status_fd))
+            ss_kept_fd_close(&status_fd);
+    }
+    if (status_fd.fd < 0)
+        return -EMFILE;
+    char buf[1024];
+    ssize_t len = pread_all(status_fd.fd, buf, sizeof buf);
+    const char *t = len > 0 && strncmp(buf, "Name:", 5) == 0 ? strstr(buf, "\nTracerPid:") : NULL;
+    if (!t) {
+        /* not our file any more (the host closed it and reused the
+         * number): forget it, never close that number */
+        if (!ss_kept_fd_is_ours(&status_fd)) {
+            kept_remove(status_fd.fd);
+            ss_kept_fd_forget(&status_fd);
+        }
+        return len < 0 ? (int)len : -EINVAL;
+    }
+    return atoi(t + strlen("\nTracerPid:"));
+}
+
 int ss_proc_read_wchan(pid_t tid, char *buf, size_t n) {
     ssize_t len = read_once(tid, "wchan", buf, n);
     if (len < 0)

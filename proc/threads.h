@@ -50,6 +50,10 @@ int ss_proc_read_comm(pid_t tid, char *buf, size_t n);
  * "ep_poll"...; "0" when it is not blocked), from its wchan file, which a
  * non-dumpable process may still read (mode 0444). */
 int ss_proc_read_wchan(pid_t tid, char *buf, size_t n);
+/* The pid of the process's tracer (a debugger, strace: TracerPid of the
+ * main thread), 0 if none, or -errno. Through a descriptor it keeps;
+ * sampler thread only. */
+int ss_proc_tracer(void);
 
 /* Has process pid (0: this one) a thread whose name (comm) starts with
  * prefix? 1 or 0; -errno when its thread list cannot be read. Listed

@@ -155,6 +155,8 @@ typedef struct sampler {
     uint64_t keymap_round;   /* 1 + the round the OTEP 4947 key map was last read again */
     uint64_t reused, signalled, asleep, skipped_total;
     uint64_t unread;         /* asleep, syscall file unreadable, not signalled: see unread_asleep */
+    int tracer;              /* this round: the process's tracer (a debugger), 0 none */
+    uint64_t traced_left;    /* threads not signalled because a tracer was attached */
     uint64_t fallbacks;      /* asleep but read with a signal: the walk failed */
     uint32_t fallbacks_round;
     uint64_t fell_by[SS_UW_BAD_FRAME + 2]; /* ... by how the walk ended; last: ran meanwhile */
@@ -740,6 +742,31 @@ static bool no_altstack(sampler *s, const known *k) {
 
 void ss_native_set_signal_room(int (*fn)(pid_t tid)) { signal_room = fn; }
 
+/* A tracer (gdb, strace, a crash reporter) is attached: a signal to a
+ * thread stops it in the tracer first, and a debugger stops the program
+ * and says "received signal SIG61" at every round. So while one is, no
+ * thread is signalled: a thread that would be is left out of the round
+ * (counted as skipped); threads asleep are read as before. */
+static bool traced(sampler *s, known *k) {
+    if (s->tracer <= 0)
+        return false;
+    s->traced_left++;
+    k->have_stack = false;
+    return true;
+}
+
+static void look_for_tracer(sampler *s) {
+    static ss_log_limit said;
+    int was = s->tracer;
+    s->tracer = ss_proc_tracer();
+    if (s->tracer > 0 && was <= 0)
+        ss_log_limited(&said, SS_LOG_INFO,
+                       "a tracer (pid %d: a debugger, strace) is attached to this process: no "
+                       "thread is signalled while it is (running threads are left out of the "
+                       "rounds, sleeping ones are read as before)",
+                       s->tracer);
+}
+
 /* What reading a thread asleep gave. */
 typedef enum asleep_rc {
     ASLEEP_READ = 0, /* its stack is in k */
@@ -990,6 +1017,10 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             k->have_stack = false;
             continue;
         }
+        if (traced(s, k)) {
+            (*skipped)++;
+            continue;
+        }
         if (fell) {
             s->fallbacks++;
             s->fallbacks_round++;
@@ -1078,7 +1109,7 @@ static void take_deferred(sampler *s, uint32_t planned) {
                 p->gone = true; /* counted as skipped; as blocking from the next round */
                 continue;
             }
-            if (no_altstack(s, k)) {
+            if (no_altstack(s, k) || traced(s, k)) {
                 p->gone = true; /* counted as skipped */
                 k->have_stack = false;
                 continue;
@@ -1457,6 +1488,7 @@ static ss_round *take_round(sampler *s) {
     uint64_t t0 = ss_mono_ns();
     uint64_t now_wall = ss_wall_ns();
     uint32_t skipped = 0, blocked = 0;
+    look_for_tracer(s);
     int planned = gather(s, &skipped, &blocked);
     if (planned < 0)
         return NULL;
@@ -1856,6 +1888,7 @@ static void log_counters(const sampler *s) {
              "alternate-stack room, %llu running with no alternate signal stack known: "
              "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
              "asleep not signalled (syscall file unreadable, a wait a signal ends); %llu "
+             "not signalled while a tracer was attached; %llu "
              "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
              "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
@@ -1865,6 +1898,7 @@ static void log_counters(const sampler *s) {
              (unsigned long long)s->skipped_total,
              (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->no_altstack,
              (unsigned long long)ss_sig_off_stack_total(), (unsigned long long)s->unread,
+             (unsigned long long)s->traced_left,
              (unsigned long long)s->fallbacks,
              (unsigned long long)s->fell_by[SS_UW_NO_CFI],
              (unsigned long long)s->fell_by[SS_UW_NO_REGISTER],

@@ -1805,6 +1805,47 @@ def rounds_in_text(txt):
     return len(re.findall(r"^Full thread dump stackshot round \d+ ", txt, re.M))
 
 
+# ---- debugger: gdb attached to a host --------------------------------------
+
+def case_debugger():
+    """A debugger attached to a process sees every signal the process gets
+    first: with the agent at 20 ms, `gdb -p PID` stopped the program at
+    its first `continue` with "received signal SIG61". While a tracer is
+    attached (TracerPid), the agent signals no thread: the host runs under
+    gdb to its end, rounds go on (the running thread left out, counted as
+    skipped), one line says why."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        skip("gdb is not installed")
+    busy = os.path.join(bindir, "ss_hosts_busy")
+    out = fresh("debugger")
+    p = subprocess.Popen([busy, "3000"], env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    txt = lambda: "".join(open(os.path.join(out, f), errors="replace").read()
+                          for f in files(out) if f.endswith(".txt"))
+    for _ in range(200):
+        if rounds_in_text(txt()) >= 5:
+            break
+        time.sleep(0.02)
+    before = rounds_in_text(txt())
+    g = subprocess.run([gdb, "-p", str(p.pid), "-batch", "-nx", "-ex", "continue"],
+                       capture_output=True, text=True, timeout=60)
+    stdout, stderr = p.communicate(timeout=30)
+    lines = agent_lines(stderr)
+    shown = [l for l in g.stdout.splitlines() if "signal" in l or "exited" in l]
+    print(f"gdb: {shown}; host exit {p.returncode}; rounds before the attach {before}, "
+          f"in all {rounds_in_text(txt())}; {lines}")
+    check(before >= 5, "the agent took rounds before the debugger came")
+    check(not any("received signal" in l for l in g.stdout.splitlines()),
+          f"gdb never stopped the program on a signal: {shown}")
+    check("exited normally" in g.stdout and p.returncode == 0,
+          f"the host ran to its end under gdb: exit {p.returncode}, {shown}")
+    check(sum("tracer" in l for l in lines) == 1, f"one line says a tracer is attached: {lines}")
+    headers = re.findall(r"^Full thread dump stackshot round \d+ .*?(\d+) skipped", txt(), re.M)
+    check(rounds_in_text(txt()) > before + 10 and any(int(h) >= 1 for h in headers),
+          "rounds went on while gdb was attached, the running thread left out")
+
+
 # ---- sanitizers: a program built with ASan or TSan ------------------------
 
 def case_sanitizers():
@@ -1867,7 +1908,8 @@ cases = {"children": case_children, "timeout": case_timeout, "postgres": case_po
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
          "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks,
-         "sanitizers": case_sanitizers, "undumpable": case_undumpable}
+         "sanitizers": case_sanitizers, "undumpable": case_undumpable,
+         "debugger": case_debugger}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)
