@@ -93,14 +93,24 @@ static const char *sanitizer_present(void) {
  * library ahead of its runtime only under ASAN_OPTIONS=
  * verify_asan_link_order=0: it then runs as without the agent, and is
  * told so once. */
+#ifndef SS_LOADER_SANITIZED
+/* bound by the dynamic loader when the loader is loaded (-z now), to the
+ * runtime's if the program has one: no lookup at run time */
+extern void __asan_init(void) __attribute__((weak));
+extern void __tsan_init(void) __attribute__((weak));
+extern void __msan_init(void) __attribute__((weak));
+#endif
+
 static bool sanitizer_keeps_off(void) {
 #ifdef SS_LOADER_SANITIZED
     return false;
 #else
     static _Atomic int said;
+    if (!__asan_init && !__tsan_init && !__msan_init)
+        return false;
     const char *why = sanitizer_present();
     if (!why)
-        return false;
+        why = "its init function is bound";
     if (!atomic_exchange(&said, 1)) {
         char msg[240];
         snprintf(msg, sizeof msg,
