@@ -192,13 +192,13 @@ uint64_t ss_thread_start_wall_ms(pid_t tid, int64_t java_id);
 
 /* ---- heapdump.c --------------------------------------------------- */
 
-/* The VM is live (on its thread env): the jstack banner and the JVM
- * services of the process (ss_process()->jvm) for the dumps exporter;
- * the heap-dump flags when that exporter is configured. */
 /* jvmti_entry.c: called once the agent samples the JVM (the loader's
  * ss_core_host.jvm_live); NULL: none */
 void ss_jvmti_set_live_hook(void (*hook)(void));
 
+/* The VM is live (on its thread env): the jstack banner and the JVM
+ * services of the process (ss_process()->jvm) for the dumps exporter;
+ * the heap-dump flags when that exporter is configured. */
 void ss_jheap_live(JNIEnv *env, const ss_config *cfg);
 /* ResourceExhausted (enabled only when heap dumps are wanted). */
 void JNICALL ss_jheap_exhausted_cb(jvmtiEnv *jvmti, JNIEnv *env, jint flags,

@@ -265,15 +265,19 @@ static void task_rel_path(char *out, pid_t tid, const char *file) {
 static ss_kept_fd task_dir = SS_KEPT_FD_NONE;
 static uint32_t task_dir_gen;
 
+/* Opens path into k (moved high, in the kept set) once per process image
+ * (*gen: the generation it was opened in), within the budget. */
+static void keep_open(ss_kept_fd *k, uint32_t *gen, const char *path, int flags) {
+    if (*gen == generation && k->fd >= 0)
+        return;
+    *gen = generation;
+    int fd = kept_n < ss_proc_fd_budget() ? open(path, flags | O_CLOEXEC) : -1;
+    if (ss_kept_fd_adopt(k, ss_fd_move_high(fd)) == 0 && !kept_add(k))
+        ss_kept_fd_close(k);
+}
+
 static int open_kept_task_file(pid_t tid, const char *file) {
-    if (task_dir_gen != generation || task_dir.fd < 0) {
-        task_dir_gen = generation;
-        int dfd = kept_n < ss_proc_fd_budget()
-                      ? open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                      : -1;
-        if (ss_kept_fd_adopt(&task_dir, ss_fd_move_high(dfd)) == 0 && !kept_add(&task_dir))
-            ss_kept_fd_close(&task_dir);
-    }
+    keep_open(&task_dir, &task_dir_gen, "/proc/self/task", O_RDONLY | O_DIRECTORY);
     if (task_dir.fd >= 0) {
         char rel[48];
         task_rel_path(rel, tid, file);
@@ -723,13 +727,18 @@ long ss_proc_read_syscall(pid_t tid) {
     return sc.nr;
 }
 
-int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
-    ssize_t len = read_once(tid, "comm", buf, n);
+/* A one-line task file into buf, without its newline. 0 or -errno. */
+static int read_line_once(pid_t tid, const char *file, char *buf, size_t n) {
+    ssize_t len = read_once(tid, file, buf, n);
     if (len < 0)
         return (int)len;
     if (len > 0 && buf[len - 1] == '\n')
         buf[len - 1] = '\0';
     return 0;
+}
+
+int ss_proc_read_comm(pid_t tid, char *buf, size_t n) {
+    return read_line_once(tid, "comm", buf, n);
 }
 
 /* /proc/self/status kept open (moved high, in the kept set) for the
@@ -739,13 +748,7 @@ static ss_kept_fd status_fd = SS_KEPT_FD_NONE;
 static uint32_t status_gen;
 
 int ss_proc_tracer(void) {
-    if (status_gen != generation || status_fd.fd < 0) {
-        status_gen = generation;
-        int fd = kept_n < ss_proc_fd_budget() ? open("/proc/self/status", O_RDONLY | O_CLOEXEC)
-                                              : -1;
-        if (ss_kept_fd_adopt(&status_fd, ss_fd_move_high(fd)) == 0 && !kept_add(&status_fd))
-            ss_kept_fd_close(&status_fd);
-    }
+    keep_open(&status_fd, &status_gen, "/proc/self/status", O_RDONLY);
     if (status_fd.fd < 0)
         return -EMFILE;
     char buf[1024];
@@ -764,12 +767,7 @@ int ss_proc_tracer(void) {
 }
 
 int ss_proc_read_wchan(pid_t tid, char *buf, size_t n) {
-    ssize_t len = read_once(tid, "wchan", buf, n);
-    if (len < 0)
-        return (int)len;
-    if (len > 0 && buf[len - 1] == '\n')
-        buf[len - 1] = '\0';
-    return 0;
+    return read_line_once(tid, "wchan", buf, n);
 }
 
 typedef struct named_scan {

@@ -512,6 +512,9 @@ static void find_pthread(sampler *s, known *k) {
  * and a debugger would report it as the program's. */
 static bool stopped(const known *k) { return k->st.state == 'T' || k->st.state == 't'; }
 
+/* A wchan of "0" or nothing: the thread is not blocked any more. */
+static bool wchan_woken(const char *wchan) { return !wchan[0] || strcmp(wchan, "0") == 0; }
+
 /* Does a signal handler's return end the wait the kernel function
  * `wchan` belongs to with EINTR, whatever SA_RESTART says (signal(7))?
  * The sleep family (nanosleep, clock_nanosleep, and their restart),
@@ -526,7 +529,7 @@ static bool wait_ends_with_eintr(const char *wchan) {
         "nanosleep", "nsleep",      "poll_schedule_timeout", "do_select", "do_sys_poll",
         "core_sys_select", "ep_poll", "do_epoll_wait", "sigtimedwait", "sigsuspend",
         "sys_pause", "read_events", "io_cqring_wait", "do_msgrcv", "semtimedop"};
-    if (!wchan[0] || strcmp(wchan, "0") == 0)
+    if (wchan_woken(wchan))
         return true;
     for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
         if (strstr(wchan, waits[i]))
@@ -548,7 +551,7 @@ static bool unread_asleep(sampler *s, pending *p) {
     char wchan[64] = "";
     if (ss_proc_read_wchan(k->tid, wchan, sizeof wchan) != 0 || !wait_ends_with_eintr(wchan))
         return false;
-    bool woken = !wchan[0] || strcmp(wchan, "0") == 0;
+    bool woken = wchan_woken(wchan);
     ss_frame f;
     memset(&f, 0, sizeof f);
     f.fn = ss_funcinfo_intern("stackshot", "asleep", woken ? "waking" : wchan, NULL,

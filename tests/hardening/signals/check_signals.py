@@ -291,13 +291,19 @@ elif case == "undumpable":
     check(len(seen) >= len(rs[2:]) // 2,
           "ud-busy sampled in busy() in %d of %d rounds" % (len(seen), len(rs[2:])))
     nap = [x["threads"].get("ud-napper", []) for x in rs[2:]]
+    # a round may miss the napper under load (caught running, it did not
+    # answer the signal before the round's deadline: counted as late)
+    missing = [f for f in nap if not f]
+    check(len(missing) <= len(nap) // 3, "ud-napper missing in %d of %d rounds" % (
+        len(missing), len(nap)))
+    nap = [f for f in nap if f]
     asleep = [f for f in nap if f == ["asleep"]]  # stackshot.asleep(<wchan>)
     own = [f for f in nap if any("ud_napper" in g for g in f)]
     print("ud-napper: asleep in rounds %d, in its own function %d, of %d" % (
         len(asleep), len(own), len(nap)))
     check(len(asleep) + len(own) == len(nap) and asleep,
           "ud-napper: each round either asleep in nanosleep (not signalled) or in ud_napper(): %s"
-          % nap[:3])
+          % [f for f in nap if f not in asleep and f not in own])
 
 elif case == "altstack":
     # the loader gives the main thread and every new thread an alternate
