@@ -200,6 +200,23 @@ static void close_all(void (*close_one)(ss_kept_fd *)) {
 
 void ss_proc_close_all(void) { close_all(ss_kept_fd_close); }
 
+bool ss_proc_keep(const ss_kept_fd *k, uint32_t *gen) {
+    if (k->fd < 0 || !kept_add(k))
+        return false;
+    *gen = generation;
+    return true;
+}
+
+bool ss_proc_kept_still(uint32_t gen) { return gen == generation; }
+
+void ss_proc_unkeep(ss_kept_fd *k, uint32_t gen) {
+    if (k->fd >= 0 && gen == generation) {
+        kept_remove(k->fd);
+        ss_kept_fd_close(k);
+    }
+    k->fd = -1;
+}
+
 /* The parent's copies: one found taken over is not the child's loss (see
  * ss_kept_fd_close_inherited), not counted. */
 void ss_proc_close_inherited(void) { close_all(ss_kept_fd_close_inherited); }

@@ -14,6 +14,7 @@
 #ifndef SS_PROC_THREADS_H
 #define SS_PROC_THREADS_H
 
+#include "agent/kept_fd.h"
 #include "agent/round.h"
 
 #include <stddef.h>
@@ -130,6 +131,17 @@ bool ss_proc_fds_tight(void);
 /* Once per round: the limit read again; lowered under what is kept, every
  * kept descriptor is closed (checked) and files are opened per read. */
 void ss_proc_limits_round(void);
+
+/* Another descriptor of the sampler's kept with the /proc files: within
+ * their budget, closed with them (ss_proc_close_all; in a forked child,
+ * ss_proc_close_inherited). false: past the budget (k is left to the
+ * caller). *gen: the generation it was kept in; once
+ * ss_proc_kept_still(gen) is false it was closed (or, in a child, is the
+ * parent's) and k must be forgotten. ss_proc_unkeep closes it (only if
+ * still kept and still what was opened) and forgets it. */
+bool ss_proc_keep(const ss_kept_fd *k, uint32_t *gen);
+bool ss_proc_kept_still(uint32_t gen);
+void ss_proc_unkeep(ss_kept_fd *k, uint32_t gen);
 
 /* Close every kept descriptor (the host lowered its limit). Every
  * ss_task_files becomes stale. */

@@ -42,11 +42,13 @@
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "proc/threads.h"
+#include "samplers/perf_thread.h"
 #include "samplers/signal_sampler.h"
 #include "samplers/stack_walk.h"
 #include "samplers/unwind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -92,6 +94,8 @@ typedef struct known {
                                 short of the stack's known end: its length */
     uint64_t answer_cpu;     /* copy mode: its CPU clock as its answer was unwound */
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
+    ss_perf_thread perf;     /* running while blocking the signal: the kernel samples it */
+    bool perf_refused;       /* its event could not be opened: not tried again */
     uint8_t trace_id[16];
     uint8_t span_id[8];
     uint8_t trace_flags;
@@ -127,6 +131,7 @@ typedef struct pending {
     uint64_t handler_cpu;    /* in-handler modes: its CPU clock as our handler ended */
     bool same_stack;         /* the stack taken equals the one before */
     bool asleep;             /* its stack was just read without a signal */
+    bool perf;               /* its stack is the kernel's sample (take_perf) */
     bool deferred;           /* asleep last time, running now: looked at again last */
     bool gone;               /* deferred, then exited or never on a CPU: no entry */
     uint64_t look_ns;        /* deferred: when it was last looked at */
@@ -163,6 +168,11 @@ typedef struct sampler {
     uint64_t cut_copy;       /* stacks cut at STACKSHOT_STACK_COPY */
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
     uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
+    uint64_t perf_taken;     /* stacks of threads blocking the signal, sampled by the kernel */
+    bool perf_said;          /* the line about perf events was written */
+    uint8_t *perf_stack;     /* one sample's stack (ss_perf_stack_bytes) */
+    uint64_t *perf_ips;      /* its frames (max_depth + 1) */
+    uint64_t round_ns, prev_round_ns; /* monotonic starts of this round and the one before */
     uint32_t no_altstack_round;
     /* /proc/self/task listed afresh next round (a known thread is gone) */
     bool relist;
@@ -216,6 +226,7 @@ static void known_free(known *k) {
     free(k->frames);
     k->frames = NULL;
     ss_task_files_close(&k->files);
+    ss_perf_thread_close(&k->perf);
 }
 
 /* Make s->threads hold exactly the tids listed (both sorted), keeping
@@ -892,6 +903,100 @@ static bool skipped_by_runtime(const sampler *s, pid_t tid) {
     return false;
 }
 
+/* ---- threads that block the signal while they run ------------------ */
+
+static void perf_refused(sampler *s, int rc) {
+    if (s->perf_said || rc == -EMFILE) /* past the budget: tried again later */
+        return;
+    s->perf_said = true;
+    if (rc == -ECANCELED) {
+        ss_info("threads that block the sampling signal while they run are counted, not "
+                "sampled: the process runs under a seccomp filter, where the agent opens no "
+                "perf event (perf_event_open is in systemd's @debug set)");
+        return;
+    }
+    char paranoid[16] = "?";
+    int fd = open("/proc/sys/kernel/perf_event_paranoid", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, paranoid, sizeof paranoid - 1);
+        paranoid[n > 0 ? n : 0] = '\0';
+        paranoid[strcspn(paranoid, "\n")] = '\0';
+        close(fd);
+    }
+    ss_info("threads that block the sampling signal while they run are counted, not sampled: "
+            "the kernel refused a perf event for them (%s; kernel.perf_event_paranoid is %s: "
+            "2 or less, or CAP_PERFMON, lets a process sample its own threads)",
+            strerror(-rc), paranoid);
+}
+
+/* Such a thread is sampled by the kernel (perf_thread.h): its event is
+ * opened the first round it is seen so (sampled from the next), and the
+ * round takes its newest sample since the round before, unwound as a
+ * signal handler's copy. false: nothing to show (counted as blocking). */
+static bool take_perf(sampler *s, pending *p) {
+    known *k = p->k;
+    if (k->perf_refused)
+        return false;
+    if (!s->perf_stack) {
+        s->perf_stack = malloc(ss_perf_stack_bytes(s->copy_bytes) + 8);
+        s->perf_ips = malloc((size_t)(s->cfg.max_depth + 1) * sizeof *s->perf_ips);
+        if (!s->perf_stack || !s->perf_ips) {
+            free(s->perf_stack);
+            free(s->perf_ips);
+            s->perf_stack = NULL;
+            s->perf_ips = NULL;
+            return false;
+        }
+    }
+    if (!k->perf.ring) {
+        uint64_t period = (uint64_t)(s->cfg.interval_ms ? s->cfg.interval_ms : 1) * 500000ull;
+        int rc = ss_perf_thread_open(&k->perf, k->tid, period, s->copy_bytes);
+        if (rc != 0) {
+            k->perf_refused = rc != -EMFILE; /* past the budget: tried again later */
+            perf_refused(s, rc);
+        } else if (!s->perf_said) {
+            s->perf_said = true;
+            ss_debug("native sampler: a thread that blocks the sampling signal while it runs "
+                     "(%d) is sampled by the kernel (a perf event on its CPU clock)", (int)k->tid);
+        }
+        return false;
+    }
+    ss_perf_sample smp;
+    smp.stack = s->perf_stack;
+    if (!ss_perf_thread_take(&k->perf, s->prev_round_ns, &smp,
+                             ss_perf_stack_bytes(s->copy_bytes)))
+        return false;
+    ss_sig_copy c = {.gregs = smp.gregs,
+                     .stack = smp.stack,
+                     .len = smp.len,
+                     .sp = smp.sp,
+                     .map_hi = smp.at_end ? smp.sp + smp.len : 0,
+                     .ips = s->perf_ips,
+                     .cap = s->cfg.max_depth + 1,
+                     .user = k};
+    bool cut, truncated;
+    uint32_t depth = unwind_copy(s, &c, &cut);
+    uint32_t n = resolve(s, s->perf_ips, depth, cut, cut ? k->cut_short : 0, &truncated);
+    find_pthread(s, k);
+    ss_otel_rec rec;
+    k->has_span = ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
+    if (k->has_span) {
+        memcpy(k->trace_id, rec.trace_id, 16);
+        memcpy(k->span_id, rec.span_id, 8);
+        k->trace_flags = rec.trace_flags;
+        k->n_attrs = rec.attrs_size;
+        memcpy(k->attrs, rec.attrs, rec.attrs_size);
+    }
+    p->same_stack = same_frames(k, s->scratch, n);
+    keep_stack(k, s->scratch, n, truncated);
+    k->st.state = 'R';
+    k->syscall_nr = -1;
+    k->read_asleep = false;
+    k->settled = false;
+    p->perf = true;
+    return true;
+}
+
 /* Decide, for every listed thread, whether to signal it. Returns how many
  * threads go into the round; *skipped and *blocked count the others.
  *
@@ -1011,10 +1116,14 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                 p->deferred = true;
                 goto planned;
             }
+            if (copy && !force_signal && take_perf(s, p))
+                goto planned;
             (*blocked)++; /* running (or unreadable), and deaf to the signal */
             k->have_stack = false;
             continue;
         }
+        if (k->perf.ring)
+            ss_perf_thread_close(&k->perf); /* it takes the signal again */
         if (no_altstack(s, k)) {
             (*skipped)++; /* a signal would land on its own stack */
             k->have_stack = false;
@@ -1228,6 +1337,8 @@ static bool emit(sampler *s, ss_round_builder *b, pending *p, uint64_t now_boot,
             return false;
     } else if (p->deferred && !p->asleep) {
         return false; /* gone, never on a CPU, or no slot: counted as skipped */
+    } else if (p->perf) {
+        s->perf_taken++;
     } else if (p->asleep) {
         s->asleep++;
     } else {
@@ -1418,6 +1529,8 @@ static bool must_list(sampler *s) {
  * round is lost. */
 static int gather(sampler *s, uint32_t *skipped, uint32_t *blocked) {
     s->pid = getpid();
+    s->prev_round_ns = s->round_ns;
+    s->round_ns = ss_mono_ns();
     ss_proc_limits_round(); /* a host may lower RLIMIT_NOFILE at any time */
     if (must_list(s)) {
         int n = ss_proc_list_tids(&s->tids, &s->cap_tids);
@@ -1517,6 +1630,8 @@ static void sampler_free(sampler *s) {
     free(s->scratch);
     free(s->walking);
     free(s->walk_slots);
+    free(s->perf_stack);
+    free(s->perf_ips);
     ss_round_builder_destroy(s->builder);
     ss_symbols_destroy(s->symbols);
     ss_walker_destroy(s->walker);
@@ -1884,14 +1999,17 @@ static int native_start(const ss_config *cfg) {
 }
 
 static void log_counters(const sampler *s) {
-    uint64_t compiled, cached;
+    uint64_t compiled, cached, perf_taken_n, perf_refused_n;
+    uint32_t perf_open;
     ss_walker_stats(s->walker, &compiled, &cached);
+    ss_perf_thread_stats(&perf_open, &perf_taken_n, &perf_refused_n);
     ss_debug("native sampler: %llu rounds, %llu stacks taken by signal, %llu read asleep "
              "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
              "alternate-stack room, %llu running with no alternate signal stack known: "
              "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
              "asleep not signalled (syscall file unreadable, a wait a signal ends); %llu "
-             "not signalled while a tracer was attached; %llu "
+             "not signalled while a tracer was attached; %llu sampled by the kernel while "
+             "blocking the signal (perf events: %u open, %llu refused); %llu "
              "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
              "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "
@@ -1901,8 +2019,8 @@ static void log_counters(const sampler *s) {
              (unsigned long long)s->skipped_total,
              (unsigned long long)ss_sig_no_room_total(), (unsigned long long)s->no_altstack,
              (unsigned long long)ss_sig_off_stack_total(), (unsigned long long)s->unread,
-             (unsigned long long)s->traced_left,
-             (unsigned long long)s->fallbacks,
+             (unsigned long long)s->traced_left, (unsigned long long)s->perf_taken, perf_open,
+             (unsigned long long)perf_refused_n, (unsigned long long)s->fallbacks,
              (unsigned long long)s->fell_by[SS_UW_NO_CFI],
              (unsigned long long)s->fell_by[SS_UW_NO_REGISTER],
              (unsigned long long)s->fell_by[SS_UW_BAD_MEMORY],

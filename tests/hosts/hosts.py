@@ -112,6 +112,14 @@ cases:
              with otlp_logs (gRPC's threads end too), and as root in a
              cgroup whose pids.max is 25 (where one can be made)
 
+  xz         Debian's xz -T2, whose compressing threads block every signal
+             (liblzma's threads, as GLib's and QEMU's), under the agent at
+             20 ms and under perf (the reference, same run): the same output
+             as alone; perf's samples of each compressing thread are in
+             liblzma, and so are the agent's stacks of it, listed RUNNABLE
+             and whole (to clone3) in most rounds (before: never listed, only
+             counted as "2 blocking the signal")
+
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
 import glob
@@ -1905,13 +1913,87 @@ def case_sanitizers():
                   f"({ours.returncode}, {other.returncode}): {ours.stderr[-300:]!r}")
 
 
+# ---- xz: threads that block every signal, against perf ---------------------
+
+def case_xz():
+    """liblzma's threads (xz -T) block every signal, so that the process's
+    signals go to its main thread; so do GLib's and QEMU's. The agent cannot
+    signal them, and while they compute they are in no system call to be
+    read asleep: they were only counted ("2 blocking the signal") and a
+    profile of xz showed none of its compression. The kernel samples them
+    now (a perf event on each such thread's CPU clock). perf record, the
+    reference, samples the same run."""
+    xz, perf = shutil.which("xz"), shutil.which("perf")
+    if not xz or not perf:
+        skip("xz and perf (linux-perf) are needed")
+    import hashlib
+    import random
+    d = fresh("xz")
+    data = os.path.join(d, "data.bin")
+    with open(data, "wb") as f:
+        f.write(random.Random(7).randbytes(24 << 20))
+    argv = [xz, "-6", "-T2", "--block-size=4MiB", "-c", data]
+    alone = subprocess.run(argv, capture_output=True, timeout=120)
+    want = hashlib.sha256(alone.stdout).hexdigest()
+    out = fresh("xz-out")
+    pdata = os.path.join(d, "perf.data")
+    env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="20")
+    env.pop("LD_PRELOAD")  # for xz only, not for perf
+    r = subprocess.run([perf, "record", "-q", "-e", "cpu-clock:u", "-F", "499", "-o", pdata, "--",
+                        "env", "LD_PRELOAD=" + lib] + argv,
+                       env=env, capture_output=True, timeout=180)
+    if r.returncode != 0 and not r.stdout:
+        skip("perf record cannot sample here: %r" % r.stderr[-300:])
+    check(r.returncode == 0 and hashlib.sha256(r.stdout).hexdigest() == want,
+          "xz's output with the agent is the same as alone (exit %d)" % r.returncode)
+    # the reference: each thread's samples, and how many fell in liblzma
+    ps = subprocess.run([perf, "script", "-i", pdata, "-F", "comm,tid,ip,dso"],
+                        capture_output=True, text=True, timeout=120).stdout
+    per, lz = {}, {}
+    for line in ps.splitlines():
+        m = re.match(r"\s*xz\s+(\d+)\s+[0-9a-f]+\s+\((.*)\)", line)
+        if m:
+            tid = int(m.group(1))
+            per[tid] = per.get(tid, 0) + 1
+            lz[tid] = lz.get(tid, 0) + ("liblzma" in m.group(2))
+    workers = sorted((t for t in per if per[t] >= 100 and lz[t] >= 0.8 * per[t]),
+                     key=lambda t: -per[t])
+    print("perf: samples per thread %s, in liblzma %s" % (per, lz))
+    check(len(workers) >= 2, "perf: two threads compress, their samples in liblzma")
+    txts = [os.path.join(out, f) for f in files(out) if f.startswith("xz.") and f.endswith(".txt")]
+    if not check(len(txts) == 1, "one text file of xz: %s" % files(out)):
+        return
+    text = open(txts[0], errors="replace").read()
+    rounds = text.split("Full thread dump stackshot round ")[1:]
+    blocking = [x for x in rounds if "blocking the signal" in x.splitlines()[0]]
+    for t in workers[:2]:
+        mine = []
+        for x in rounds:
+            for th in x.split("\n\n"):
+                if "nid=0x%x " % t in th:
+                    mine.append(th)
+        frames = [re.findall(r"^\tat (.*)$", th, re.M) for th in mine]
+        busy = [f for th, f in zip(mine, frames)
+                if "RUNNABLE" in th and f and "liblzma" in f[0]]
+        whole = [f for f in busy if "clone3" in f[-1]]
+        print("thread %d: listed in %d of %d rounds, RUNNABLE in liblzma %d, whole %d" %
+              (t, len(mine), len(rounds), len(busy), len(whole)))
+        check(len(busy) >= 0.5 * len(rounds),
+              "thread %d, compressing: listed RUNNABLE in liblzma in %d of %d rounds (perf: %d%% "
+              "of its samples there)" % (t, len(busy), len(rounds), 100 * lz[t] // per[t]))
+        check(len(whole) >= 0.9 * len(busy), "thread %d: its stacks whole (to clone3): %d of %d" %
+              (t, len(whole), len(busy)))
+    check(len(blocking) <= 3, "counted as blocking the signal only until sampled: %d rounds" %
+          len(blocking))
+
+
 cases = {"children": case_children, "timeout": case_timeout, "postgres": case_postgres, "shortlived": case_shortlived, "nobackend": case_nobackend, "switches": case_switches, "sleepers": case_sleepers, "node": case_node, "true": case_true, "setpriv": case_setpriv, "caps": case_caps, "wrappers": case_wrappers, "unshare": case_unshare, "ns": case_ns,
          "chromium": case_chromium, "nginx": case_nginx, "logfile": case_logfile,
          "rotation": case_rotation, "periods": case_periods, "retention": case_retention, "writefail": case_writefail,
          "mainexit": case_mainexit, "strict": case_strict,
          "mlock": case_mlock, "realtime": case_realtime, "tasks": case_tasks,
          "sanitizers": case_sanitizers, "undumpable": case_undumpable,
-         "debugger": case_debugger}
+         "debugger": case_debugger, "xz": case_xz}
 cases[case]()
 print(f"{case}: {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -8,6 +8,9 @@
  *   sig_host blocked N [sig] N threads block the agent's signal from birth and
  *                           sleep in a loop, 2 more block it and spin
  *   sig_host blocked_late N  the same threads block it after 5 rounds
+ *   sig_host blocked_filtered N  as blocked, under an allow-all seccomp
+ *                           filter put on every thread (the agent's too)
+ *                           once the agent wrote a round
  *   sig_host prof [wait]    profiles itself with setitimer(ITIMER_PROF) (wait:
  *                           for 3 agent rounds first)
  *   sig_host eintr SECONDS  counts EINTR seen by a nanosleep(50 ms) loop and
@@ -48,6 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/auxv.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
@@ -263,8 +268,27 @@ static int pending_in(pid_t tid, int sig) {
  * it unblocked for 5 rounds, then block it. N of them sleep in a loop
  * ("blocker-i"), 2 more spin ("blockspin-i"). */
 #define SPINNERS 2
+/* An allow-all seccomp filter on every thread of the process (TSYNC):
+ * the agent's threads then run under a filter, as in a service. */
+static int filter_all_threads(void) {
+    struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    struct sock_fprog prog = {.len = 1, .filter = allow};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+}
+
 static int mode_blocked(int n, int sig, int late) {
     blocked_sig = sig;
+    if (late == 2) { /* filtered */
+        for (int i = 0; i < 400 && rounds_written() < 1; i++)
+            nap_ms(10);
+        if (filter_all_threads() != 0) {
+            perror("seccomp");
+            return 1;
+        }
+        late = 0;
+    }
     pthread_t *th = calloc((size_t)n + SPINNERS, sizeof *th);
     pid_t *tids = calloc((size_t)n + SPINNERS, sizeof *tids);
     sigset_t set, old;
@@ -968,6 +992,8 @@ int main(int argc, char **argv) {
         return mode_chain(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
+    if (strcmp(mode, "blocked_filtered") == 0 && argc > 2)
+        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 2);
     if (strcmp(mode, "blocked_late") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 1);
     if (strcmp(mode, "prof") == 0)
