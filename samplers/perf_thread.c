@@ -24,11 +24,16 @@ void ss_perf_thread_stats(uint32_t *open, uint64_t *taken, uint64_t *refused) {
 #if defined(__x86_64__)
 #include <linux/perf_event.h>
 
-/* The ring: its metadata page and 2^RING_ORDER data pages, room for a few
+/* The ring: its metadata page and 2^RING_ORDER data pages, room for three
  * samples of the largest stack copy. The sampler empties it every round;
- * a full ring drops the newest samples until then. */
-#define RING_ORDER 5
-#define STACK_MAX 32768u
+ * a full ring drops the newest samples until then. The kernel charges
+ * rings to the user's locked memory (free up to kernel.perf_event_mlock_kb
+ * per CPU, then to RLIMIT_MEMLOCK), which io_uring's registered buffers
+ * count against too: hence small rings, and EVENTS_MAX of them at most
+ * (8 x 68 KiB). */
+#define RING_ORDER 4
+#define STACK_MAX 16384u
+#define EVENTS_MAX 8u
 
 /* perf's x86 register numbers (arch/x86/include/uapi/asm/perf_regs.h), in
  * the order a sample lists them (ascending), with the ucontext slot each
@@ -58,7 +63,7 @@ int ss_perf_thread_open(ss_perf_thread *t, pid_t tid, uint64_t period_ns, uint32
         return -ECANCELED;
     /* no open past the budget: it would take the lowest free number for
      * a moment, round after round */
-    if (ss_proc_fds_kept() >= ss_proc_fd_budget())
+    if (ss_proc_fds_kept() >= ss_proc_fd_budget() || atomic_load(&n_open) >= EVENTS_MAX)
         return -EMFILE;
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);

@@ -127,6 +127,22 @@ elif case == "chain":
     check(sum(1 for x in after if any("busy" in f for f in x["threads"].get("host-busy", []))) >=
           len(after) // 2, "host-busy sampled (by signal) after the handler came")
 
+elif case == "blocked_many":
+    # 10 spinners block the signal: the kernel samples 8 of them at a time
+    # at most (its rings count against the user's locked memory); the
+    # others are counted as blocking
+    p = run([case, "0"], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "blocked")
+    rs = [x for x in rounds() if x["time_ms"] <= r.get("blocked_wall_ms", 0) + 1400]
+    names = set(k for x in rs for k, f in x["threads"].items()
+                if k.startswith("blockspin-") and f and "blocking_spinner" in f[0])
+    most = max([sum(1 for k in x["threads"] if k.startswith("blockspin-")) for x in rs] or [0])
+    print("spinners ever listed: %s; at most %d in a round" % (sorted(names), most))
+    check(len(names) == 8 and most <= 8, "8 spinners sampled by the kernel, no more: %s" % sorted(names))
+    check(r.get("pending", 99) == 0, "no signal left pending: %s" % r.get("pending"))
+    check(all(x["blocked"] >= 2 for x in rs[1:]), "the other 2 counted as blocking in every round: %s"
+          % [x["blocked"] for x in rs][:20])
+
 elif case in ("blocked", "blocked_late", "blocked_filtered"):
     # n threads block the signal (from birth, or after 5 rounds) and sleep
     # in a loop, 2 more block it and spin. The sleepers are sampled without

@@ -8,6 +8,7 @@
  *   sig_host blocked N [sig] N threads block the agent's signal from birth and
  *                           sleep in a loop, 2 more block it and spin
  *   sig_host blocked_late N  the same threads block it after 5 rounds
+ *   sig_host blocked_many N  as blocked, with 10 spinners
  *   sig_host blocked_filtered N  as blocked, under an allow-all seccomp
  *                           filter put on every thread (the agent's too)
  *                           once the agent wrote a round
@@ -263,11 +264,6 @@ static int pending_in(pid_t tid, int sig) {
     return pend;
 }
 
-/* late == 0: the blockers block the signal from birth (created with it
- * blocked in main's mask, which they inherit). late == 1: they run with
- * it unblocked for 5 rounds, then block it. N of them sleep in a loop
- * ("blocker-i"), 2 more spin ("blockspin-i"). */
-#define SPINNERS 2
 /* An allow-all seccomp filter on every thread of the process (TSYNC):
  * the agent's threads then run under a filter, as in a service. */
 static int filter_all_threads(void) {
@@ -278,6 +274,12 @@ static int filter_all_threads(void) {
     return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
 }
 
+/* late == 0: the blockers block the signal from birth (created with it
+ * blocked in main's mask, which they inherit). late == 1: they run with
+ * it unblocked for 5 rounds, then block it; 2: as 0, under a seccomp
+ * filter. N of them sleep in a loop ("blocker-i"), SPINNERS more spin
+ * ("blockspin-i"). */
+static int SPINNERS = 2;
 static int mode_blocked(int n, int sig, int late) {
     blocked_sig = sig;
     if (late == 2) { /* filtered */
@@ -992,6 +994,10 @@ int main(int argc, char **argv) {
         return mode_chain(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
+    if (strcmp(mode, "blocked_many") == 0 && argc > 2) {
+        SPINNERS = 10;
+        return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
+    }
     if (strcmp(mode, "blocked_filtered") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 2);
     if (strcmp(mode, "blocked_late") == 0 && argc > 2)
