@@ -788,6 +788,18 @@ typedef enum asleep_rc {
     ASLEEP_CANNOT,   /* the walk failed: only a signal can tell */
 } asleep_rc;
 
+/* The span context read from a thread's memory (has: one was there). */
+static void keep_span(known *k, bool has, const ss_otel_rec *rec) {
+    k->has_span = has;
+    if (!has)
+        return;
+    memcpy(k->trace_id, rec->trace_id, 16);
+    memcpy(k->span_id, rec->span_id, 8);
+    k->trace_flags = rec->trace_flags;
+    k->n_attrs = rec->attrs_size;
+    memcpy(k->attrs, rec->attrs, rec->attrs_size);
+}
+
 /* A thread asleep (in a system call, or stopped: the syscall file gives SP
  * and PC), read without a signal. */
 static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) {
@@ -828,14 +840,7 @@ static asleep_rc read_asleep(sampler *s, pending *p, const ss_proc_syscall *sc) 
     k->last_cpu = cpu;
     s->cut_copy += end == SS_UW_CUT_COPY;
     s->fp_guessed += res.fp_guessed;
-    k->has_span = has_span;
-    if (has_span) {
-        memcpy(k->trace_id, rec.trace_id, 16);
-        memcpy(k->span_id, rec.span_id, 8);
-        k->trace_flags = rec.trace_flags;
-        k->n_attrs = rec.attrs_size;
-        memcpy(k->attrs, rec.attrs, rec.attrs_size);
-    }
+    keep_span(k, has_span, &rec);
     p->asleep = true;
     k->read_asleep = true;
     return ASLEEP_READ;
@@ -979,14 +984,8 @@ static bool take_perf(sampler *s, pending *p) {
     uint32_t n = resolve(s, s->perf_ips, depth, cut, cut ? k->cut_short : 0, &truncated);
     find_pthread(s, k);
     ss_otel_rec rec;
-    k->has_span = ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
-    if (k->has_span) {
-        memcpy(k->trace_id, rec.trace_id, 16);
-        memcpy(k->span_id, rec.span_id, 8);
-        k->trace_flags = rec.trace_flags;
-        k->n_attrs = rec.attrs_size;
-        memcpy(k->attrs, rec.attrs, rec.attrs_size);
-    }
+    bool has_span = ss_walker_span(s->walker, k->pthread, &k->otel, &rec);
+    keep_span(k, has_span, &rec);
     p->same_stack = same_frames(k, s->scratch, n);
     keep_stack(k, s->scratch, n, truncated);
     k->st.state = 'R';
