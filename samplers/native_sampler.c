@@ -914,6 +914,11 @@ static void perf_refused(sampler *s, int rc) {
     if (s->perf_said || rc == -EMFILE) /* past the budget: tried again later */
         return;
     s->perf_said = true;
+    if (rc == -EOPNOTSUPP) {
+        ss_info("threads that block the sampling signal while they run are counted, not "
+                "sampled: under valgrind a perf event would sample valgrind's registers");
+        return;
+    }
     if (rc == -ECANCELED) {
         ss_info("threads that block the sampling signal while they run are counted, not "
                 "sampled: the process runs under a seccomp filter, where the agent opens no "

@@ -57,10 +57,10 @@ typedef struct ss_perf_sample {
 uint32_t ss_perf_stack_bytes(uint32_t copy_bytes);
 
 /* Open t for tid (its CPU clock sampled every period_ns of it). 0, or
- * -errno: -EACCES/-EPERM the kernel refuses, -ECANCELED a seccomp filter
- * (not asked), -ENOSYS not here, -EMFILE past the kept budget or with 8
- * events open (not
- * asked: may be tried again later). */
+ * -errno: -EACCES/-EPERM the kernel refuses, -ENOSYS not here; not asked
+ * of the kernel: -ECANCELED a seccomp filter, -EOPNOTSUPP under valgrind,
+ * -EMFILE past the kept budget or with 8 events open (may be tried again
+ * later). */
 int ss_perf_thread_open(ss_perf_thread *t, pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
 
 /* The newest sample of t after since_ns into out (at most stack_cap bytes
