@@ -4,8 +4,8 @@
  * Private to samplers/.
  *
  * Libraries block every signal in the threads they create so that the
- * process's signals go to its main thread: liblzma's (xz -T), GLib's
- * worker threads, QEMU's. Such a thread cannot be signalled, and while it
+ * process's signals go to its main thread: liblzma's (xz -T), QEMU's
+ * vCPU and worker threads. Such a thread cannot be signalled, and while it
  * computes it is in no system call to be read asleep: without this it is
  * only counted ("N blocking the signal"), and a profile of xz shows none
  * of its compression. The kernel samples it instead: a software event on

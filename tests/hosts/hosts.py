@@ -113,7 +113,7 @@ cases:
              cgroup whose pids.max is 25 (where one can be made)
 
   xz         Debian's xz -T2, whose compressing threads block every signal
-             (liblzma's threads, as GLib's and QEMU's), under the agent at
+             (liblzma's threads, as QEMU's), under the agent at
              20 ms and under perf (the reference, same run): the same output
              as alone; perf's samples of each compressing thread are in
              liblzma, and so are the agent's stacks of it, listed RUNNABLE
@@ -1931,7 +1931,7 @@ def case_sanitizers():
 
 def case_xz():
     """liblzma's threads (xz -T) block every signal, so that the process's
-    signals go to its main thread; so do GLib's and QEMU's. The agent cannot
+    signals go to its main thread; so do QEMU's. The agent cannot
     signal them, and while they compute they are in no system call to be
     read asleep: they were only counted ("2 blocking the signal") and a
     profile of xz showed none of its compression. The kernel samples them
