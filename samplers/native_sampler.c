@@ -96,6 +96,7 @@ typedef struct known {
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
     ss_perf_thread perf;     /* running while blocking the signal: the kernel samples it */
     bool perf_refused;       /* its event could not be opened: not tried again */
+    uint32_t perf_quiet;     /* rounds since its event gave a sample */
     uint8_t trace_id[16];
     uint8_t span_id[8];
     uint8_t trace_flags;
@@ -443,6 +444,7 @@ static int read_running_facts(sampler *s, known *k, bool stat_fresh, bool first,
 /* A thread idle this long gives its kept descriptors back (to the budget
  * other, busier threads may need). */
 #define IDLE_ROUNDS_KEEP_FILES 16u
+#define PERF_QUIET_ROUNDS 16u /* rounds a thread's perf event may give no sample */
 
 /* ---- frames ------------------------------------------------------- */
 
@@ -961,6 +963,7 @@ static bool take_perf(sampler *s, pending *p) {
     if (!k->perf.ring) {
         uint64_t period = (uint64_t)(s->cfg.interval_ms ? s->cfg.interval_ms : 1) * 500000ull;
         int rc = ss_perf_thread_open(&k->perf, k->tid, period, s->copy_bytes);
+        k->perf_quiet = 0;
         if (rc != 0) {
             k->perf_refused = rc != -EMFILE; /* past the budget: tried again later */
             perf_refused(s, rc);
@@ -997,6 +1000,7 @@ static bool take_perf(sampler *s, pending *p) {
     k->syscall_nr = -1;
     k->read_asleep = false;
     k->settled = false;
+    k->perf_quiet = 0;
     p->perf = true;
     return true;
 }
@@ -1069,6 +1073,11 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
             (*skipped)++;
             continue;
         }
+        /* an event that gave no sample for a while (the thread sleeps, or
+         * waits, or runs no more while blocking) leaves its place to
+         * another thread's: 8 at most are open */
+        if (k->perf.ring && ++k->perf_quiet > PERF_QUIET_ROUNDS)
+            ss_perf_thread_close(&k->perf);
         if (idle_since_last(k, p->cpu)) {
             if (++k->idle_rounds == IDLE_ROUNDS_KEEP_FILES)
                 ss_task_files_close(&k->files);

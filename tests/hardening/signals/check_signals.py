@@ -143,6 +143,30 @@ elif case == "blocked_many":
     check(all(x["blocked"] >= 2 for x in rs[1:]), "the other 2 counted as blocking in every round: %s"
           % [x["blocked"] for x in rs][:20])
 
+elif case == "blocked_turns":
+    # 8 threads that block the signal spin for 0.5 s, then nap; 2 more
+    # start to spin at 0.6 s. The 8 held the kernel's 8 events; an event
+    # that gives no sample for 16 rounds is closed, so the 2 late spinners
+    # are sampled once the early ones nap (from about 0.6 + 16 x 20 ms)
+    p = run([case], {"SPLUNK_PROFILER_CALL_STACK_INTERVAL": "20"})
+    r = result(p, "turns")
+    t0 = r.get("started_wall_ms", 0)
+    rs = rounds()
+    early = [x for x in rs if t0 + 100 <= x["time_ms"] <= t0 + 450]
+    # (16 rounds of 20 ms after 0.5 s, later on a loaded machine)
+    late = [x for x in rs if t0 + 1400 <= x["time_ms"] <= t0 + 2300]
+    def listed(x, prefix, fn):
+        return sum(1 for k, f in x["threads"].items() if k.startswith(prefix) and f and fn in f[0])
+    e = [listed(x, "earlyspin-", "early_spin") for x in early]
+    l = [listed(x, "latespin-", "late_spin") for x in late]
+    print("early spinners listed per round %s; late spinners from 1.4 s %s" % (e, l))
+    names = set(k for x in early for k, f in x["threads"].items()
+                if k.startswith("earlyspin-") and f and "early_spin" in f[0])
+    check(len(names) == 8, "the 8 early spinners sampled by the kernel while they spin: %s, %s"
+          % (sorted(names), e))
+    check(late and sum(l) >= 2 * len(late) * 0.5,
+          "the 2 late spinners sampled once the early ones nap: %s" % l)
+
 elif case in ("blocked", "blocked_late", "blocked_filtered"):
     # n threads block the signal (from birth, or after 5 rounds) and sleep
     # in a loop, 2 more block it and spin. The sleepers are sampled without

@@ -9,6 +9,8 @@
  *                           sleep in a loop, 2 more block it and spin
  *   sig_host blocked_late N  the same threads block it after 5 rounds
  *   sig_host blocked_many N  as blocked, with 10 spinners
+ *   sig_host blocked_turns  8 threads that block the signal spin for 0.5 s,
+ *                           then nap; 2 more start spinning at 0.6 s
  *   sig_host blocked_filtered N  as blocked, under an allow-all seccomp
  *                           filter put on every thread (the agent's too)
  *                           once the agent wrote a round
@@ -247,6 +249,64 @@ __attribute__((noinline)) static void *blocking_spinner(void *arg) {
     while (!atomic_load(&done))
         x++;
     return NULL;
+}
+
+/* blocked_turns: spins until *arg's time (monotonic ms), then naps until
+ * done; or, given a negative time, naps until -time, then spins. */
+static atomic_ullong turns_t0;
+
+__attribute__((noinline)) static void early_spin(void) {
+    volatile unsigned long x = 0;
+    while (mono_ms() < atomic_load(&turns_t0) + 500)
+        for (int i = 0; i < 100000; i++)
+            x++;
+}
+
+__attribute__((noinline)) static void late_spin(void) {
+    volatile unsigned long x = 0;
+    while (!atomic_load(&done))
+        x++;
+}
+
+static void *turn_taker(void *arg) {
+    bool late = arg != NULL;
+    if (late) {
+        while (mono_ms() < atomic_load(&turns_t0) + 600)
+            nap_ms(10);
+        late_spin();
+    } else {
+        early_spin();
+        while (!atomic_load(&done))
+            nap_ms(10);
+    }
+    return NULL;
+}
+
+/* The signal blocked in every thread it makes: 8 that spin first and
+ * nap after, 2 that spin later ("earlyspin-i", "latespin-i"). */
+static int mode_blocked_turns(int sig) {
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    for (int i = 0; i < 400 && rounds_written() < 1; i++)
+        nap_ms(10);
+    atomic_store(&turns_t0, mono_ms());
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    pthread_t th[10];
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+        pthread_create(&th[i], NULL, turn_taker, i < 8 ? NULL : (void *)1);
+        snprintf(name, sizeof name, i < 8 ? "earlyspin-%d" : "latespin-%d", i < 8 ? i : i - 8);
+        pthread_setname_np(th[i], name);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    uint64_t wall = wall_ms();
+    nap_ms(2400);
+    atomic_store(&done, 1);
+    for (int i = 0; i < 10; i++)
+        pthread_join(th[i], NULL);
+    printf("turns: started_wall_ms=%llu\n", (unsigned long long)wall);
+    return 0;
 }
 
 /* Is sig pending for the thread (SigPnd of its status)? */
@@ -994,6 +1054,8 @@ int main(int argc, char **argv) {
         return mode_chain(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked") == 0 && argc > 2)
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
+    if (strcmp(mode, "blocked_turns") == 0)
+        return mode_blocked_turns(arg_signal(argc, argv, 2));
     if (strcmp(mode, "blocked_many") == 0 && argc > 2) {
         SPINNERS = 10;
         return mode_blocked(atoi(argv[2]), arg_signal(argc, argv, 3), 0);
