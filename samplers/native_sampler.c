@@ -761,8 +761,9 @@ void ss_native_set_signal_room(int (*fn)(pid_t tid)) { signal_room = fn; }
 /* A tracer (gdb, strace, a crash reporter) is attached: a signal to a
  * thread stops it in the tracer first, and a debugger stops the program
  * and says "received signal SIG61" at every round. So while one is, no
- * thread is signalled: a thread that would be is left out of the round
- * (counted as skipped); threads asleep are read as before. */
+ * thread is signalled: a thread that would be is sampled by the kernel
+ * (take_perf) or left out of the round (counted as skipped); threads
+ * asleep are read as before. */
 static bool traced(sampler *s, known *k) {
     if (s->tracer <= 0)
         return false;
@@ -778,8 +779,9 @@ static void look_for_tracer(sampler *s) {
     if (s->tracer > 0 && was <= 0)
         ss_log_limited(&said, SS_LOG_INFO,
                        "a tracer (pid %d: a debugger, strace) is attached to this process: no "
-                       "thread is signalled while it is (running threads are left out of the "
-                       "rounds, sleeping ones are read as before)",
+                       "thread is signalled while it is (running threads are sampled by the "
+                       "kernel where it allows, else left out of the rounds; sleeping ones are "
+                       "read as before)",
                        s->tracer);
 }
 
@@ -1129,23 +1131,24 @@ static uint32_t plan(sampler *s, uint32_t *skipped, uint32_t *blocked) {
                 p->deferred = true;
                 goto planned;
             }
-            if (copy && !force_signal && take_perf(s, p))
+            if (copy && !force_signal && !fell && take_perf(s, p))
                 goto planned;
             (*blocked)++; /* running (or unreadable), and deaf to the signal */
             k->have_stack = false;
             continue;
         }
-        if (k->perf.ring)
-            ss_perf_thread_close(&k->perf); /* it takes the signal again */
-        if (no_altstack(s, k)) {
-            (*skipped)++; /* a signal would land on its own stack */
+        /* running, but a signal would land on its own stack, or a tracer
+         * would see it: the kernel's sample stands for it too */
+        bool unsignalled = no_altstack(s, k) || traced(s, k);
+        if (unsignalled && copy && !force_signal && !fell && take_perf(s, p))
+            goto planned;
+        if (unsignalled) {
+            (*skipped)++;
             k->have_stack = false;
             continue;
         }
-        if (traced(s, k)) {
-            (*skipped)++;
-            continue;
-        }
+        if (k->perf.ring)
+            ss_perf_thread_close(&k->perf); /* it takes the signal again */
         if (fell) {
             s->fallbacks++;
             s->fallbacks_round++;
