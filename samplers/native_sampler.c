@@ -915,7 +915,10 @@ static bool skipped_by_runtime(const sampler *s, pid_t tid) {
 /* ---- threads that block the signal while they run ------------------ */
 
 static void perf_refused(sampler *s, int rc) {
-    if (s->perf_said || rc == -EMFILE) /* past the budget: tried again later */
+    /* past the budget (tried again later), or about this thread only (it
+     * ended: ESRCH) */
+    if (s->perf_said || (rc != -EACCES && rc != -EPERM && rc != -ECANCELED && rc != -EOPNOTSUPP &&
+                         rc != -ENOSYS))
         return;
     s->perf_said = true;
     if (rc == -EOPNOTSUPP) {
@@ -949,8 +952,8 @@ static void perf_refused(sampler *s, int rc) {
  * signal handler's copy. false: nothing to show (counted as blocking). */
 static bool take_perf(sampler *s, pending *p) {
     known *k = p->k;
-    if (k->perf_refused)
-        return false;
+    if (k->perf_refused || k->st.state == 'Z' || k->st.state == 'X')
+        return false; /* (a main thread that called pthread_exit is a zombie) */
     if (!s->perf_stack) {
         s->perf_stack = malloc(ss_perf_stack_bytes(s->copy_bytes) + 8);
         s->perf_ips = malloc((size_t)(s->cfg.max_depth + 1) * sizeof *s->perf_ips);
