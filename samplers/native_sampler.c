@@ -94,7 +94,7 @@ typedef struct known {
                                 short of the stack's known end: its length */
     uint64_t answer_cpu;     /* copy mode: its CPU clock as its answer was unwound */
     uint64_t stack_lo, stack_hi; /* the mapping its stack is in; 0 unknown */
-    ss_perf_thread perf;     /* running while blocking the signal: the kernel samples it */
+    ss_perf_thread perf;     /* running while it may not be signalled: the kernel samples it */
     bool perf_refused;       /* its event could not be opened: not tried again */
     uint32_t perf_quiet;     /* rounds since its event gave a sample */
     uint8_t trace_id[16];
@@ -169,8 +169,8 @@ typedef struct sampler {
     uint64_t cut_copy;       /* stacks cut at STACKSHOT_STACK_COPY */
     uint64_t fp_guessed;     /* walks that found a frame pointer on the stack */
     uint64_t no_altstack;    /* running, not signalled: no alternate stack known */
-    uint64_t perf_taken;     /* stacks of threads blocking the signal, sampled by the kernel */
-    bool perf_said;          /* the line about perf events was written */
+    uint64_t perf_taken;     /* stacks of threads not signalled, sampled by the kernel */
+    bool perf_said;          /* the line about a refused perf event was written */
     uint8_t *perf_stack;     /* one sample's stack (ss_perf_stack_bytes) */
     uint64_t *perf_ips;      /* its frames (max_depth + 1) */
     uint64_t round_ns, prev_round_ns; /* monotonic starts of this round and the one before */
@@ -912,7 +912,7 @@ static bool skipped_by_runtime(const sampler *s, pid_t tid) {
     return false;
 }
 
-/* ---- threads that block the signal while they run ------------------ */
+/* ---- running threads that may not be signalled ------------------------ */
 
 static void perf_refused(sampler *s, int rc) {
     /* past the budget (tried again later), or about this thread only (it
@@ -946,10 +946,12 @@ static void perf_refused(sampler *s, int rc) {
             strerror(-rc), paranoid);
 }
 
-/* Such a thread is sampled by the kernel (perf_thread.h): its event is
+/* A running thread that blocks the signal, has no alternate stack known,
+ * or is traced is sampled by the kernel (perf_thread.h): its event is
  * opened the first round it is seen so (sampled from the next), and the
  * round takes its newest sample since the round before, unwound as a
- * signal handler's copy. false: nothing to show (counted as blocking). */
+ * signal handler's copy. false: nothing to show (counted as blocking or
+ * skipped). */
 static bool take_perf(sampler *s, pending *p) {
     known *k = p->k;
     if (k->perf_refused || k->st.state == 'Z' || k->st.state == 'X')
@@ -972,10 +974,6 @@ static bool take_perf(sampler *s, pending *p) {
         if (rc != 0) {
             k->perf_refused = rc != -EMFILE; /* past the budget: tried again later */
             perf_refused(s, rc);
-        } else if (!s->perf_said) {
-            s->perf_said = true;
-            ss_debug("native sampler: a thread that blocks the sampling signal while it runs "
-                     "(%d) is sampled by the kernel (a perf event on its CPU clock)", (int)k->tid);
         }
         return false;
     }
@@ -2018,17 +2016,17 @@ static int native_start(const ss_config *cfg) {
 }
 
 static void log_counters(const sampler *s) {
-    uint64_t compiled, cached, perf_taken_n, perf_refused_n;
+    uint64_t compiled, cached, perf_refused_n;
     uint32_t perf_open;
     ss_walker_stats(s->walker, &compiled, &cached);
-    ss_perf_thread_stats(&perf_open, &perf_taken_n, &perf_refused_n);
+    ss_perf_thread_stats(&perf_open, &perf_refused_n);
     ss_debug("native sampler: %llu rounds, %llu stacks taken by signal, %llu read asleep "
              "without one, %llu reused (idle), %llu threads skipped (%llu for lack of "
              "alternate-stack room, %llu running with no alternate signal stack known: "
              "no_altstack), %llu answers refused off an alternate stack (off_stack); %llu "
              "asleep not signalled (syscall file unreadable, a wait a signal ends); %llu "
-             "not signalled while a tracer was attached; %llu sampled by the kernel while "
-             "blocking the signal (perf events: %u open, %llu refused); %llu "
+             "not signalled while a tracer was attached; %llu running, not signalled, "
+             "sampled by the kernel (perf events: %u open, %llu refused); %llu "
              "asleep fell back to a signal (walk ended: no CFI %llu, register unknown %llu, "
              "memory %llu, bad frame %llu; ran meanwhile %llu); "
              "%llu stacks cut at STACKSHOT_STACK_COPY, %llu frame pointers found on the "

@@ -1,5 +1,5 @@
-/* perf_thread.c: a running thread that blocks the sampling signal,
- * sampled by the kernel (see perf_thread.h). */
+/* perf_thread.c: a running thread the sampler may not signal, sampled by
+ * the kernel (see perf_thread.h). */
 #include "samplers/perf_thread.h"
 #include "proc/threads.h"
 
@@ -14,11 +14,10 @@
 #include <unistd.h>
 
 static _Atomic uint32_t n_open;
-static _Atomic uint64_t n_taken, n_refused;
+static _Atomic uint64_t n_refused;
 
-void ss_perf_thread_stats(uint32_t *open, uint64_t *taken, uint64_t *refused) {
+void ss_perf_thread_stats(uint32_t *open, uint64_t *refused) {
     *open = atomic_load(&n_open);
-    *taken = atomic_load(&n_taken);
     *refused = atomic_load(&n_refused);
 }
 
@@ -123,17 +122,23 @@ int ss_perf_thread_open(ss_perf_thread *t, pid_t tid, uint64_t period_ns, uint32
     return 0;
 }
 
-void ss_perf_thread_close(ss_perf_thread *t) {
-    if (!t->ring)
-        return;
-    if (t->owner == getpid()) { /* a forked child has no ring, and its
-                                   copy of the descriptor is the kept set's */
+/* Gives t's ring back (in the process that mapped it: a forked child has
+ * none) and forgets t; its descriptor is closed when close_fd (else the
+ * kept set closed it already). */
+static void release(ss_perf_thread *t, bool close_fd) {
+    if (t->owner == getpid()) {
         munmap(t->ring, ring_len());
         atomic_fetch_sub(&n_open, 1);
-        ss_proc_unkeep(&t->fd, t->gen);
+        if (close_fd) /* a child's copy is the kept set's to close */
+            ss_proc_unkeep(&t->fd, t->gen);
     }
     t->fd.fd = -1;
     t->ring = NULL;
+}
+
+void ss_perf_thread_close(ss_perf_thread *t) {
+    if (t->ring)
+        release(t, true);
 }
 
 /* n bytes at offset off of the data area (which wraps) into out. */
@@ -186,12 +191,7 @@ bool ss_perf_thread_take(ss_perf_thread *t, uint64_t since_ns, ss_perf_sample *o
     if (!t->ring)
         return false;
     if (!ss_proc_kept_still(t->gen)) { /* closed with the kept set */
-        if (t->owner == getpid()) {
-            munmap(t->ring, ring_len());
-            atomic_fetch_sub(&n_open, 1);
-        }
-        t->fd.fd = -1;
-        t->ring = NULL;
+        release(t, false);
         return false;
     }
     struct perf_event_mmap_page *m = t->ring;
@@ -215,10 +215,8 @@ bool ss_perf_thread_take(ss_perf_thread *t, uint64_t since_ns, ss_perf_sample *o
                parse_sample(data, size, newest, newest_size, out, stack_cap) &&
                out->time_ns > since_ns && out->time_ns > t->last_ns;
     __atomic_store_n(&m->data_tail, head, __ATOMIC_RELEASE);
-    if (got) {
+    if (got)
         t->last_ns = out->time_ns;
-        atomic_fetch_add(&n_taken, 1);
-    }
     return got;
 }
 

@@ -1,7 +1,8 @@
 /*
- * perf_thread.h: the stack of a running thread that blocks the sampling
- * signal, taken by the kernel (a perf event on the thread's CPU clock).
- * Private to samplers/.
+ * perf_thread.h: the stack of a running thread the sampler may not
+ * signal (it blocks the signal, has no alternate signal stack known, or a
+ * tracer is attached), taken by the kernel (a perf event on the thread's
+ * CPU clock). Private to samplers/.
  *
  * Libraries block every signal in the threads they create so that the
  * process's signals go to its main thread: liblzma's (xz -T), QEMU's
@@ -18,8 +19,8 @@
  * Opened only where the kernel lets a process sample its own threads
  * (perf_event_paranoid 2 or less, or CAP_PERFMON), never under a seccomp
  * filter (perf_event_open is in systemd's @debug set: an allow list
- * without it kills the process), and only for threads that block the
- * signal while they run. x86-64 only (the registers' order is the
+ * without it kills the process), never under valgrind, and only for
+ * threads that run while they may not be signalled. x86-64 only (the registers' order is the
  * architecture's).
  */
 #ifndef SS_PERF_THREAD_H
@@ -74,7 +75,7 @@ bool ss_perf_thread_take(ss_perf_thread *t, uint64_t since_ns, ss_perf_sample *o
  * closed with the kept set). */
 void ss_perf_thread_close(ss_perf_thread *t);
 
-/* Events open now, samples taken, opens refused (since start). */
-void ss_perf_thread_stats(uint32_t *open, uint64_t *taken, uint64_t *refused);
+/* Events open now, and opens the kernel refused (since start). */
+void ss_perf_thread_stats(uint32_t *open, uint64_t *refused);
 
 #endif /* SS_PERF_THREAD_H */
