@@ -26,6 +26,10 @@
  *                       it (its first rounds' one-time work done)
  *   make -j2            20 tiny C files compiled and linked (make -B), the
  *                       agent at 10 ms and at the default 1 s
+ *   xz -T2              24 MB of pseudo-random bytes compressed by two
+ *                       threads that block every signal (liblzma's): the
+ *                       kernel samples them (a perf event on each), the
+ *                       agent at 10 ms and at the default 1 s
  *
  * Each is measured without the agent, with an empty preloaded library
  * (libss_bench_empty.so, next to this program: the floor any preloaded
@@ -458,6 +462,33 @@ int main(int argc, char **argv) {
             mm[c] = median(mk[c], mn);
     }
 
+    /* 1d. xz -T2: threads that block every signal, sampled by the kernel */
+    char xz_in[1100];
+    snprintf(xz_in, sizeof xz_in, "%s/xz-data.bin", out);
+    uint64_t mx[4] = {0};
+    FILE *xf = access("/usr/bin/xz", X_OK) == 0 ? fopen(xz_in, "wb") : NULL;
+    if (xf) {
+        uint64_t x = 88172645463325252ull; /* xorshift: incompressible, the same every run */
+        for (int i = 0; i < (24 << 20) / 8; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            fwrite(&x, 8, 1, xf);
+        }
+        fclose(xf);
+        char *xz_argv[] = {"/usr/bin/xz", "-6", "-T2", "--block-size=4MiB", "-k", "-f", "-q",
+                           xz_in, NULL};
+        env *xcfg[4] = {&none, &empty, &at10, &at1s};
+        uint64_t xk[4][64];
+        int xn = n < 5 ? n : 5;
+        for (int r = 0; r < xn; r++)
+            for (int c = 0; c < 4; c++) {
+                uint64_t t0 = now_ns();
+                run(xz_argv, xcfg[c]->v, NULL, 0);
+                xk[c][r] = now_ns() - t0;
+            }
+        for (int c = 0; c < 4; c++)
+            mx[c] = median(xk[c], xn);
+    }
+
     /* 2. fork()+_exit: the agent armed (before its first round), running,
      * and running without separate debuginfo */
     env armed, nodebug;
@@ -551,6 +582,8 @@ int main(int argc, char **argv) {
         {"  same, 1 s, from 3 s after start", mbc[0], mbc[1], msc[1]},
         {"make -j2, 20 files, 10 ms (ms)", mm[0], mm[1], mm[2]},
         {"make -j2, 20 files, 1 s (ms)", mm[0], mm[1], mm[3]},
+        {"xz -T2, 24 MB, 10 ms (ms)", mx[0], mx[1], mx[2]},
+        {"xz -T2, 24 MB, 1 s (ms)", mx[0], mx[1], mx[3]},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         printf("%-36s %11.3f %11.3f %11.3f %7.2f %8.2f\n", rows[i].name, rows[i].none / 1e6,
