@@ -159,6 +159,11 @@ static char *const *env_at_load;
 
 void ss_env_set_snapshot(char *const *env) { env_at_load = env; }
 
+char *const *ss_env_all(void) {
+    extern char **environ;
+    return env_at_load ? env_at_load : environ;
+}
+
 const char *ss_env(const char *key) {
     if (!env_at_load)
         return getenv(key);

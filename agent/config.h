@@ -77,4 +77,9 @@ int ss_parse_signal(const char *s);
 
 #pragma GCC visibility pop
 
+/* The core's own (hidden from modules). */
+/* That environment whole (the snapshot, else environ): what a helper
+ * process the agent starts is given. */
+char *const *ss_env_all(void);
+
 #endif /* SS_AGENT_CONFIG_H */

@@ -444,10 +444,24 @@ void ss_log_retake_stderr(void) {
     pthread_mutex_unlock(&log_lock);
 }
 
+/* A process whose lines another process writes (the gRPC helper): each
+ * message goes to the sink, without the prefix and the newline. */
+static void (*_Atomic line_sink)(ss_log_level level, const char *msg);
+
+void ss_log_set_sink(void (*sink)(ss_log_level level, const char *msg)) {
+    atomic_store(&line_sink, sink);
+}
+
 void ss_vlog(ss_log_level level, const char *fmt, va_list ap) {
     if (!ss_log_enabled(level))
         return;
     char line[1024];
+    void (*sink)(ss_log_level, const char *) = atomic_load(&line_sink);
+    if (sink) {
+        if (vsnprintf(line, sizeof line, fmt, ap) >= 0)
+            sink(level, line);
+        return;
+    }
     int n = snprintf(line, sizeof line, SS_NAME ": ");
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     if (m < 0)

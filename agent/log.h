@@ -75,5 +75,10 @@ void ss_log_limited(ss_log_limit *state, ss_log_level level, const char *fmt, ..
 /* The core's own (hidden from modules). */
 /* A forked child: the log file's lock. */
 void ss_log_after_fork(void);
+/* Every enabled message goes to sink (the text without the "stackshot: "
+ * prefix and the newline) instead of a file: the gRPC helper process
+ * hands its lines to the host's agent, which writes them. NULL: back to
+ * the file or stderr. */
+void ss_log_set_sink(void (*sink)(ss_log_level level, const char *msg));
 
 #endif /* SS_AGENT_LOG_H */

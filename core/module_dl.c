@@ -22,10 +22,12 @@
 #include "loader/ss_core_api.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void stop_at_exit(void) { ss_agent_stop(); }
 
@@ -67,4 +69,14 @@ const void *ss_module_open(const char *name, char *why, size_t why_len) {
         exit_handler = true;
     ss_debug("module %s loaded (%s)", name, path);
     return api;
+}
+
+int ss_module_helper_path(const char *name, char *out, size_t n) {
+    char dir[PATH_MAX];
+    if (core_dir(dir, sizeof dir) != 0)
+        return -ENOENT;
+    int len = snprintf(out, n, "%s/stackshot-%s-helper", dir, name);
+    if (len < 0 || (size_t)len >= n)
+        return -ENAMETOOLONG;
+    return access(out, X_OK) == 0 ? 0 : -errno;
 }

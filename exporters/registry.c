@@ -51,7 +51,7 @@ extern const ss_exporter_ops ss_flamegraph_exporter;
         "OTEL_EXPORTER_OTLP_" SIGNAL "_TIMEOUT", "OTEL_EXPORTER_OTLP_" SIGNAL "_PROTOCOL",   \
         "STACKSHOT_OTLP_RETRY_INITIAL", "STACKSHOT_OTLP_RETRY_MAX",                          \
         "STACKSHOT_OTLP_RETRY_ATTEMPTS", "STACKSHOT_OTLP_FORK_ENDPOINT", "SPLUNK_ACCESS_TOKEN", \
-        "STACKSHOT_SHUTDOWN_UNPROVEN"
+        "STACKSHOT_SHUTDOWN_UNPROVEN", "STACKSHOT_GRPC_HELPER"
 
 /* The export period of exporters/profiles. */
 #define PERIOD_KEYS "STACKSHOT_PROFILES_PERIOD"

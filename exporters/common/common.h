@@ -134,5 +134,9 @@ const void *ss_module_api(const char *name, const char *user);
  * module_dl.c (libstackshot-core.so: dlopen next to the core) and the
  * generated modules_linked.c (the static core). NULL and *why on failure. */
 const void *ss_module_open(const char *name, char *why, size_t why_len);
+/* The path of the module's helper program, stackshot-<name>-helper next to
+ * the core (exporters/otlp/grpc_helper.c), into out: 0 when it is there
+ * and executable, else -errno (the static core has none: -ENOENT). */
+int ss_module_helper_path(const char *name, char *out, size_t n);
 
 #endif /* SS_EXPORTERS_COMMON_H */

@@ -1,4 +1,5 @@
-/* grpc.c: the ss_grpc_* API of otlp.h, in the core, over the gRPC module.
+/* grpc.c: the ss_grpc_* API of otlp.h, in the core, over the gRPC helper
+ * process (grpc_remote.c) or, where it cannot be used, the gRPC module.
  *
  * gRPC, abseil, libstdc++ and OpenSSL are mapped only in a process that
  * exports over OTLP/gRPC: the client itself is libstackshot-grpc.so
@@ -70,12 +71,25 @@ static void decode_details(ss_grpc_result *r) {
 }
 
 ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *who, int *err) {
+    struct ss_grpc_handle *h = calloc(1, sizeof *h);
+    if (!h) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    h->c = ss_grpc_remote_create(ep, who, err);
+    if (h->c) {
+        h->m = &ss_grpc_remote;
+        return (ss_grpc_client *)h;
+    }
+    free(h);
+    if (*err != -ENOEXEC)
+        return NULL;
     const ss_grpc_module *m = grpc_module(who);
     if (!m) {
         *err = -ENOPKG;
         return NULL;
     }
-    struct ss_grpc_handle *h = calloc(1, sizeof *h);
+    h = calloc(1, sizeof *h);
     if (h)
         h->c = m->client_create(ep);
     if (!h || !h->c) {
@@ -90,9 +104,13 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
 
 static struct ss_grpc_handle *handle(ss_grpc_client *c) { return (struct ss_grpc_handle *)c; }
 
+/* gRPC started in a helper, or in a process where the module was opened
+ * (this one, or a parent before the fork): asking does not open it. */
 pid_t ss_grpc_started_in(const char *who) {
-    const ss_grpc_module *m = grpc_module(who);
-    return m ? m->started_pid() : 0;
+    (void)who;
+    const ss_grpc_module *m = atomic_load(&opened);
+    pid_t in = m ? m->started_pid() : 0;
+    return in ? in : ss_grpc_remote_started_in();
 }
 
 void ss_grpc_client_destroy(ss_grpc_client *c) {

@@ -33,4 +33,15 @@ typedef struct ss_grpc_module {
     void (*release)(void);
 } ss_grpc_module;
 
+/* The same table over the helper process stackshot-grpc-helper
+ * (grpc_remote.c): its client_create, with who for the lines. NULL and
+ * *err: -ENOEXEC when the helper cannot be used here (the module in the
+ * process is then the way), -EIO when the helper could not make the
+ * client (it said why), -ENOMEM. */
+extern const ss_grpc_module ss_grpc_remote;
+ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *who, int *err);
+/* The process that started a helper (a forked child reads its parent's),
+ * 0 none. */
+pid_t ss_grpc_remote_started_in(void);
+
 #endif

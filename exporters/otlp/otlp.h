@@ -219,9 +219,9 @@ void ss_grpc_call_cancel(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_result *
 void ss_grpc_result_init(ss_grpc_result *r);
 void ss_grpc_result_free(ss_grpc_result *r);
 
-/* The process that initialised gRPC (opening the gRPC module if needed), 0
- * if none did or the module cannot be opened. In a forked child it is the
- * parent's pid: gRPC cannot be used there. */
+/* The process that initialised gRPC (in its helper process or with the
+ * module), 0 if none did. In a forked child it is the parent's pid: gRPC
+ * is not used there. */
 pid_t ss_grpc_started_in(const char *who);
 /* The agent leaves the process for good: gRPC's threads end if gRPC was
  * initialised for the agent alone (nothing if it never was). */
