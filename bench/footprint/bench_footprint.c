@@ -14,7 +14,11 @@
  *                       thread of its own (what any agent with a thread
  *                       costs a single-threaded host's fork), and with the
  *                       libraries the agent's core maps and two idle
- *                       threads (what its presence alone costs)
+ *                       threads (what its presence alone costs); and
+ *                       running with the default exporter (otlp_logs over
+ *                       gRPC, to a closed port) with gRPC in its helper
+ *                       process and, STACKSHOT_GRPC_HELPER=false, in the
+ *                       host
  *   resident memory     VmRSS of an idle process after 1.5 s with the
  *                       agent running (text, 100 ms interval), and after
  *                       7 s (the resolver releases libdw's tables once no
@@ -506,23 +510,31 @@ int main(int argc, char **argv) {
     env before_armed;
     env_agent(&before_armed, before ? before : lib, "text", out);
     env_add(&before_armed, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=3600000");
+    env grpc_helper, grpc_host;
+    env_agent(&grpc_helper, lib, NULL, out);
+    env_add(&grpc_helper, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=100");
+    env_agent(&grpc_host, lib, NULL, out);
+    env_add(&grpc_host, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=100");
+    env_add(&grpc_host, "STACKSHOT_GRPC_HELPER=false");
     /* 6: no agent, one idle thread of the host's (the floor); 8: no agent,
      * the agent's libraries and two idle threads; 9: no agent, a thread
-     * that ended; 4 and 7: the library of before, running and armed */
-    env *fcfg[10] = {&none, &armed, &running, &nodebug, &before_running,
-                     &empty, &none, &before_armed, &none, &none};
-    char **fargv[10] = {fork_argv, fork_argv, fork_argv, fork_argv, fork_argv,
-                        fork_argv, floor_argv, fork_argv, libs_argv, exited_argv};
-    uint64_t fk[10][64], mf[10] = {0};
+     * that ended; 4 and 7: the library of before, running and armed; 10
+     * and 11: the default exporter, gRPC in its helper and in the host */
+    env *fcfg[12] = {&none, &armed, &running, &nodebug, &before_running,
+                     &empty, &none, &before_armed, &none, &none, &grpc_helper, &grpc_host};
+    char **fargv[12] = {fork_argv, fork_argv, fork_argv, fork_argv, fork_argv,
+                        fork_argv, floor_argv, fork_argv, libs_argv, exited_argv,
+                        fork_argv, fork_argv};
+    uint64_t fk[12][64], mf[12] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 10; c++) {
+        for (int c = 0; c < 12; c++) {
             if (!before && (c == 4 || c == 7))
                 continue;
             char buf[64];
             run(fargv[c], fcfg[c]->v, buf, sizeof buf);
             fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 10; c++)
+    for (int c = 0; c < 12; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -597,6 +609,10 @@ int main(int argc, char **argv) {
     for (int c = 1; c < 4; c++)
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", fname[c], mf[0] / 1e3, mf[c] / 1e3,
                (double)mf[c] / (double)mf[0], "1.50");
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "  same, otlp_logs, gRPC helper", mf[0] / 1e3,
+           mf[10] / 1e3, (double)mf[10] / (double)mf[0]);
+    printf("%-34s %10.1f us %10.1f us %8.2f\n", "  same, otlp_logs, gRPC in host", mf[0] / 1e3,
+           mf[11] / 1e3, (double)mf[11] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "fork()+_exit+wait, empty lib", mf[0] / 1e3,
            mf[5] / 1e3, (double)mf[5] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  floor: no agent, 1 idle thread", mf[0] / 1e3,

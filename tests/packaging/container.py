@@ -109,20 +109,31 @@ def main():
                 if not k.startswith(("STACKSHOT_", "SPLUNK_", "OTEL_", "LD_"))}
         p = subprocess.Popen([a.spin, "3500", "0"], env={**base, **env},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        maps, deadline = "", time.monotonic() + 3.4
-        while time.monotonic() < deadline and "libstackshot-grpc" not in maps:
+        # gRPC is in the helper process (stackshot-grpc-helper, from the copy too),
+        # found by the pidfd the host holds
+        maps, hmaps, hexe, deadline = "", "", "", time.monotonic() + 3.4
+        while time.monotonic() < deadline and "libgrpc" not in hmaps:
             time.sleep(0.2)
             try:
                 maps = open("/proc/%d/maps" % p.pid).read()
+                for fd in os.listdir("/proc/%d/fdinfo" % p.pid):
+                    m = re.search(r"^Pid:\s+(\d+)$",
+                                  open("/proc/%d/fdinfo/%s" % (p.pid, fd)).read(), re.M)
+                    if m:
+                        hexe = os.readlink("/proc/%s/exe" % m.group(1))
+                        hmaps = open("/proc/%s/maps" % m.group(1)).read()
             except OSError:
-                break
+                continue
         so, se = p.communicate(timeout=60)
         check(p.returncode == 0 and so == "spun\n", "the program ran as without the agent")
         lib = os.path.join(volume, "lib")
-        for name in ("libstackshot.so", "libstackshot-core.so", "libdw.so", "libunwind.so",
-                     "libstackshot-grpc.so", "libgrpc.so"):
+        for name in ("libstackshot.so", "libstackshot-core.so", "libdw.so", "libunwind.so"):
             check(re.search(re.escape(lib) + "/" + re.escape(name), maps) is not None,
                   "%s mapped from the copied tree" % name)
+        check(hexe == os.path.join(lib, "stackshot-grpc-helper"),
+              "the gRPC helper run from the copied tree: %r" % hexe)
+        check(re.search(re.escape(lib) + "/libgrpc.so", hmaps) is not None,
+              "libgrpc.so mapped by the helper from the copied tree")
         # a Java application with the same env (LD_PRELOAD, no JAVA_TOOL_OPTIONS): the
         # loader gives the JVM -agentpath, the JVMTI agent samples its Java threads
         if os.path.exists(JDK17 + "/bin/javac"):

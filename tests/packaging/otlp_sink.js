@@ -1,7 +1,8 @@
 // otlp_sink.js [PORT]: an OTLP/gRPC logs receiver for container.py and
 // preload_host.py. Prints the port it listens on (127.0.0.1; PORT, else one
 // the system picks), answers every export OK, and on SIGTERM prints
-// one JSON line: the records' count, service names and thread names.
+// one JSON line: the records' count, service names, thread names and the
+// times (epoch seconds) the calls answered OK arrived.
 // Uses the receiver of tests/otlp/node (its npm packages).
 'use strict';
 const {Receiver} = require('../otlp/node/receiver.js');
@@ -19,8 +20,9 @@ const {Receiver} = require('../otlp/node/receiver.js');
                 if (kv.key === 'service.name')
                     services.add(kv.value[kv.value.value]);
         }
+        const stamps = recv.calls.filter((c) => c.answered === 0).map((c) => c.t / 1000);
         console.log(JSON.stringify({records: recs.length, services: [...services],
-            threads: [...threads]}));
+            threads: [...threads], stamps}));
         await recv.close();
         process.exit(0);
     });

@@ -54,6 +54,7 @@ def checks(a, tmp, deb):
               "/usr/lib/libstackshot.so.0.1.0", "/usr/lib/libstackshot-core.so",
               "/usr/lib/libstackshot-grpc.so", "/usr/lib/libstackshot-http.so",
               "/usr/lib/libstackshot-qubership.so", "/usr/lib/libstackshot-zorka.so",
+              "/usr/lib/stackshot-grpc-helper",
               "/usr/lib/pkgconfig/stackshot.pc", "/usr/lib/cmake/stackshot/stackshot-config.cmake",
               "/usr/share/man/man1/stackshot.1", "/usr/share/man/man7/stackshot.7",
               "/usr/share/doc/stackshot/LICENSE"):
@@ -71,6 +72,12 @@ def checks(a, tmp, deb):
     f = glob.glob(os.path.join(out, "*.txt"))
     check(r.returncode == 4 and r.stdout == "spun\n", "installed stackshot run: status kept")
     check(len(f) == 1 and "spin_for" in open(f[0]).read(), "installed stackshot run: stacks")
+    # the default exporter's gRPC calls made by the installed helper
+    r = run(["/usr/bin/stackshot", "run", "-i", "100", "-e", "otlp_logs", "--", "sleep", "0.6"],
+            env=dict(env, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+                     STACKSHOT_LOG_LEVEL="debug"))
+    check(re.search(r"gRPC calls made by stackshot-grpc-helper, pid \d+", r.stderr) is not None,
+          "installed: gRPC in the helper next to the core: " + r.stderr.strip()[-200:])
     r = run(["/usr/bin/stackshot", "run", "-e", "none", "--", "grep", "-m1", "libstackshot",
              "/proc/self/maps"], env=env)
     check("/usr/lib/libstackshot.so.0.1.0" in r.stdout, "the installed library was preloaded: "

@@ -6,7 +6,9 @@ descriptor its host closed and got back for a file of its own
   descriptors.py <exporters> <mode>
 
 exporters: text | pprof | flamegraph | text,pprof,flamegraph | qubership |
-           otlp_http (otlp_logs over http/protobuf)
+           otlp_http (otlp_logs over http/protobuf) |
+           otlp_grpc (otlp_logs over gRPC: its helper process, to the node
+           receiver of tests/otlp; skipped without it)
 mode:      before | between | repeat | takeaway (fd_host.c)
 
 Runs fd_host (its own 32 files, closes every descriptor >= 3 while the
@@ -21,11 +23,13 @@ agent samples every 20 ms) with the agent preloaded, then asserts:
     refused, nothing held), and for text every round counted delivered is
     in the agent's file (a write that failed, or went to another file, is
     never counted delivered).
-Environment: STACKSHOT_LIB, SS_PRELOAD_PREFIX, SS_FD_HOST, SS_COLLECTOR.
+Environment: STACKSHOT_LIB, SS_PRELOAD_PREFIX, SS_FD_HOST, SS_COLLECTOR,
+SS_OTLP_SINK (tests/packaging/otlp_sink.js).
 """
 import datetime
 import glob
 import http.server
+import json
 import os
 import re
 import shutil
@@ -105,7 +109,7 @@ def main():
     out, host_dir, qb_out = (os.path.join(work, d) for d in ("out", "host", "qb"))
     for d in (host_dir, qb_out):
         os.mkdir(d)
-    exporters = "otlp_logs" if EXPORTERS == "otlp_http" else EXPORTERS
+    exporters = "otlp_logs" if EXPORTERS in ("otlp_http", "otlp_grpc") else EXPORTERS
     env = dict(os.environ)
     env.update({
         "LD_PRELOAD": ":".join(p for p in (os.environ.get("SS_PRELOAD_PREFIX"),
@@ -121,6 +125,8 @@ def main():
     collector = server = None
     if EXPORTERS in ("qubership", "otlp_http"):
         env["SS_WAIT_SOCKET"] = "1"  # "between": once the agent is connected
+    elif EXPORTERS == "otlp_grpc":
+        pass  # the connection is the helper's: "between" is after 150 ms
     else:  # "between": once the agent's first file is there (open, for text)
         env["SS_WAIT_FILE"] = (".txt" if "text" in EXPORTERS else
                                ".pb.gz" if EXPORTERS == "pprof" else ".html")
@@ -134,6 +140,16 @@ def main():
         threading.Thread(target=server.serve_forever, daemon=True).start()
         env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % server.server_port,
                     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    sink = None
+    if EXPORTERS == "otlp_grpc":
+        js = os.environ.get("SS_OTLP_SINK", "")
+        mods = os.path.join(os.path.dirname(js), "..", "otlp", "node", "node_modules")
+        if not shutil.which("node") or not os.path.isdir(mods):
+            print("SKIP: node or tests/otlp/node's packages (npm ci) missing")
+            sys.exit(77)
+        sink = subprocess.Popen(["node", js], stdout=subprocess.PIPE, text=True)
+        env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:" +
+                    sink.stdout.readline().strip()})
     try:
         res = subprocess.run([os.environ["SS_FD_HOST"], MODE, host_dir, SECONDS], env=env,
                              capture_output=True, text=True, timeout=90)
@@ -143,6 +159,11 @@ def main():
             collector.kill()
         if server:
             server.shutdown()
+        sink_seen = {}
+        if sink:
+            sink.terminate()
+            out_line = sink.communicate(timeout=30)[0].strip().splitlines()
+            sink_seen = json.loads(out_line[-1]) if out_line else {}
     sys.stdout.write(res.stdout)
     lines = [l for l in res.stderr.splitlines()
              if re.search(r"^fd_host: (?!closing)|rounds taken|closed by the host|host closed|"
@@ -206,6 +227,11 @@ def main():
     if EXPORTERS == "otlp_http":
         n = len([t for t in OtlpHttp.stamps if t > last_close + 0.05])
         check(n >= 1, "otlp http: %d requests after the host's last close" % n)
+    if EXPORTERS == "otlp_grpc":
+        n = len([t for t in sink_seen.get("stamps", []) if t > last_close + 0.05])
+        check(n >= 1, "otlp grpc: %d calls after the host's last close" % n)
+        check(re.search(r"gRPC calls made by stackshot-grpc-helper, pid \d+", res.stderr)
+              is not None, "otlp grpc: the calls were the helper's")
     if failures:
         print("kept for inspection: " + work)
         return 1

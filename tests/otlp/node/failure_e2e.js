@@ -33,8 +33,14 @@ function baseEnv(port, extra = {}) {
     };
 }
 
-function driver(rounds, env, threads = THREADS) {
-    return lib.run(process.env.OTLP_DRIVER, [String(rounds), String(threads)], env);
+async function driver(rounds, env, threads = THREADS) {
+    const res = await lib.run(process.env.OTLP_DRIVER, [String(rounds), String(threads)], env);
+    // with "helper", a client made over gRPC is the helper's
+    if (process.argv[3] === 'helper' && /sending call stacks to/.test(res.stderr) &&
+        !/^http/.test(env.OTEL_EXPORTER_OTLP_PROTOCOL || '')) {
+        assert.match(res.stderr, /gRPC calls made by stackshot-grpc-helper, pid \d+/);
+    }
+    return res;
 }
 
 // Every (round, thread) delivered exactly once, and nothing else.
@@ -472,6 +478,37 @@ cases.hang_no_timeout = async () => {
     assert.equal(k.exported, 0);
     assert.equal(k.dropped, 12);
     assert.match(res.stderr, /12 records not delivered before the shutdown deadline/);
+};
+
+// The gRPC helper process killed while a call is in flight (run with the
+// "helper" argument): the call ends UNAVAILABLE, once, and is retried
+// through a new helper; every record arrives exactly once.
+cases.helper_killed = async () => {
+    if (process.argv[3] !== 'helper') lib.skip('only with the helper');
+    let seen = '';
+    const helpers = () => [...seen.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)/g)]
+        .map((m) => Number(m[1]));
+    const recv = new Receiver((i) => {
+        if (i === 0) process.kill(helpers()[0], 'SIGKILL');
+        return i === 0 ? {code: 14, details: 'never seen: the helper is gone'} : {};
+    });
+    const port = await recv.start();
+    const res = await lib.run(process.env.OTLP_DRIVER, ['3', String(THREADS)], baseEnv(port),
+        {onStderr: (all) => (seen = all)});
+    await recv.close();
+    assert.equal(res.code, 0);
+    assertExactlyOnce(recv, 3);
+    const pids = helpers();
+    assert.equal(pids.length, 2, `a new helper after the kill: ${pids}`);
+    assert.notEqual(pids[0], pids[1]);
+    assert.match(res.stderr, new RegExp(`export to .* failed: UNAVAILABLE: the gRPC helper ` +
+        `process ended \\(pid ${pids[0]}: its socket closed\\); retrying in \\d+ ms`));
+    assert.doesNotMatch(res.stderr, /never seen/);
+    const k = lib.counters(res.stderr);
+    assert.equal(k.exported, 9);
+    assert.equal(k.dropped, 0);
+    assert.equal(k.failures, 1);
+    assert.equal(k.retries, 1);
 };
 
 lib.runCases(cases);

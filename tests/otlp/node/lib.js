@@ -32,6 +32,9 @@ function tmpDir(tag) {
 
 // Run `program args` with env added to a clean copy of ours; resolve with
 // {code, signal, stdout, stderr, pid, ms}. Killed after timeoutMs.
+// opts.onStderr(all so far) is called as its stderr arrives. With the
+// argument "helper" after the case (see runCases), gRPC runs in the
+// helper process (OTLP_GRPC_HELPER) in programs of the static core too.
 function run(program, args, env, opts = {}) {
     const full = {...process.env};
     for (const k of Object.keys(full)) {
@@ -39,13 +42,17 @@ function run(program, args, env, opts = {}) {
     }
     // the exporters' counters at exit are debug lines when nothing was lost
     full.STACKSHOT_LOG_LEVEL = 'debug';
+    if (process.argv[3] === 'helper') full.STACKSHOT_TEST_GRPC_HELPER = process.env.OTLP_GRPC_HELPER;
     Object.assign(full, env);
     const t0 = Date.now();
     return new Promise((resolve) => {
         const child = spawn(program, args, {env: full, stdio: ['ignore', 'pipe', 'pipe']});
         let stdout = '', stderr = '';
         child.stdout.on('data', (d) => (stdout += d));
-        child.stderr.on('data', (d) => (stderr += d));
+        child.stderr.on('data', (d) => {
+            stderr += d;
+            if (opts.onStderr) opts.onStderr(stderr);
+        });
         const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs || 60000);
         child.on('exit', (code, signal) => {
             clearTimeout(timer);
@@ -152,6 +159,8 @@ function runCases(cases) {
         const name = process.argv[2];
         if (!cases[name]) throw new Error(`unknown case ${name}; cases: ${Object.keys(cases)}`);
         if (!process.env.OTLP_DRIVER) skip('OTLP_DRIVER is not set');
+        if (process.argv[3] === 'helper' && !process.env.OTLP_GRPC_HELPER)
+            skip('OTLP_GRPC_HELPER is not set');
         await cases[name]();
         console.log(`ok: ${name}`);
     })().catch((e) => {
