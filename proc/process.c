@@ -1,5 +1,6 @@
 /* process.c: facts about the process being profiled. */
 #include "proc/process.h"
+#include "agent/config.h"
 #include "agent/time.h"
 
 #include <errno.h> /* program_invocation_short_name */
@@ -93,4 +94,13 @@ void ss_process_refresh(void) {
         info.host_name[0] = '\0';
     info.host_name[sizeof info.host_name - 1] = '\0';
     info.start_wall_ms = ss_wall_ns() / 1000000ull;
+}
+
+bool ss_process_under_valgrind(void) {
+    static int known; /* 0 unknown, 1 no, 2 yes */
+    if (!known) {
+        const char *pre = ss_env("LD_PRELOAD");
+        known = pre && strstr(pre, "vgpreload") ? 2 : 1;
+    }
+    return known == 2;
 }

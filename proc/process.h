@@ -67,4 +67,11 @@ void ss_process_set_program_name_ref(char *const *ref);
 
 #pragma GCC visibility pop
 
+/* The core's own (hidden from modules). */
+/* Does the program run under valgrind (its vgpreload_*.so in the
+ * LD_PRELOAD the process started with)? Then a thread's real registers
+ * are valgrind's, and a clone other than fork's, vfork's or a thread's
+ * ends the program. */
+bool ss_process_under_valgrind(void);
+
 #endif /* SS_PROC_PROCESS_H */

@@ -1,6 +1,7 @@
 /* perf_thread.c: a running thread the sampler may not signal, sampled by
  * the kernel (see perf_thread.h). */
 #include "samplers/perf_thread.h"
+#include "proc/process.h"
 #include "proc/threads.h"
 
 #include <errno.h>
@@ -55,22 +56,12 @@ uint32_t ss_perf_stack_bytes(uint32_t copy_bytes) {
     return n & ~7u;
 }
 
-/* Under valgrind the thread's real registers are valgrind's (the guest's
- * are in its memory): a sample would be no stack of the program's.
- * Valgrind preloads its vgpreload_*.so into the program. */
-static bool under_valgrind(void) {
-    static int known; /* 0 unknown, 1 no, 2 yes */
-    if (!known) {
-        const char *pre = getenv("LD_PRELOAD");
-        known = pre && strstr(pre, "vgpreload") ? 2 : 1;
-    }
-    return known == 2;
-}
-
 int ss_perf_thread_open(ss_perf_thread *t, pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
     memset(t, 0, sizeof *t);
     t->fd.fd = -1;
-    if (under_valgrind())
+    /* under valgrind the thread's real registers are valgrind's (the
+     * guest's are in its memory): a sample would be no stack of the program's */
+    if (ss_process_under_valgrind())
         return -EOPNOTSUPP;
     /* a filter is never removed; -1: even prctl refused */
     if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0)

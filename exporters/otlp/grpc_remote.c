@@ -33,8 +33,9 @@
  * When it is not used (the module in the host, as before): with
  * STACKSHOT_GRPC_HELPER=false, in the static core of tests (no helper
  * program), when the program is not next to the core or cannot be run,
- * under a seccomp filter (execve may be what it forbids), in sanitizer
- * builds, or when the clone fails. A helper that ends is started
+ * under a seccomp filter (execve may be what it forbids), under valgrind
+ * (which ends a program that clones but as fork, vfork or a thread do),
+ * in sanitizer builds, or when the clone fails. A helper that ends is started
  * again at the next call; so is one whose user, group or network
  * namespace is no longer the host's (a host that drops its privileges
  * after the start must not keep a helper with the old ones). A forked
@@ -49,6 +50,7 @@
 #include "exporters/common/common.h"
 #include "exporters/otlp/grpc_module.h"
 #include "exporters/otlp/grpc_wire.h"
+#include "proc/process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -405,6 +407,8 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
     if (rc == 0)
         rc = -ENOEXEC, snprintf(why, sizeof why, "a sanitizer build");
 #endif
+    if (rc == 0 && ss_process_under_valgrind()) /* its clone ends the program there */
+        rc = -ENOEXEC, snprintf(why, sizeof why, "valgrind");
     if (rc == 0 && !ss_config_bool("STACKSHOT_GRPC_HELPER", true))
         rc = -ENOEXEC, snprintf(why, sizeof why, "STACKSHOT_GRPC_HELPER=false");
     else if (rc == 0 && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
