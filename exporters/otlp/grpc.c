@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 struct ss_grpc_handle {
     const ss_grpc_module *m;
     ss_grpc_client *c;
+    char who[32];
 };
 
 /* The module once a client was made with it (read by ss_grpc_release). */
@@ -76,6 +78,7 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
         *err = -ENOMEM;
         return NULL;
     }
+    snprintf(h->who, sizeof h->who, "%s", who);
     h->c = ss_grpc_remote_create(ep, who, err);
     if (h->c) {
         h->m = &ss_grpc_remote;
@@ -90,8 +93,10 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
         return NULL;
     }
     h = calloc(1, sizeof *h);
-    if (h)
+    if (h) {
+        snprintf(h->who, sizeof h->who, "%s", who);
         h->c = m->client_create(ep);
+    }
     if (!h || !h->c) {
         free(h);
         *err = -EIO;
@@ -124,11 +129,37 @@ void ss_grpc_client_note_threads(ss_grpc_client *c) {
     handle(c)->m->note_threads(handle(c)->c);
 }
 
+/* The helper could not be started again (the host dropped its ids to a
+ * user that may not run it, or chrooted where it is not): gRPC in the
+ * process from now on, with the same endpoint. false: it stays as it is. */
+static bool helper_to_module(struct ss_grpc_handle *h, const char *why) {
+    ss_otlp_endpoint ep;
+    if (ss_grpc_remote_endpoint(h->c, &ep) != 0)
+        return false;
+    const ss_grpc_module *m = grpc_module(h->who);
+    ss_grpc_client *local = m ? m->client_create(&ep) : NULL;
+    ss_otlp_endpoint_free(&ep);
+    if (!local)
+        return false;
+    ss_info("%s: %s; gRPC runs in this process from now on", h->who, why);
+    h->m->client_destroy(h->c);
+    h->m = m;
+    h->c = local;
+    atomic_store(&opened, m);
+    return true;
+}
+
 ss_grpc_call *ss_grpc_call_start(ss_grpc_client *c, const char *method_path,
                                  const void *bytes, size_t len, uint64_t deadline_ns,
                                  ss_grpc_result *result) {
     ss_grpc_call *k =
         handle(c)->m->call_start(handle(c)->c, method_path, bytes, len, deadline_ns, result);
+    if (!k && handle(c)->m == &ss_grpc_remote && ss_grpc_remote_unstartable(handle(c)->c) &&
+        helper_to_module(handle(c), result->message)) {
+        ss_grpc_result_free(result);
+        ss_grpc_result_init(result);
+        k = handle(c)->m->call_start(handle(c)->c, method_path, bytes, len, deadline_ns, result);
+    }
     if (!k)
         decode_details(result);
     return k;

@@ -43,5 +43,11 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
 /* The process that started a helper (a forked child reads its parent's),
  * 0 none. */
 pid_t ss_grpc_remote_started_in(void);
+/* A client of ss_grpc_remote whose helper ended and could not be started
+ * again at the last call (not a failure of the client itself). */
+bool ss_grpc_remote_unstartable(ss_grpc_client *c);
+/* Its endpoint, decoded into ep (free with ss_otlp_endpoint_free): 0 or
+ * -errno. */
+int ss_grpc_remote_endpoint(ss_grpc_client *c, ss_otlp_endpoint *ep);
 
 #endif

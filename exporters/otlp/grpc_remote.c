@@ -100,6 +100,7 @@ typedef struct remote {
     gid_t gid[3];
     ino_t netns;
     bool in_call;
+    bool unstartable;    /* the last start of a helper failed */
 } remote;
 
 /* ---- a forked child lets go of its parent's helpers ------------------- */
@@ -474,7 +475,9 @@ static ss_grpc_call *remote_call_start(ss_grpc_client *c, const char *method, co
         stop_helper(r, END_WAIT_NS); /* the host changed its ids or network, or took our socket */
     if (r->pid <= 0) {
         char why[PATH_MAX + 128];
-        if (start_helper(r, why, sizeof why) != 0) {
+        int rc = start_helper(r, why, sizeof why);
+        r->unstartable = rc != 0 && rc != -EIO;
+        if (rc != 0) {
             fail(res, SS_GRPC_UNAVAILABLE, "the gRPC helper process cannot be started: %.200s", why);
             return NULL;
         }
@@ -545,6 +548,20 @@ static void remote_call_cancel(ss_grpc_client *c, ss_grpc_call *call, ss_grpc_re
     /* the helper does not answer: it goes, the next call starts another */
     stop_helper(r, 0);
     fail(res, SS_GRPC_CANCELLED, "%s", "cancelled");
+}
+
+bool ss_grpc_remote_unstartable(ss_grpc_client *c) { return ((remote *)c)->unstartable; }
+
+int ss_grpc_remote_endpoint(ss_grpc_client *c, ss_otlp_endpoint *ep) {
+    remote *r = (remote *)c;
+    if (r->endpoint.len < SS_GW_HEADER)
+        return -EINVAL;
+    ss_gw_reader rd;
+    ss_gw_reader_init(&rd, r->endpoint.data + SS_GW_HEADER, r->endpoint.len - SS_GW_HEADER);
+    int rc = ss_gw_get_endpoint(&rd, ep);
+    if (rc != 0)
+        ss_otlp_endpoint_free(ep);
+    return rc;
 }
 
 const ss_grpc_module ss_grpc_remote = {
