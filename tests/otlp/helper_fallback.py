@@ -26,6 +26,8 @@ import tempfile
 import threading
 import time
 
+from verdict import verdict
+
 
 def main():
     lib, sink_js = sys.argv[1], sys.argv[2]
@@ -91,10 +93,7 @@ def main():
         failures.append(f"{len(after)} calls received after the kill")
     if not acc or acc.group(1) != acc.group(2) or acc.group(3) != "0":
         failures.append("records dropped: " + (acc.group(0) if acc else "no accounting line"))
-    for f in failures:
-        print("FAIL: " + f)
-    print("OK" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

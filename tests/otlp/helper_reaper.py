@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from verdict import verdict
+
 HOST = r'''
 import json, os, signal, subprocess, time
 sigchld = 0
@@ -120,10 +122,7 @@ def main():
     failures = []
     check("helper", run(lib, {}), True, failures)
     check("in-process", run(lib, {"STACKSHOT_GRPC_HELPER": "false"}), False, failures)
-    for f in failures:
-        print("FAIL: " + f)
-    print("OK" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

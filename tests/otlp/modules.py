@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from verdict import verdict
+
 # libcurl.so (OpenSSL's; libdw brings libcurl-gnutls for debuginfod, a
 # different file), libcbor (zorka), and the modules themselves
 HEAVY = re.compile(r"/(libgrpc|libgpr|libabsl|libstdc\+\+|libprotobuf-c|libssl|libcbor|"
@@ -204,10 +206,7 @@ def main():
             failures.append(f"missing: the text exporter wrote {dumps} rounds")
         if rc != 0:
             failures.append(f"missing: exit code {rc}")
-    for f in failures:
-        print("FAIL: " + f)
-    print("OK" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":
