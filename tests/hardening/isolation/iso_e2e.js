@@ -6,7 +6,9 @@
 // fake grpc_init, unw_backtrace, deflate, absl::Mutex::Lock... are in the
 // executable, exported; iso_host_linked, which has them in a library of
 // its own) with libstackshot.so preloaded, exporting otlp_logs (gzip) to
-// @elastic/mockotlpserver, qubership to tests/qubership/collector.py, and
+// @elastic/mockotlpserver with gRPC in the host (STACKSHOT_GRPC_HELPER=
+// false: the fallback where its helper process cannot be used; by default
+// gRPC is not mapped into the host at all), qubership to tests/qubership/collector.py, and
 // text and pprof files, and checks:
 //   - none of the host's fakes was called by the agent, and the host's own
 //     calls reached its own functions;
@@ -87,6 +89,7 @@ async function runHost(host) {
         STACKSHOT_LOG_LEVEL: 'debug',
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.grpcUrl.port}`,
         OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip',
+        STACKSHOT_GRPC_HELPER: 'false',
         REMOTE_DUMP_HOST: '127.0.0.1',
         REMOTE_DUMP_PORT_PLAIN: String(col.port),
         LD_PRELOAD: process.env.STACKSHOT_LIB,
