@@ -26,9 +26,11 @@
 #include "agent/thread.h"
 #include "agent/time.h"
 #include "agent/main_arena.h"
+#include "agent/kept_fd.h"
 
 #include <stdatomic.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -68,9 +70,57 @@ bool ss_internal_thread_is(pid_t tid) {
     return false;
 }
 
+/* Processes of the agent's that ended or are ending (the gRPC helper,
+ * by its pidfd): not the host's children, so init, which adopted them,
+ * reaps them, and until then each holds a task of the user's
+ * RLIMIT_NPROC and of the cgroup's pids.max. A host that ran short and
+ * makes its call again waits for them as for the agent's threads. The
+ * pidfds are kept descriptors (the host may close every number); a
+ * forked child's copies are its parent's. */
+#define MAX_ENDING 8
+static pthread_mutex_t ending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    ss_kept_fd fd;
+    pid_t owner; /* the process that kept it */
+} ending[MAX_ENDING];
+
+void ss_internal_process_ending(int pidfd) {
+    pthread_mutex_lock(&ending_lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_ENDING && slot < 0; i++)
+        if (ending[i].fd.fd < 0 || ending[i].owner != getpid())
+            slot = i;
+    if (slot < 0) {
+        close(pidfd); /* more than MAX_ENDING at once: this one is not waited for */
+    } else {
+        if (ending[slot].fd.fd >= 0)
+            ss_kept_fd_close_inherited(&ending[slot].fd);
+        ending[slot].fd = (ss_kept_fd)SS_KEPT_FD_NONE;
+        if (ss_kept_fd_adopt(&ending[slot].fd, pidfd) == 0)
+            ending[slot].owner = getpid();
+    }
+    pthread_mutex_unlock(&ending_lock);
+}
+
+static unsigned processes_alive(void) {
+    unsigned n = 0;
+    pthread_mutex_lock(&ending_lock);
+    for (int i = 0; i < MAX_ENDING; i++) {
+        if (ending[i].fd.fd < 0 || ending[i].owner != getpid())
+            continue;
+        int fd = ss_kept_fd_get(&ending[i].fd);
+        if (fd >= 0 && syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) == 0)
+            n++; /* running, or a zombie not reaped yet */
+        else
+            ss_kept_fd_close(&ending[i].fd); /* reaped, or the number is the host's now */
+    }
+    pthread_mutex_unlock(&ending_lock);
+    return n;
+}
+
 unsigned ss_internal_threads_alive(void) {
     pid_t pid = getpid();
-    unsigned n = 0;
+    unsigned n = processes_alive();
     for (int i = 0; i < MAX_INTERNAL; i++) {
         pid_t tid = atomic_load_explicit(&internal_tids[i], memory_order_relaxed);
         if (tid > 0 && (syscall(SYS_tgkill, pid, tid, 0) == 0 || errno != ESRCH))

@@ -30,7 +30,7 @@ void ss_internal_thread_add(pid_t tid);
 void ss_internal_thread_remove(pid_t tid);
 bool ss_internal_thread_is(pid_t tid);
 /* How many of the registered threads (the agent's, gRPC's) the kernel has
- * not reaped yet. */
+ * not reaped yet, and of the agent's processes handed over as ending. */
 unsigned ss_internal_threads_alive(void);
 /* The agent's threads created from now on wait (1 s at most) for thread
  * `tid` of this process to end before they run (thread.c). */
@@ -55,6 +55,11 @@ bool ss_internal_thread_mark(bool on);
 
 /* The core's own (hidden from modules). */
 void ss_internal_threads_reset(void);
+/* A process of the agent's (the gRPC helper) ends: its pidfd is kept here
+ * (and closed once it is reaped), so that ss_internal_threads_alive counts
+ * it until init reaps it. */
+void ss_internal_process_ending(int pidfd);
+
 /* On an agent thread: if it runs real-time (the host made it so), every
  * registered agent thread goes back to SCHED_OTHER; true if it did. */
 bool ss_internal_threads_keep_normal(void);

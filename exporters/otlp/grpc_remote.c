@@ -46,6 +46,7 @@
 #include "agent/config.h"
 #include "agent/kept_fd.h"
 #include "agent/log.h"
+#include "agent/thread.h"
 #include "agent/time.h"
 #include "exporters/common/common.h"
 #include "exporters/otlp/grpc_module.h"
@@ -220,8 +221,10 @@ static void wait_end(remote *r, uint64_t wait_ns) {
             ;
         if (!(p.revents & POLLIN))
             syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+        /* its task counts for the host's limits until init reaps it */
+        ss_internal_process_ending(fd);
+        ss_kept_fd_forget(&r->pidfd);
     }
-    ss_kept_fd_close(&r->pidfd);
     r->pid = 0;
 }
 
