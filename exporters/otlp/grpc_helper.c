@@ -11,6 +11,9 @@
  * and ends when the host's end of the socket closes (the host exits,
  * execs, or the agent stops).
  *
+ * It leads a session of its own (setsid): signals meant for the host's
+ * process group or terminal do not reach it.
+ *
  * Its descriptors: 3 the socket, 0-2 /dev/null (gRPC writes nothing to
  * the host's stderr; the client's own lines go to the host as 'L' frames
  * and the host's log writes them). */
@@ -159,6 +162,10 @@ static int serve(helper *h) {
 }
 
 int main(void) {
+    /* a session of its own: the host's terminal (^C, ^Z, a hangup) and a
+     * kill of the host's process group are the host's; the helper ends
+     * with its socket */
+    setsid();
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL); /* the agent's thread blocked them all */

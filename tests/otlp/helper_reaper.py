@@ -11,8 +11,10 @@ helper starts all the same) at 100 ms. The host must reap exactly its own
 child, get SIGCHLD for it alone, and have no other child at the end; the
 agent's debug line names the helper's pid, which must not have been the
 host's child (its parent is init or a subreaper) and must be gone or a
-zombie of its new parent after the host exits. Then the same with
-STACKSHOT_GRPC_HELPER=false: no helper at all (the control).
+zombie of its new parent after the host exits. The host then sends
+SIGINT to its process group (a shell's ^C), which it handles: the helper
+(a session of its own, found by the pidfd the agent holds) runs on. Then the
+same with STACKSHOT_GRPC_HELPER=false: no helper at all (the control).
 """
 import json
 import os
@@ -46,6 +48,29 @@ while time.monotonic() < until:
     except ChildProcessError:
         pass
     time.sleep(0.02)
+# the helper, by the pidfd the agent holds ("Pid:" in its fdinfo)
+def helper_pid():
+    import re
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            m = re.search(r"^Pid:\s+(\d+)$", open(f"/proc/self/fdinfo/{fd}").read(), re.M)
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return None
+def running(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, TypeError):
+        return False
+# a shell's ^C: SIGINT to the whole process group, which the host handles
+signal.signal(signal.SIGINT, lambda s, f: None)
+hp = helper_pid()
+before = running(hp)
+os.killpg(0, signal.SIGINT)
+time.sleep(0.3)
+after = running(hp)
 children = []
 for d in os.listdir("/proc"):
     if d.isdigit():
@@ -55,7 +80,8 @@ for d in os.listdir("/proc"):
             continue
         if f"\nPPid:\t{os.getpid()}\n" in st:
             children.append(int(d))
-print(json.dumps({"own": own, "reaped": reaped, "sigchld": sigchld, "children": children}))
+print(json.dumps({"own": own, "reaped": reaped, "sigchld": sigchld, "children": children,
+                  "helper": hp, "before": before, "after": after}))
 '''
 
 
@@ -77,7 +103,7 @@ def run(lib, extra):
         })
         env.update(extra)
         p = subprocess.run([sys.executable, "-c", HOST], env=env, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60, start_new_session=True)
     return p
 
 
@@ -98,7 +124,8 @@ def check(name, p, want_helper, failures):
     helpers = [int(x) for x in re.findall(r"gRPC calls made by stackshot-grpc-helper, pid (\d+)",
                                           p.stderr)]
     print(f"{name}: own child {r['own']}, reaped {r['reaped']}, SIGCHLD {r['sigchld']}, "
-          f"children left {r['children']}, helpers {helpers}")
+          f"children left {r['children']}, helpers {helpers}; helper {r['helper']} running "
+          f"before the group's SIGINT {r['before']}, after {r['after']}")
     if r["reaped"] != [r["own"]]:
         failures.append(f"{name}: the host reaped {r['reaped']}, not only its child {r['own']}")
     if r["sigchld"] != 1:
@@ -107,6 +134,9 @@ def check(name, p, want_helper, failures):
         failures.append(f"{name}: children left {r['children']}")
     if want_helper and len(helpers) != 1:
         failures.append(f"{name}: {len(helpers)} helpers named in the agent's lines, not 1")
+    if want_helper and (r["helper"] not in helpers or not r["before"] or not r["after"]):
+        failures.append(f"{name}: the helper {r['helper']} running before the host's SIGINT to "
+                        f"its process group: {r['before']}, after: {r['after']}")
     if not want_helper and helpers:
         failures.append(f"{name}: a helper was started: {helpers}")
     for h in helpers:
