@@ -471,11 +471,26 @@ static void helper_gone(remote *r, ss_grpc_result *res, int rc) {
     r->in_call = false;
 }
 
+/* Between calls the helper sends nothing: a readable socket is one whose
+ * other end closed (the helper was killed, or ended). */
+static bool helper_closed(remote *r) {
+    int fd = ss_kept_fd_get(&r->sock);
+    if (fd < 0)
+        return true;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) != 1)
+        return false;
+    char c;
+    return (p.revents & (POLLHUP | POLLERR)) || recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static ss_grpc_call *remote_call_start(ss_grpc_client *c, const char *method, const void *bytes,
                                        size_t len, uint64_t deadline_ns, ss_grpc_result *res) {
     remote *r = (remote *)c;
-    if (r->pid > 0 && (creds_changed(r) || ss_kept_fd_get(&r->sock) < 0))
-        stop_helper(r, END_WAIT_NS); /* the host changed its ids or network, or took our socket */
+    /* a helper that ended since the last call, a host that changed its ids
+     * or network or took our socket: a new helper, not a failed call */
+    if (r->pid > 0 && (helper_closed(r) || creds_changed(r)))
+        stop_helper(r, END_WAIT_NS);
     if (r->pid <= 0) {
         char why[PATH_MAX + 128];
         int rc = start_helper(r, why, sizeof why);

@@ -511,4 +511,32 @@ cases.helper_killed = async () => {
     assert.equal(k.retries, 1);
 };
 
+// The helper killed between calls ("helper" argument): the next call
+// finds its socket closed and starts a new helper first: no call fails.
+cases.helper_killed_idle = async () => {
+    if (process.argv[3] !== 'helper') lib.skip('only with the helper');
+    let seen = '';
+    const helpers = () => [...seen.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)/g)]
+        .map((m) => Number(m[1]));
+    const recv = new Receiver((i) => {
+        // answered at once; killed while the exporter waits for the next round
+        if (i === 0) setTimeout(() => process.kill(helpers()[0], 'SIGKILL'), 60);
+        return {};
+    });
+    const port = await recv.start();
+    const res = await lib.run(process.env.OTLP_DRIVER, ['3', String(THREADS)],
+        baseEnv(port, {SPLUNK_PROFILER_CALL_STACK_INTERVAL: '400'}),
+        {onStderr: (all) => (seen = all)});
+    await recv.close();
+    assert.equal(res.code, 0);
+    assertExactlyOnce(recv, 3);
+    const pids = helpers();
+    assert.equal(pids.length, 2, `a new helper after the kill: ${pids}`);
+    assert.doesNotMatch(res.stderr, /failed: UNAVAILABLE/);
+    const k = lib.counters(res.stderr);
+    assert.equal(k.exported, 9);
+    assert.equal(k.failures, 0);
+    assert.equal(k.retries, 0);
+};
+
 lib.runCases(cases);
