@@ -480,61 +480,55 @@ cases.hang_no_timeout = async () => {
     assert.match(res.stderr, /12 records not delivered before the shutdown deadline/);
 };
 
-// The gRPC helper process killed while a call is in flight (run with the
-// "helper" argument): the call ends UNAVAILABLE, once, and is retried
-// through a new helper; every record arrives exactly once.
-cases.helper_killed = async () => {
+// Three rounds through the gRPC helper ("helper" argument) to a receiver
+// whose script(i, kill) may kill the agent's first helper (kill() does);
+// after the run: every record exactly once, two helpers named (the first
+// and the one started after the kill). Resolves with {res, pids}.
+async function killHelper(script, extraEnv = {}) {
     if (process.argv[3] !== 'helper') lib.skip('only with the helper');
     let seen = '';
     const helpers = () => [...seen.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)/g)]
         .map((m) => Number(m[1]));
-    const recv = new Receiver((i) => {
-        if (i === 0) process.kill(helpers()[0], 'SIGKILL');
-        return i === 0 ? {code: 14, details: 'never seen: the helper is gone'} : {};
-    });
+    const recv = new Receiver((i) => script(i, () => process.kill(helpers()[0], 'SIGKILL')));
     const port = await recv.start();
-    const res = await lib.run(process.env.OTLP_DRIVER, ['3', String(THREADS)], baseEnv(port),
-        {onStderr: (all) => (seen = all)});
+    const res = await lib.run(process.env.OTLP_DRIVER, ['3', String(THREADS)],
+        baseEnv(port, extraEnv), {onStderr: (all) => (seen = all)});
     await recv.close();
     assert.equal(res.code, 0);
     assertExactlyOnce(recv, 3);
     const pids = helpers();
     assert.equal(pids.length, 2, `a new helper after the kill: ${pids}`);
     assert.notEqual(pids[0], pids[1]);
+    assert.equal(lib.counters(res.stderr).exported, 9);
+    return {res, pids};
+}
+
+// The helper killed while a call is in flight: the call ends UNAVAILABLE,
+// once, and is retried through a new helper.
+cases.helper_killed = async () => {
+    const {res, pids} = await killHelper((i, kill) => {
+        if (i === 0) kill();
+        return i === 0 ? {code: 14, details: 'never seen: the helper is gone'} : {};
+    });
     assert.match(res.stderr, new RegExp(`export to .* failed: UNAVAILABLE: the gRPC helper ` +
         `process ended \\(pid ${pids[0]}: its socket closed\\); retrying in \\d+ ms`));
     assert.doesNotMatch(res.stderr, /never seen/);
     const k = lib.counters(res.stderr);
-    assert.equal(k.exported, 9);
     assert.equal(k.dropped, 0);
     assert.equal(k.failures, 1);
     assert.equal(k.retries, 1);
 };
 
-// The helper killed between calls ("helper" argument): the next call
-// finds its socket closed and starts a new helper first: no call fails.
+// The helper killed between calls: the next call finds its socket closed
+// and starts a new helper first: no call fails.
 cases.helper_killed_idle = async () => {
-    if (process.argv[3] !== 'helper') lib.skip('only with the helper');
-    let seen = '';
-    const helpers = () => [...seen.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)/g)]
-        .map((m) => Number(m[1]));
-    const recv = new Receiver((i) => {
+    const {res} = await killHelper((i, kill) => {
         // answered at once; killed while the exporter waits for the next round
-        if (i === 0) setTimeout(() => process.kill(helpers()[0], 'SIGKILL'), 60);
+        if (i === 0) setTimeout(kill, 60);
         return {};
-    });
-    const port = await recv.start();
-    const res = await lib.run(process.env.OTLP_DRIVER, ['3', String(THREADS)],
-        baseEnv(port, {SPLUNK_PROFILER_CALL_STACK_INTERVAL: '400'}),
-        {onStderr: (all) => (seen = all)});
-    await recv.close();
-    assert.equal(res.code, 0);
-    assertExactlyOnce(recv, 3);
-    const pids = helpers();
-    assert.equal(pids.length, 2, `a new helper after the kill: ${pids}`);
+    }, {SPLUNK_PROFILER_CALL_STACK_INTERVAL: '400'});
     assert.doesNotMatch(res.stderr, /failed: UNAVAILABLE/);
     const k = lib.counters(res.stderr);
-    assert.equal(k.exported, 9);
     assert.equal(k.failures, 0);
     assert.equal(k.retries, 0);
 };
