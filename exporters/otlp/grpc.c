@@ -72,6 +72,21 @@ static void decode_details(ss_grpc_result *r) {
                                                    r->details.len, &r->retry_delay_ns);
 }
 
+/* h's client made by the module in this process: 0, -ENOPKG (no module:
+ * it said so) or -EIO (the client could not be made: it said why). */
+static int use_module(struct ss_grpc_handle *h, const ss_otlp_endpoint *ep) {
+    const ss_grpc_module *m = grpc_module(h->who);
+    if (!m)
+        return -ENOPKG;
+    ss_grpc_client *c = m->client_create(ep);
+    if (!c)
+        return -EIO;
+    h->m = m;
+    h->c = c;
+    atomic_store(&opened, m);
+    return 0;
+}
+
 ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *who, int *err) {
     struct ss_grpc_handle *h = calloc(1, sizeof *h);
     if (!h) {
@@ -79,31 +94,14 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
         return NULL;
     }
     snprintf(h->who, sizeof h->who, "%s", who);
+    h->m = &ss_grpc_remote;
     h->c = ss_grpc_remote_create(ep, who, err);
-    if (h->c) {
-        h->m = &ss_grpc_remote;
-        return (ss_grpc_client *)h;
-    }
-    free(h);
-    if (*err != -ENOEXEC)
-        return NULL;
-    const ss_grpc_module *m = grpc_module(who);
-    if (!m) {
-        *err = -ENOPKG;
-        return NULL;
-    }
-    h = calloc(1, sizeof *h);
-    if (h) {
-        snprintf(h->who, sizeof h->who, "%s", who);
-        h->c = m->client_create(ep);
-    }
-    if (!h || !h->c) {
+    if (!h->c && *err == -ENOEXEC) /* no helper here: the module */
+        *err = use_module(h, ep);
+    if (!h->c) {
         free(h);
-        *err = -EIO;
         return NULL;
     }
-    h->m = m;
-    atomic_store(&opened, m);
     return (ss_grpc_client *)h;
 }
 
@@ -136,16 +134,13 @@ static bool helper_to_module(struct ss_grpc_handle *h, const char *why) {
     ss_otlp_endpoint ep;
     if (ss_grpc_remote_endpoint(h->c, &ep) != 0)
         return false;
-    const ss_grpc_module *m = grpc_module(h->who);
-    ss_grpc_client *local = m ? m->client_create(&ep) : NULL;
+    ss_grpc_client *remote = h->c;
+    int rc = use_module(h, &ep);
     ss_otlp_endpoint_free(&ep);
-    if (!local)
+    if (rc != 0)
         return false;
     ss_info("%s: %s; gRPC runs in this process from now on", h->who, why);
-    h->m->client_destroy(h->c);
-    h->m = m;
-    h->c = local;
-    atomic_store(&opened, m);
+    ss_grpc_remote.client_destroy(remote);
     return true;
 }
 

@@ -143,7 +143,6 @@ typedef struct spawn_args {
     char *const *envp;
     int sock;
     char *helper_stack; /* its top */
-    bool want_pidfd;
     pid_t pid;          /* the helper's, from the go-between */
     int pidfd;          /* CLONE_PIDFD's answer, -1 none */
     int err;            /* errno of what failed: the helper's exec, its clone */
@@ -180,9 +179,7 @@ fail:
 static int go_between(void *arg) {
     spawn_args *a = arg;
     int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
-    pid_t pid = -1;
-    if (a->want_pidfd)
-        pid = clone(helper_child, a->helper_stack, flags | CLONE_PIDFD, a, &a->pidfd);
+    pid_t pid = clone(helper_child, a->helper_stack, flags | CLONE_PIDFD, a, &a->pidfd);
     if (pid < 0 && !a->err) {
         a->pidfd = -1; /* a kernel before 5.2 */
         pid = clone(helper_child, a->helper_stack, flags, a);
@@ -268,8 +265,8 @@ static int start_process(remote *r, char *why, size_t why_len) {
     char *stacks = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     char **envp = helper_env();
-    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .want_pidfd = true,
-                    .pid = -1, .pidfd = -1};
+    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .pid = -1,
+                    .pidfd = -1};
     int err = ENOMEM;
     if (stacks != MAP_FAILED && envp) {
         a.helper_stack = stacks + 2 * stack_len;
@@ -467,8 +464,6 @@ static void helper_gone(remote *r, ss_grpc_result *res, int rc) {
     snprintf(what, sizeof what, "pid %d: %s", (int)pid,
              rc == -EPIPE ? "its socket closed" : strerror(-rc));
     fail(res, SS_GRPC_UNAVAILABLE, "the gRPC helper process ended (%s)", what);
-    ss_buf_reset(&r->in);
-    r->in_call = false;
 }
 
 /* Between calls the helper sends nothing: a readable socket is one whose
