@@ -153,6 +153,21 @@ static uint64_t median(uint64_t *v, int n) {
     return v[n / 2];
 }
 
+/* The wall time of argv under four configurations, runs interleaved (A B
+ * C D A B C D ...), at most five of each (n asked): the medians. */
+static void median_runs(char *const argv[], env *const cfg[4], int n, uint64_t med[4]) {
+    uint64_t t[4][64];
+    int rn = n < 5 ? n : 5;
+    for (int r = 0; r < rn; r++)
+        for (int c = 0; c < 4; c++) {
+            uint64_t t0 = now_ns();
+            run(argv, cfg[c]->v, NULL, 0);
+            t[c][r] = now_ns() - t0;
+        }
+    for (int c = 0; c < 4; c++)
+        med[c] = median(t[c], rn);
+}
+
 /* ---- child modes ------------------------------------------------------ */
 
 /* Sleep until ms from now, whatever interrupts (an EINTR is not ours to
@@ -454,16 +469,7 @@ int main(int argc, char **argv) {
     if (make_project(proj) == 0 && access("/usr/bin/make", X_OK) == 0) {
         char *make_argv[] = {"/usr/bin/make", "-s", "-B", "-j2", "-C", proj, NULL};
         env *mcfg[4] = {&none, &empty, &at10, &text};
-        uint64_t mk[4][64];
-        int mn = n < 5 ? n : 5;
-        for (int r = 0; r < mn; r++)
-            for (int c = 0; c < 4; c++) {
-                uint64_t t0 = now_ns();
-                run(make_argv, mcfg[c]->v, NULL, 0);
-                mk[c][r] = now_ns() - t0;
-            }
-        for (int c = 0; c < 4; c++)
-            mm[c] = median(mk[c], mn);
+        median_runs(make_argv, mcfg, n, mm);
     }
 
     /* 1d. xz -T2: threads that block every signal, sampled by the kernel */
@@ -481,16 +487,7 @@ int main(int argc, char **argv) {
         char *xz_argv[] = {"/usr/bin/xz", "-6", "-T2", "--block-size=4MiB", "-k", "-f", "-q",
                            xz_in, NULL};
         env *xcfg[4] = {&none, &empty, &at10, &at1s};
-        uint64_t xk[4][64];
-        int xn = n < 5 ? n : 5;
-        for (int r = 0; r < xn; r++)
-            for (int c = 0; c < 4; c++) {
-                uint64_t t0 = now_ns();
-                run(xz_argv, xcfg[c]->v, NULL, 0);
-                xk[c][r] = now_ns() - t0;
-            }
-        for (int c = 0; c < 4; c++)
-            mx[c] = median(xk[c], xn);
+        median_runs(xz_argv, xcfg, n, mx);
     }
 
     /* 2. fork()+_exit: the agent armed (before its first round), running,
