@@ -38,38 +38,37 @@ const void *ss_module_grpc_entry(void);
 
 static ss_buf out; /* a frame being sent (one thread: no lock) */
 
-static void send_frame(void) {
-    if (out.len && !out.failed)
-        (void)ss_gw_send(SOCK, out.data, out.len, 0);
-    ss_buf_reset(&out);
-    out.failed = false;
+/* End the frame begun in b, send it, and empty b for the next (also
+ * after a frame that could not be made: no memory). */
+static void send_frame(ss_buf *b) {
+    if (ss_gw_end(b, 0) == 0)
+        (void)ss_gw_send(SOCK, b->data, b->len, 0);
+    ss_buf_reset(b);
+    b->failed = false;
 }
 
+/* A line of the client's, in a buffer of its own: it may come while a
+ * frame is being made in `out`. */
 static void send_line(ss_log_level level, const char *msg) {
     ss_buf line;
     ss_buf_init(&line);
     ss_gw_begin(&line, SS_GW_LOG);
     ss_gw_u32(&line, (uint32_t)level);
     ss_gw_str(&line, msg);
-    if (ss_gw_end(&line, 0) == 0)
-        (void)ss_gw_send(SOCK, line.data, line.len, 0);
+    send_frame(&line);
     ss_buf_free(&line);
 }
 
 static void send_done(const ss_grpc_result *res) {
     ss_gw_begin(&out, SS_GW_DONE);
     ss_gw_put_result(&out, res);
-    if (ss_gw_end(&out, 0) == 0)
-        send_frame();
-    ss_buf_reset(&out);
+    send_frame(&out);
 }
 
 static void send_created(int rc) {
     ss_gw_begin(&out, SS_GW_CREATED);
     ss_gw_u32(&out, (uint32_t)-rc);
-    if (ss_gw_end(&out, 0) == 0)
-        send_frame();
-    ss_buf_reset(&out);
+    send_frame(&out);
 }
 
 typedef struct helper {
