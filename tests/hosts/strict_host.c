@@ -1,7 +1,8 @@
 #define _GNU_SOURCE
 /* strict_host.c: a sandbox's shape: worker threads that put themselves in
  * seccomp's strict mode (read, write, _exit and rt_sigreturn only) and
- * compute there for about a second, then write their result and end with a raw
+ * compute there for about a second (a count measured on the clock before,
+ * as a machine's speed goes), then write their result and end with a raw
  * _exit; the main thread joins them. `strict_host prctl` enters strict
  * mode through prctl, `strict_host syscall` through the seccomp system
  * call (no glibc wrapper). Used by hosts.py (case strict). */
@@ -9,15 +10,37 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static int use_syscall;
 
+/* The calibration's loop; worker() has its own (its stacks must end in
+ * worker(), and the symbols show inlined functions as frames). */
+static unsigned long count_to(unsigned long n) {
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++)
+        x += i;
+    return x;
+}
+
+/* How many turns of count_to's loop take about a second here. */
+static unsigned long turns_per_second(void) {
+    struct timespec a, b;
+    unsigned long n = 20000000ul;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    count_to(n);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    return s > 0 ? (unsigned long)((double)n / s) : 1500000000ul;
+}
+
 static void *worker(void *arg) {
     const char *name = arg;
     pthread_setname_np(pthread_self(), name);
+    unsigned long turns = turns_per_second();
     if (use_syscall)
         syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, NULL);
     else
@@ -26,7 +49,7 @@ static void *worker(void *arg) {
     /* about a second of computing; no clock: where the vDSO cannot read
      * the clock source it makes the system call, which would kill us */
     volatile unsigned long x = 0;
-    for (unsigned long i = 0; i < 1500000000ul; i++)
+    for (unsigned long i = 0; i < turns; i++)
         x += i;
     char line[64];
     size_t n = strlen(name);
