@@ -38,11 +38,24 @@
  * in sanitizer builds, or when the clone fails. A helper that ends is started
  * again at the next call; so is one whose user, group or network
  * namespace is no longer the host's (a host that drops its privileges
- * after the start must not keep a helper with the old ones). A forked
- * child closes its copy of the parent's socket at once (the parent's
- * helper must see its end close when the parent's does) and, as with
- * gRPC in the process, does not export over gRPC (a helper per child of
- * a forking server would double its processes). */
+ * after the start must not keep a helper with the old ones).
+ *
+ * Forked children share their parent's helper. A child closes its copy
+ * of the parent's socket at once (it is the parent's conversation) but
+ * keeps the helper's door (the other end of a SOCK_SEQPACKET pair the
+ * helper holds): when its own exporter opens, it makes a socket pair,
+ * passes one end through the door and talks to the helper on the other,
+ * with its own endpoint frame and its own calls. So a forking server's
+ * children export over gRPC, as their parent does, without a helper
+ * each (a helper per child would double a forking server's processes)
+ * and without gRPC in the child (gRPC cannot be used in a forked child
+ * of a process that ran it). Its own children inherit the door in turn.
+ * A child that cannot join (its user, group or network namespace is no
+ * longer its parent's, the helper is gone, or none was started before
+ * the fork) does not export over gRPC and says so once, as before. The
+ * owner does not wait for a helper that others use when it stops (the
+ * helper answers its 'Q' with 'K'); the helper ends when the last of the
+ * tree has let go of it. */
 #include "agent/config.h"
 #include "agent/kept_fd.h"
 #include "agent/log.h"
@@ -83,6 +96,7 @@
 #endif
 
 #define HELPER_FD 3
+#define DOOR_FD 4
 /* How long a new helper may take to make its client (gRPC's start). */
 #define CREATE_WAIT_NS (10ull * 1000000000ull)
 /* How long a cancel or a close waits for the helper before killing it. */
@@ -91,7 +105,9 @@
 
 typedef struct remote {
     ss_kept_fd sock;
-    ss_kept_fd pidfd;    /* the helper's, while it runs (none: kernel before 5.2) */
+    ss_kept_fd pidfd;    /* the helper's, while it runs (none: kernel before 5.2,
+                          * or a helper joined, not started) */
+    ss_kept_fd door;     /* the helper's door: kept for the forked children */
     pid_t pid;           /* the helper, 0: none */
     ss_buf endpoint;     /* the 'E' frame, sent to every helper started */
     ss_buf in, out;
@@ -102,26 +118,38 @@ typedef struct remote {
     ino_t netns;
     bool in_call;
     bool unstartable;    /* the last start of a helper failed */
+    bool joined;         /* a forked child's: the helper is its parent's */
 } remote;
 
 /* ---- a forked child lets go of its parent's helpers ------------------- */
 
 static remote *_Atomic live[MAX_REMOTES];
+/* A forked child's copies of its parent's remotes, kept for their doors
+ * (never freed: the parent's objects are left untouched in a child). */
+static remote *_Atomic inherited[MAX_REMOTES];
 /* The process that started a helper: a forked child reads its parent's. */
 static _Atomic pid_t started_in;
 
 pid_t ss_grpc_remote_started_in(void) { return atomic_load(&started_in); }
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+/* The child's copy of the parent's socket is closed (the parent's helper
+ * must see its end close when the parent's does), and of its pidfd (the
+ * owner's to watch); the door is kept for a join (checked then). */
 static void forget_in_child(void) {
     for (int i = 0; i < MAX_REMOTES; i++) {
         remote *r = atomic_load_explicit(&live[i], memory_order_relaxed);
         if (!r)
             continue;
-        ss_kept_fd_close_inherited(&r->sock); /* the parent's helper is not ours */
+        ss_kept_fd_close_inherited(&r->sock);
         ss_kept_fd_close_inherited(&r->pidfd);
-        r->pid = 0;
+        r->in_call = false;
         atomic_store_explicit(&live[i], NULL, memory_order_relaxed);
+        for (int k = 0; k < MAX_REMOTES; k++) {
+            remote *none = NULL;
+            if (atomic_compare_exchange_strong(&inherited[k], &none, r))
+                break;
+        }
     }
 }
 
@@ -142,6 +170,7 @@ typedef struct spawn_args {
     const char *path;
     char *const *envp;
     int sock;
+    int door;
     char *helper_stack; /* its top */
     pid_t pid;          /* the helper's, from the go-between */
     int pidfd;          /* CLONE_PIDFD's answer, -1 none */
@@ -154,18 +183,20 @@ typedef struct spawn_args {
 static int helper_child(void *arg) {
     spawn_args *a = arg;
     char *argv[] = {(char *)"stackshot-grpc-helper", NULL};
-    int null;
-    if (a->sock == HELPER_FD ? fcntl(HELPER_FD, F_SETFD, 0) != 0
-                             : dup2(a->sock, HELPER_FD) != HELPER_FD)
+    /* both above the numbers they go to first (either may be 3 or 4),
+     * then in place (dup2 clears close-on-exec) */
+    int sock = fcntl(a->sock, F_DUPFD, DOOR_FD + 1);
+    int door = fcntl(a->door, F_DUPFD, DOOR_FD + 1);
+    if (sock < 0 || door < 0 || dup2(sock, HELPER_FD) != HELPER_FD || dup2(door, DOOR_FD) != DOOR_FD)
         goto fail;
-    null = open("/dev/null", O_RDWR);
+    int null = open("/dev/null", O_RDWR);
     if (null < 0)
         goto fail;
     for (int fd = 0; fd <= 2; fd++)
         if (null != fd && dup2(null, fd) != fd)
             goto fail;
-    if (syscall(SYS_close_range, HELPER_FD + 1, ~0u, 0) != 0)
-        for (int fd = HELPER_FD + 1; fd < 65536; fd++)
+    if (syscall(SYS_close_range, DOOR_FD + 1, ~0u, 0) != 0)
+        for (int fd = DOOR_FD + 1; fd < 65536; fd++)
             close(fd);
     execve(a->path, argv, a->envp);
 fail:
@@ -225,9 +256,62 @@ static void wait_end(remote *r, uint64_t wait_ns) {
     r->pid = 0;
 }
 
+static int send_out(remote *r, uint64_t deadline_ns);
+static int next_frame(remote *r, uint64_t deadline_ns, int *type, size_t *len);
+
+/* The owner quits a helper that others may share (its forked children,
+ * joined or still holding the door): 'Q', then its end or its 'K'
+ * awaited. true: it keeps on for the others; do not wait for it. */
+static bool quit_shared(remote *r, uint64_t wait_ns) {
+    int sock = ss_kept_fd_get(&r->sock), pidfd = ss_kept_fd_get(&r->pidfd);
+    if (sock < 0 || pidfd < 0 || wait_ns == 0)
+        return false;
+    uint64_t deadline = ss_mono_ns() + wait_ns;
+    ss_gw_begin(&r->out, SS_GW_QUIT);
+    if (ss_gw_end(&r->out, 0) != 0 || send_out(r, deadline) != 0)
+        return false;
+    for (;;) {
+        uint64_t now = ss_mono_ns();
+        if (now >= deadline)
+            return false;
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
+        int ms = (int)((deadline - now + 999999) / 1000000);
+        if (poll(p, 2, ms) < 0 && errno != EINTR)
+            return false;
+        if (p[0].revents & POLLIN)
+            return false; /* it ended */
+        int type;
+        size_t len;
+        int got = p[1].revents ? next_frame(r, 0, &type, &len) : 0;
+        if (got < 0)
+            return false; /* its socket closed: it is ending */
+        if (got == 1) {
+            ss_gw_consume(&r->in, len);
+            if (type == SS_GW_KEEPING)
+                return true;
+        }
+    }
+}
+
+/* Let go of the helper: an owner closes the door and quits it (waiting
+ * at most wait_ns for its end, then killing it, unless it keeps on for
+ * the owner's children); a joined child only closes its socket (the
+ * helper is its parent's; the door is kept to join again). */
 static void stop_helper(remote *r, uint64_t wait_ns) {
+    bool keeps = false;
+    if (!r->joined) {
+        ss_kept_fd_close(&r->door);
+        keeps = quit_shared(r, wait_ns);
+    }
     ss_kept_fd_close(&r->sock); /* the helper's end closes: it ends */
-    wait_end(r, wait_ns);
+    if (keeps) {
+        ss_debug("%s: the gRPC helper (pid %d) keeps on for the forked children", r->who,
+                 (int)r->pid);
+        ss_kept_fd_close(&r->pidfd);
+        r->pid = 0;
+    } else {
+        wait_end(r, wait_ns);
+    }
     ss_buf_reset(&r->in);
     r->in_call = false;
 }
@@ -255,17 +339,24 @@ static char **helper_env(void) {
 }
 
 static int start_process(remote *r, char *why, size_t why_len) {
-    int sv[2];
+    int sv[2], dv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         snprintf(why, why_len, "socketpair: %s", strerror(errno));
         return -errno;
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, dv) != 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        snprintf(why, why_len, "socketpair: %s", strerror(e));
+        return -e;
     }
     int mine = ss_fd_move_high(sv[0]);
     size_t stack_len = 64 * 1024; /* two: the go-between's and the helper's */
     char *stacks = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     char **envp = helper_env();
-    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .pid = -1,
+    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .door = dv[1], .pid = -1,
                     .pidfd = -1};
     int err = ENOMEM;
     if (stacks != MAP_FAILED && envp) {
@@ -286,21 +377,74 @@ static int start_process(remote *r, char *why, size_t why_len) {
         munmap(stacks, 2 * stack_len);
     free(envp);
     close(sv[1]);
+    close(dv[1]);
     if (a.pid > 0 && a.err == 0 && a.pidfd >= 0 && ss_kept_fd_adopt(&r->pidfd, ss_fd_move_high(a.pidfd)) != 0)
         a.pidfd = -1;
     if (a.pid <= 0 || a.err) {
         if (a.pidfd >= 0)
             close(a.pidfd); /* a helper that could not exec: it ended already */
         close(mine);
+        close(dv[0]);
         snprintf(why, why_len, "%s: %s", r->path, strerror(err ? err : ECHILD));
         return -(err ? err : ECHILD);
     }
     r->pid = a.pid;
+    /* without its door the children do without the helper, not the owner */
+    if (ss_kept_fd_adopt(&r->door, ss_fd_move_high(dv[0])) != 0)
+        ss_debug("%s: the gRPC helper's door could not be kept", r->who);
     int rc = ss_kept_fd_adopt(&r->sock, mine);
     if (rc != 0) {
+        ss_kept_fd_close(&r->door);
         wait_end(r, 0);
         snprintf(why, why_len, "its socket: %s", strerror(-rc));
     }
+    return rc;
+}
+
+/* A forked child joins its parent's helper: one end of a new socket pair
+ * through the door, the other its own. 0, or -errno with why. */
+static int join_helper(remote *r, char *why, size_t why_len) {
+    if (creds_changed(r)) {
+        snprintf(why, why_len, "its user, group or network namespace is not the helper's");
+        return -EPERM;
+    }
+    int door = ss_kept_fd_get(&r->door);
+    if (door < 0) {
+        snprintf(why, why_len, "the helper's door was closed in this process");
+        return -EBADF;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(why, why_len, "socketpair: %s", strerror(errno));
+        return -errno;
+    }
+    char byte = 'J';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+                         .msg_controllen = sizeof ctl.space};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &sv[1], sizeof(int));
+    ssize_t k;
+    while ((k = sendmsg(door, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    int err = k == 1 ? 0 : k < 0 ? errno : EIO;
+    close(sv[1]);
+    if (err) {
+        close(sv[0]);
+        snprintf(why, why_len, "the helper (pid %d) is gone: %s", (int)r->pid, strerror(err));
+        return -err;
+    }
+    int rc = ss_kept_fd_adopt(&r->sock, ss_fd_move_high(sv[0]));
+    if (rc != 0)
+        snprintf(why, why_len, "its socket: %s", strerror(-rc));
     return rc;
 }
 
@@ -336,14 +480,12 @@ static int next_frame(remote *r, uint64_t deadline_ns, int *type, size_t *len) {
     }
 }
 
-/* A new helper with its client made: 0, or -errno with why. */
-static int start_helper(remote *r, char *why, size_t why_len) {
-    int rc = start_process(r, why, why_len);
-    if (rc != 0)
-        return rc;
+/* The helper, just started or joined, makes this client's gRPC client:
+ * 0, or -errno with why (the helper let go of). */
+static int greet(remote *r, char *why, size_t why_len) {
     ss_buf_append(&r->out, r->endpoint.data, r->endpoint.len);
     uint64_t deadline = ss_mono_ns() + CREATE_WAIT_NS;
-    rc = send_out(r, deadline);
+    int rc = send_out(r, deadline);
     int type = 0;
     size_t len = 0;
     if (rc == 0)
@@ -354,7 +496,8 @@ static int start_helper(remote *r, char *why, size_t why_len) {
         uint32_t e = ss_gw_get_u32(&rd);
         ss_gw_consume(&r->in, len);
         if (!rd.bad && e == 0) {
-            ss_debug("%s: gRPC calls made by stackshot-grpc-helper, pid %d", r->who, (int)r->pid);
+            ss_debug("%s: gRPC calls made by stackshot-grpc-helper, pid %d%s", r->who, (int)r->pid,
+                     r->joined ? " (the parent's)" : "");
             return 0;
         }
         snprintf(why, why_len, "the helper could not make its client");
@@ -365,6 +508,49 @@ static int start_helper(remote *r, char *why, size_t why_len) {
     snprintf(why, why_len, "%s did not start (%s)", r->path,
              rc == 0 ? "no answer in 10 s" : rc == 1 ? "an unexpected answer" : strerror(-rc));
     return rc == 0 ? -ETIMEDOUT : -ECHILD;
+}
+
+/* A helper for the next call: a forked child joins its parent's again,
+ * or starts one of its own when that one is gone (as its parent would);
+ * an owner starts a new one. 0, or -errno with why. */
+static int start_helper(remote *r, char *why, size_t why_len) {
+    int rc = -ECHILD;
+    if (r->joined && (rc = join_helper(r, why, why_len)) != 0) {
+        ss_debug("%s: the parent's gRPC helper cannot be joined again (%s); starting one", r->who,
+                 why);
+        ss_kept_fd_close(&r->door);
+        r->joined = false;
+    }
+    if (rc != 0)
+        rc = start_process(r, why, why_len);
+    return rc != 0 ? rc : greet(r, why, why_len);
+}
+
+/* A forked child's first helper: the one its parent started for the same
+ * endpoint, joined through the door inherited. 0, or -errno with why. */
+static int join_parent(remote *r, char *why, size_t why_len) {
+    remote *from = NULL;
+    for (int i = 0; i < MAX_REMOTES && !from; i++) {
+        remote *x = atomic_load(&inherited[i]);
+        if (x && x->endpoint.len == r->endpoint.len &&
+            memcmp(x->endpoint.data, r->endpoint.data, r->endpoint.len) == 0 &&
+            atomic_compare_exchange_strong(&inherited[i], &x, NULL))
+            from = x;
+    }
+    if (!from) {
+        snprintf(why, why_len, "no helper of its parent's for this endpoint");
+        return -ENOENT;
+    }
+    r->door = from->door;
+    from->door = (ss_kept_fd)SS_KEPT_FD_NONE;
+    r->pid = from->pid;
+    memcpy(r->uid, from->uid, sizeof r->uid);
+    memcpy(r->gid, from->gid, sizeof r->gid);
+    r->netns = from->netns;
+    memcpy(r->path, from->path, sizeof r->path);
+    r->joined = true;
+    int rc = join_helper(r, why, why_len);
+    return rc != 0 ? rc : greet(r, why, why_len);
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -385,6 +571,7 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
     }
     r->sock = (ss_kept_fd)SS_KEPT_FD_NONE;
     r->pidfd = (ss_kept_fd)SS_KEPT_FD_NONE;
+    r->door = (ss_kept_fd)SS_KEPT_FD_NONE;
     snprintf(r->who, sizeof r->who, "%s", who);
     ss_buf_init(&r->endpoint);
     ss_buf_init(&r->in);
@@ -394,15 +581,21 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
     int rc = ss_gw_end(&r->endpoint, 0);
     pid_t parent = atomic_load(&started_in);
     if (rc == 0 && parent && parent != getpid()) {
-        /* as with gRPC in the process: a forked child does not export over
-         * gRPC (a helper per child of a forking server would double its
+        /* a forked child: its parent's helper, or no export over gRPC (a
+         * helper per child of a forking server would double its
          * processes); STACKSHOT_OTLP_FORK_ENDPOINT sends over OTLP/HTTP */
-        ss_error("otlp: gRPC was started in pid %d and cannot be used in this forked child (pid "
-                 "%d); OTLP export disabled here",
-                 (int)parent, (int)getpid());
-        remote_free(r);
-        *err = -EIO;
-        return NULL;
+        rc = join_parent(r, why, sizeof why);
+        if (rc != 0) {
+            ss_error("otlp: gRPC was started in pid %d and cannot be used in this forked child "
+                     "(pid %d); OTLP export disabled here (%s)",
+                     (int)parent, (int)getpid(), why);
+            ss_kept_fd_close(&r->door);
+            remote_free(r);
+            *err = -EIO;
+            return NULL;
+        }
+        track(r, true);
+        return (ss_grpc_client *)r;
     }
 #ifdef SANITIZED
     if (rc == 0)
@@ -442,6 +635,7 @@ static void remote_client_destroy(ss_grpc_client *c) {
     remote *r = (remote *)c;
     track(r, false);
     stop_helper(r, END_WAIT_NS);
+    ss_kept_fd_close(&r->door); /* a joined child's */
     remote_free(r);
 }
 

@@ -3,7 +3,11 @@
  * (grpc_remote.c in the host, grpc_helper.c in stackshot-grpc-helper).
  * Private to exporters/otlp.
  *
- * One stream socket, one client per helper, one call at a time. A frame
+ * One stream socket per client, one call at a time on each. The process
+ * that started the helper (its owner) has the first; its forked children
+ * join with sockets of their own, passed over the helper's door (a
+ * SOCK_SEQPACKET socket the helper holds one end of and the owner's
+ * process tree the other: one byte and the socket, SCM_RIGHTS). A frame
  * is an 8-byte header (payload length, u32 little-endian; type, one
  * byte; three zero bytes) and its payload: u32 and u64 little-endian,
  * strings and byte runs as a u32 length and the bytes (length 0xffffffff:
@@ -13,6 +17,7 @@
  *                    'S' start        u64 deadline (monotonic ns, 0 none),
  *                                     str method, bytes request
  *                    'X' cancel       the call in flight
+                    'Q' quit         the owner leaves (its door closed)
  *   helper -> host   'e' created      u32 0 or errno (the helper ends after
  *                                     a failure)
  *                    'D' done         the call's ss_grpc_result
@@ -33,9 +38,11 @@ enum {
     SS_GW_ENDPOINT = 'E',
     SS_GW_START = 'S',
     SS_GW_CANCEL = 'X',
+    SS_GW_QUIT = 'Q',
     SS_GW_CREATED = 'e',
     SS_GW_DONE = 'D',
     SS_GW_LOG = 'L',
+    SS_GW_KEEPING = 'K',
 };
 
 #define SS_GW_HEADER 8u

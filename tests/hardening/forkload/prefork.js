@@ -166,11 +166,20 @@ async function main() {
         console.log(`${working} of ${kids.length} children show child_work in their stacks`);
         assert.ok(sampled.length >= kids.length / 2, `children with rounds: ${sampled.length}`);
         assert.ok(working >= sampled.length / 2, 'children sampled in their own work');
-        // OTLP in a child: gRPC is not usable after fork; each says so once
+        // OTLP in a child: gRPC in the process is not usable after fork (each
+        // child says so once); gRPC in the parent's helper is: every child
+        // joins it (one helper for the tree) and exports, with no line
         const refusals = res.stderr.split('\n').filter((l) => /cannot be used in this forked child/.test(l));
         assert.equal(refusals.length + new Set(otherRecs.map(h.resourcePid)).size, kids.length,
             'every child either exports over OTLP or says once why not');
         for (const r of otherRecs) assert.ok(kids.includes(h.resourcePid(r)));
+        const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(the parent's\))?/g)];
+        if (helpers.length > 0) {
+            assert.deepEqual(refusals, [], 'children of a host with a gRPC helper join it');
+            assert.equal(new Set(helpers.map((m) => m[1])).size, 1, 'one helper for the tree');
+            assert.equal(helpers.filter((m) => !m[2]).length, 1, 'started once, by the parent');
+            console.log(`${helpers.length - 1} children joined the parent's helper`);
+        }
         // qubership: every process connected
         const pods = qb.handshakes();
         console.log(`qubership: ${pods.length} handshakes, ${new Set(pods).size} distinct pod names`);

@@ -369,23 +369,43 @@ cases.tls = async () => {
     assert.equal(k.dropped, 6);
 };
 
-// A host that forks: the child cannot use the parent's gRPC; it says so
-// once and its OTLP export stays off, while the parent goes on exporting.
+// A host that forks. gRPC in the process: the child cannot use the
+// parent's; it says so once and its OTLP export stays off, while the
+// parent goes on exporting. gRPC in a helper ("helper"): the child joins
+// its parent's helper through the door it inherited and exports over it
+// too, with no line of its own, and no second helper.
 cases.fork = async () => {
     const recv = new Receiver(() => ({}));
     const port = await recv.start();
-    const res = await driver(4, baseEnv(port, {OTLP_DRIVER_FORK: '1'}));
+    const res = await driver(4, baseEnv(port, {OTLP_DRIVER_FORK: '1', STACKSHOT_LOG_LEVEL: 'debug'}));
     await recv.close();
     assert.equal(res.code, 0);
     const lines = res.stderr.split('\n').filter((l) => /forked child/.test(l));
-    assert.equal(lines.length, 1, res.stderr);
-    assert.match(lines[0], /gRPC was started in pid \d+ and cannot be used in this forked child \(pid \d+\); OTLP export disabled here/);
     // the parent's counters: all of its 4 rounds exported (the exit's
     // accounting line: the child's, if any, comes first)
-    const parent = lib.exitAccounting(res.stderr).filter((a) => a.roundsIn === 4);
+    const all = lib.exitAccounting(res.stderr);
+    const parent = all.filter((a) => a.roundsIn === 4);
     assert.ok(parent.length >= 1, res.stderr);
     assert.match(parent[parent.length - 1].line, /records 12 taken = 12 exported \+ 0 dropped/);
     assert.ok(res.ms < 5000, `no hang (${res.ms} ms)`);
+    if (process.argv[3] !== 'helper') {
+        assert.equal(lines.length, 1, res.stderr);
+        assert.match(lines[0], /gRPC was started in pid \d+ and cannot be used in this forked child \(pid \d+\); OTLP export disabled here/);
+        return;
+    }
+    assert.deepEqual(lines, [], 'no refusal in the child');
+    const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(the parent's\))?/g)];
+    assert.equal(helpers.length, 2, res.stderr);
+    assert.equal(helpers[0][2], undefined, 'the parent started it');
+    assert.equal(helpers[1][2], " (the parent's)", 'the child joined it');
+    assert.equal(helpers[1][1], helpers[0][1], 'one helper for both');
+    // the child's rounds (it restarted its agent and exported some) went
+    // over the same helper: every record it counted as exported arrived
+    const child = all.filter((a) => a.pid !== parent[parent.length - 1].pid);
+    assert.equal(child.length, 1, res.stderr);
+    assert.ok(child[0].exported > 0, child[0].line);
+    assert.equal(child[0].exported, child[0].recordsTaken, child[0].line);
+    assert.equal(recv.delivered().length, child[0].exported + 12, 'every record of both processes');
 };
 
 // STACKSHOT_LOGS_BATCH_SIZE: a round of 5 threads with batches of 2 goes
