@@ -107,13 +107,13 @@ ss_grpc_client *ss_grpc_client_create(const ss_otlp_endpoint *ep, const char *wh
 
 static struct ss_grpc_handle *handle(ss_grpc_client *c) { return (struct ss_grpc_handle *)c; }
 
-/* gRPC started in a helper, or in a process where the module was opened
- * (this one, or a parent before the fork): asking does not open it. */
+/* gRPC started in a process where the module was opened (this one, or a
+ * parent before the fork): asking does not open it. A helper is not
+ * asked: a forked child joins its parent's (grpc_remote.c). */
 pid_t ss_grpc_started_in(const char *who) {
     (void)who;
     const ss_grpc_module *m = atomic_load(&opened);
-    pid_t in = m ? m->started_pid() : 0;
-    return in ? in : ss_grpc_remote_started_in();
+    return m ? m->started_pid() : 0;
 }
 
 void ss_grpc_client_destroy(ss_grpc_client *c) {

@@ -40,9 +40,6 @@ typedef struct ss_grpc_module {
  * client (it said why), -ENOMEM. */
 extern const ss_grpc_module ss_grpc_remote;
 ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *who, int *err);
-/* The process that started a helper (a forked child reads its parent's),
- * 0 none. */
-pid_t ss_grpc_remote_started_in(void);
 /* A client of ss_grpc_remote whose helper ended and could not be started
  * again at the last call (not a failure of the client itself). */
 bool ss_grpc_remote_unstartable(ss_grpc_client *c);

@@ -40,22 +40,27 @@
  * namespace is no longer the host's (a host that drops its privileges
  * after the start must not keep a helper with the old ones).
  *
- * Forked children share their parent's helper. A child closes its copy
- * of the parent's socket at once (it is the parent's conversation) but
- * keeps the helper's door (the other end of a SOCK_SEQPACKET pair the
- * helper holds): when its own exporter opens, it makes a socket pair,
- * passes one end through the door and talks to the helper on the other,
- * with its own endpoint frame and its own calls. So a forking server's
- * children export over gRPC, as their parent does, without a helper
- * each (a helper per child would double a forking server's processes)
- * and without gRPC in the child (gRPC cannot be used in a forked child
- * of a process that ran it). Its own children inherit the door in turn.
- * A child that cannot join (its user, group or network namespace is no
- * longer its parent's, the helper is gone, or none was started before
- * the fork) does not export over gRPC and says so once, as before. The
- * owner does not wait for a helper that others use when it stops (the
- * helper answers its 'Q' with 'K'); the helper ends when the last of the
- * tree has let go of it. */
+ * One helper serves the processes of a user that are configured alike:
+ * a helper is found by a name in the abstract socket namespace (of the
+ * network namespace): "stackshot-grpc" with the user, the group and a
+ * hash of the control group, the mount namespace, the root, the helper
+ * program's identity, the agent's configuration and the environment
+ * gRPC reads (proxies, roots).
+ * The process that starts one (its owner) binds and listens on the name
+ * first (the bind decides between two that start at once) and hands the
+ * listening socket to the helper; every other process of that kind,
+ * the owner's forked children first, connects to it and talks on that
+ * connection, with its own endpoint frame, gRPC client and calls. Both
+ * ends check the other's user and group (SO_PEERCRED): the helper acts
+ * with its owner's rights, and a name is no proof of who listens. So a
+ * forking server's children export over gRPC through their parent's
+ * helper (those forked before it started too: PostgreSQL's background
+ * processes at the 1 s interval), without gRPC in a forked child (gRPC
+ * cannot be used in a forked child of a process that ran it) and without
+ * a helper each (which would double a forking server's processes). A
+ * process that finds no helper, or one of another user, starts its own.
+ * The owner does not wait for a helper that others use when it stops (the
+ * helper answers its 'Q' with 'K'); the helper ends with its last client. */
 #include "agent/config.h"
 #include "agent/kept_fd.h"
 #include "agent/log.h"
@@ -72,16 +77,19 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,7 +104,7 @@
 #endif
 
 #define HELPER_FD 3
-#define DOOR_FD 4
+#define LISTEN_FD 4
 /* How long a new helper may take to make its client (gRPC's start). */
 #define CREATE_WAIT_NS (10ull * 1000000000ull)
 /* How long a cancel or a close waits for the helper before killing it. */
@@ -107,7 +115,6 @@ typedef struct remote {
     ss_kept_fd sock;
     ss_kept_fd pidfd;    /* the helper's, while it runs (none: kernel before 5.2,
                           * or a helper joined, not started) */
-    ss_kept_fd door;     /* the helper's door: kept for the forked children */
     pid_t pid;           /* the helper, 0: none */
     ss_buf endpoint;     /* the 'E' frame, sent to every helper started */
     ss_buf in, out;
@@ -118,24 +125,17 @@ typedef struct remote {
     ino_t netns;
     bool in_call;
     bool unstartable;    /* the last start of a helper failed */
-    bool joined;         /* a forked child's: the helper is its parent's */
+    bool joined;         /* the helper was started by another process */
 } remote;
 
-/* ---- a forked child lets go of its parent's helpers ------------------- */
+/* ---- a forked child lets go of its parent's connections ---------------- */
 
 static remote *_Atomic live[MAX_REMOTES];
-/* A forked child's copies of its parent's remotes, kept for their doors
- * (never freed: the parent's objects are left untouched in a child). */
-static remote *_Atomic inherited[MAX_REMOTES];
-/* The process that started a helper: a forked child reads its parent's. */
-static _Atomic pid_t started_in;
-
-pid_t ss_grpc_remote_started_in(void) { return atomic_load(&started_in); }
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* The child's copy of the parent's socket is closed (the parent's helper
- * must see its end close when the parent's does), and of its pidfd (the
- * owner's to watch); the door is kept for a join (checked then). */
+/* The child's copy of the parent's connection is closed (the helper must
+ * see it close when the parent's does), and of its pidfd (the owner's to
+ * watch); the child connects by name when its own exporter opens. */
 static void forget_in_child(void) {
     for (int i = 0; i < MAX_REMOTES; i++) {
         remote *r = atomic_load_explicit(&live[i], memory_order_relaxed);
@@ -145,11 +145,6 @@ static void forget_in_child(void) {
         ss_kept_fd_close_inherited(&r->pidfd);
         r->in_call = false;
         atomic_store_explicit(&live[i], NULL, memory_order_relaxed);
-        for (int k = 0; k < MAX_REMOTES; k++) {
-            remote *none = NULL;
-            if (atomic_compare_exchange_strong(&inherited[k], &none, r))
-                break;
-        }
     }
 }
 
@@ -170,7 +165,7 @@ typedef struct spawn_args {
     const char *path;
     char *const *envp;
     int sock;
-    int door;
+    int listener;
     char *helper_stack; /* its top */
     pid_t pid;          /* the helper's, from the go-between */
     int pidfd;          /* CLONE_PIDFD's answer, -1 none */
@@ -185,9 +180,10 @@ static int helper_child(void *arg) {
     char *argv[] = {(char *)"stackshot-grpc-helper", NULL};
     /* both above the numbers they go to first (either may be 3 or 4),
      * then in place (dup2 clears close-on-exec) */
-    int sock = fcntl(a->sock, F_DUPFD, DOOR_FD + 1);
-    int door = fcntl(a->door, F_DUPFD, DOOR_FD + 1);
-    if (sock < 0 || door < 0 || dup2(sock, HELPER_FD) != HELPER_FD || dup2(door, DOOR_FD) != DOOR_FD)
+    int sock = fcntl(a->sock, F_DUPFD, LISTEN_FD + 1);
+    int listener = fcntl(a->listener, F_DUPFD, LISTEN_FD + 1);
+    if (sock < 0 || listener < 0 || dup2(sock, HELPER_FD) != HELPER_FD ||
+        dup2(listener, LISTEN_FD) != LISTEN_FD)
         goto fail;
     int null = open("/dev/null", O_RDWR);
     if (null < 0)
@@ -195,8 +191,8 @@ static int helper_child(void *arg) {
     for (int fd = 0; fd <= 2; fd++)
         if (null != fd && dup2(null, fd) != fd)
             goto fail;
-    if (syscall(SYS_close_range, DOOR_FD + 1, ~0u, 0) != 0)
-        for (int fd = DOOR_FD + 1; fd < 65536; fd++)
+    if (syscall(SYS_close_range, LISTEN_FD + 1, ~0u, 0) != 0)
+        for (int fd = LISTEN_FD + 1; fd < 65536; fd++)
             close(fd);
     execve(a->path, argv, a->envp);
 fail:
@@ -259,9 +255,9 @@ static void wait_end(remote *r, uint64_t wait_ns) {
 static int send_out(remote *r, uint64_t deadline_ns);
 static int next_frame(remote *r, uint64_t deadline_ns, int *type, size_t *len);
 
-/* The owner quits a helper that others may share (its forked children,
- * joined or still holding the door): 'Q', then its end or its 'K'
- * awaited. true: it keeps on for the others; do not wait for it. */
+/* The owner quits a helper that others may share (the processes that
+ * joined it): 'Q', then its end or its 'K' awaited. true: it keeps on
+ * for the others; do not wait for it. */
 static bool quit_shared(remote *r, uint64_t wait_ns) {
     int sock = ss_kept_fd_get(&r->sock), pidfd = ss_kept_fd_get(&r->pidfd);
     if (sock < 0 || pidfd < 0 || wait_ns == 0)
@@ -293,19 +289,14 @@ static bool quit_shared(remote *r, uint64_t wait_ns) {
     }
 }
 
-/* Let go of the helper: an owner closes the door and quits it (waiting
- * at most wait_ns for its end, then killing it, unless it keeps on for
- * the owner's children); a joined child only closes its socket (the
- * helper is its parent's; the door is kept to join again). */
+/* Let go of the helper: an owner quits it (waiting at most wait_ns for
+ * its end, then killing it, unless it keeps on for other clients); a
+ * process that joined it only closes its connection. */
 static void stop_helper(remote *r, uint64_t wait_ns) {
-    bool keeps = false;
-    if (!r->joined) {
-        ss_kept_fd_close(&r->door);
-        keeps = quit_shared(r, wait_ns);
-    }
+    bool keeps = !r->joined && quit_shared(r, wait_ns);
     ss_kept_fd_close(&r->sock); /* the helper's end closes: it ends */
     if (keeps) {
-        ss_debug("%s: the gRPC helper (pid %d) keeps on for the forked children", r->who,
+        ss_debug("%s: the gRPC helper (pid %d) keeps on for its other clients", r->who,
                  (int)r->pid);
         ss_kept_fd_close(&r->pidfd);
         r->pid = 0;
@@ -338,26 +329,20 @@ static char **helper_env(void) {
     return out;
 }
 
-static int start_process(remote *r, char *why, size_t why_len) {
-    int sv[2], dv[2];
+/* A new helper, listening on `listener` (bound to its name, or not). */
+static int start_process(remote *r, int listener, char *why, size_t why_len) {
+    int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         snprintf(why, why_len, "socketpair: %s", strerror(errno));
         return -errno;
-    }
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, dv) != 0) {
-        int e = errno;
-        close(sv[0]);
-        close(sv[1]);
-        snprintf(why, why_len, "socketpair: %s", strerror(e));
-        return -e;
     }
     int mine = ss_fd_move_high(sv[0]);
     size_t stack_len = 64 * 1024; /* two: the go-between's and the helper's */
     char *stacks = mmap(NULL, 2 * stack_len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     char **envp = helper_env();
-    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .door = dv[1], .pid = -1,
-                    .pidfd = -1};
+    spawn_args a = {.path = r->path, .envp = envp, .sock = sv[1], .listener = listener,
+                    .pid = -1, .pidfd = -1};
     int err = ENOMEM;
     if (stacks != MAP_FAILED && envp) {
         a.helper_stack = stacks + 2 * stack_len;
@@ -377,75 +362,125 @@ static int start_process(remote *r, char *why, size_t why_len) {
         munmap(stacks, 2 * stack_len);
     free(envp);
     close(sv[1]);
-    close(dv[1]);
     if (a.pid > 0 && a.err == 0 && a.pidfd >= 0 && ss_kept_fd_adopt(&r->pidfd, ss_fd_move_high(a.pidfd)) != 0)
         a.pidfd = -1;
     if (a.pid <= 0 || a.err) {
         if (a.pidfd >= 0)
             close(a.pidfd); /* a helper that could not exec: it ended already */
         close(mine);
-        close(dv[0]);
         snprintf(why, why_len, "%s: %s", r->path, strerror(err ? err : ECHILD));
         return -(err ? err : ECHILD);
     }
     r->pid = a.pid;
-    /* without its door the children do without the helper, not the owner */
-    if (ss_kept_fd_adopt(&r->door, ss_fd_move_high(dv[0])) != 0)
-        ss_debug("%s: the gRPC helper's door could not be kept", r->who);
     int rc = ss_kept_fd_adopt(&r->sock, mine);
     if (rc != 0) {
-        ss_kept_fd_close(&r->door);
         wait_end(r, 0);
         snprintf(why, why_len, "its socket: %s", strerror(-rc));
     }
     return rc;
 }
 
-/* A forked child joins its parent's helper: one end of a new socket pair
- * through the door, the other its own. 0, or -errno with why. */
-static int join_helper(remote *r, char *why, size_t why_len) {
-    if (creds_changed(r)) {
-        snprintf(why, why_len, "its user, group or network namespace is not the helper's");
-        return -EPERM;
+/* ---- finding a helper by its name ---------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The helper of this user and group, in this control group, mount
+ * namespace and root, for this helper program, this configuration and
+ * the environment gRPC reads: a process that differs in any of them
+ * (another service, a container, other proxies or roots) gets a helper
+ * of its own. Named in the abstract namespace of the network namespace:
+ * no file, gone with the helper. Not the session: forking servers put
+ * each child in a session of its own (PostgreSQL does). */
+static socklen_t helper_name(const remote *r, struct sockaddr_un *sa) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    char *const *env = ss_env_all();
+    for (size_t i = 0; env && env[i]; i++) {
+        const char *e = env[i];
+        if (strncmp(e, "OTEL_", 5) != 0 && strncmp(e, "SPLUNK_", 7) != 0 &&
+            strncmp(e, "STACKSHOT_", 10) != 0 && strncmp(e, "GRPC_", 5) != 0 &&
+            strncasecmp(e, "grpc_proxy=", 11) != 0 &&
+            strncasecmp(e, "http_proxy=", 11) != 0 && strncasecmp(e, "https_proxy=", 12) != 0 &&
+            strncasecmp(e, "no_proxy=", 9) != 0 && strncmp(e, "SSL_CERT_", 9) != 0)
+            continue;
+        h += fnv(1469598103934665603ull, e, strlen(e) + 1); /* in any order */
     }
-    int door = ss_kept_fd_get(&r->door);
-    if (door < 0) {
-        snprintf(why, why_len, "the helper's door was closed in this process");
-        return -EBADF;
+    static const char *const places[] = {NULL, "/proc/self/ns/mnt", "/"};
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        struct stat st;
+        if (stat(places[i] ? places[i] : r->path, &st) == 0) {
+            uint64_t id[3] = {st.st_dev, st.st_ino, (uint64_t)st.st_mtime};
+            h = fnv(h, id, places[i] ? 2 * sizeof id[0] : sizeof id);
+        }
     }
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        snprintf(why, why_len, "socketpair: %s", strerror(errno));
+    char cg[512];
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    ssize_t k = fd >= 0 ? read(fd, cg, sizeof cg) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (k > 0)
+        h = fnv(h, cg, (size_t)k);
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "stackshot-grpc.%u.%u.%016llx",
+                     (unsigned)geteuid(), (unsigned)getegid(), (unsigned long long)h);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Whether the process at the other end of fd is of our user and group. */
+static bool peer_is_us(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid() &&
+           cred.gid == getegid();
+}
+
+/* Connect to the session's helper: 0 (r->sock), -ECONNREFUSED (none
+ * listens: start one), -EACCES (a process of another user listens), or
+ * -errno with why. */
+static int join_helper(remote *r, const struct sockaddr_un *sa, socklen_t len, char *why,
+                       size_t why_len) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, why_len, "socket: %s", strerror(errno));
         return -errno;
     }
-    char byte = 'J';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        struct cmsghdr h;
-        char space[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
-                         .msg_controllen = sizeof ctl.space};
-    struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(h), &sv[1], sizeof(int));
-    ssize_t k;
-    while ((k = sendmsg(door, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
+    int rc;
+    while ((rc = connect(fd, (const struct sockaddr *)sa, len)) != 0 && errno == EINTR)
         ;
-    int err = k == 1 ? 0 : k < 0 ? errno : EIO;
-    close(sv[1]);
-    if (err) {
-        close(sv[0]);
-        snprintf(why, why_len, "the helper (pid %d) is gone: %s", (int)r->pid, strerror(err));
-        return -err;
+    if (rc != 0) {
+        int e = errno;
+        close(fd);
+        snprintf(why, why_len, "connect: %s", strerror(e));
+        return e == ENOENT ? -ECONNREFUSED : -e;
     }
-    int rc = ss_kept_fd_adopt(&r->sock, ss_fd_move_high(sv[0]));
+    if (!peer_is_us(fd)) {
+        close(fd); /* a name is no proof of who listens */
+        snprintf(why, why_len, "the helper's name is taken by a process of another user");
+        return -EACCES;
+    }
+    rc = ss_kept_fd_adopt(&r->sock, ss_fd_move_high(fd));
     if (rc != 0)
         snprintf(why, why_len, "its socket: %s", strerror(-rc));
     return rc;
+}
+
+/* The name, bound and listened on for a helper of our own: the listening
+ * socket, -EADDRINUSE (another process bound it first: join it), or
+ * -errno with why. */
+static int claim_name(const struct sockaddr_un *sa, socklen_t len, char *why, size_t why_len) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 64) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        snprintf(why, why_len, "its name: %s", strerror(e));
+        return -e;
+    }
+    return fd;
 }
 
 /* ---- frames ------------------------------------------------------------ */
@@ -494,10 +529,12 @@ static int greet(remote *r, char *why, size_t why_len) {
         ss_gw_reader rd;
         ss_gw_reader_init(&rd, r->in.data + SS_GW_HEADER, len);
         uint32_t e = ss_gw_get_u32(&rd);
+        pid_t pid = (pid_t)ss_gw_get_u32(&rd);
         ss_gw_consume(&r->in, len);
-        if (!rd.bad && e == 0) {
+        if (!rd.bad && e == 0 && pid > 0) {
+            r->pid = pid;
             ss_debug("%s: gRPC calls made by stackshot-grpc-helper, pid %d%s", r->who, (int)r->pid,
-                     r->joined ? " (the parent's)" : "");
+                     r->joined ? " (joined)" : "");
             return 0;
         }
         snprintf(why, why_len, "the helper could not make its client");
@@ -510,47 +547,37 @@ static int greet(remote *r, char *why, size_t why_len) {
     return rc == 0 ? -ETIMEDOUT : -ECHILD;
 }
 
-/* A helper for the next call: a forked child joins its parent's again,
- * or starts one of its own when that one is gone (as its parent would);
- * an owner starts a new one. 0, or -errno with why. */
+/* A helper for the next call: the session's, joined, or a new one of our
+ * own when none listens (or one of another user holds the name: a helper
+ * of our own, unnamed). 0, or -errno with why. */
 static int start_helper(remote *r, char *why, size_t why_len) {
-    int rc = -ECHILD;
-    if (r->joined && (rc = join_helper(r, why, why_len)) != 0) {
-        ss_debug("%s: the parent's gRPC helper cannot be joined again (%s); starting one", r->who,
-                 why);
-        ss_kept_fd_close(&r->door);
+    struct sockaddr_un sa;
+    socklen_t len = helper_name(r, &sa);
+    int rc = -ECONNREFUSED;
+    for (int tries = 0; tries < 3; tries++) {
+        rc = join_helper(r, &sa, len, why, why_len);
+        if (rc == 0) {
+            r->joined = true;
+            creds_now(r->uid, r->gid, &r->netns);
+            rc = greet(r, why, why_len);
+            if (rc == -ECHILD)
+                continue; /* it ended as we came: look again */
+            return rc;
+        }
+        if (rc != -ECONNREFUSED && rc != -EACCES)
+            return rc;
+        int listener = rc == -EACCES ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)
+                                     : claim_name(&sa, len, why, why_len);
+        if (listener == -EADDRINUSE)
+            continue; /* another process is starting it: join that one */
+        if (listener < 0)
+            return listener == -1 ? -errno : listener;
         r->joined = false;
+        rc = start_process(r, listener, why, why_len);
+        close(listener); /* the helper has it */
+        return rc != 0 ? rc : greet(r, why, why_len);
     }
-    if (rc != 0)
-        rc = start_process(r, why, why_len);
-    return rc != 0 ? rc : greet(r, why, why_len);
-}
-
-/* A forked child's first helper: the one its parent started for the same
- * endpoint, joined through the door inherited. 0, or -errno with why. */
-static int join_parent(remote *r, char *why, size_t why_len) {
-    remote *from = NULL;
-    for (int i = 0; i < MAX_REMOTES && !from; i++) {
-        remote *x = atomic_load(&inherited[i]);
-        if (x && x->endpoint.len == r->endpoint.len &&
-            memcmp(x->endpoint.data, r->endpoint.data, r->endpoint.len) == 0 &&
-            atomic_compare_exchange_strong(&inherited[i], &x, NULL))
-            from = x;
-    }
-    if (!from) {
-        snprintf(why, why_len, "no helper of its parent's for this endpoint");
-        return -ENOENT;
-    }
-    r->door = from->door;
-    from->door = (ss_kept_fd)SS_KEPT_FD_NONE;
-    r->pid = from->pid;
-    memcpy(r->uid, from->uid, sizeof r->uid);
-    memcpy(r->gid, from->gid, sizeof r->gid);
-    r->netns = from->netns;
-    memcpy(r->path, from->path, sizeof r->path);
-    r->joined = true;
-    int rc = join_helper(r, why, why_len);
-    return rc != 0 ? rc : greet(r, why, why_len);
+    return rc;
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -571,7 +598,6 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
     }
     r->sock = (ss_kept_fd)SS_KEPT_FD_NONE;
     r->pidfd = (ss_kept_fd)SS_KEPT_FD_NONE;
-    r->door = (ss_kept_fd)SS_KEPT_FD_NONE;
     snprintf(r->who, sizeof r->who, "%s", who);
     ss_buf_init(&r->endpoint);
     ss_buf_init(&r->in);
@@ -579,24 +605,6 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
     ss_gw_begin(&r->endpoint, SS_GW_ENDPOINT);
     ss_gw_put_endpoint(&r->endpoint, ep);
     int rc = ss_gw_end(&r->endpoint, 0);
-    pid_t parent = atomic_load(&started_in);
-    if (rc == 0 && parent && parent != getpid()) {
-        /* a forked child: its parent's helper, or no export over gRPC (a
-         * helper per child of a forking server would double its
-         * processes); STACKSHOT_OTLP_FORK_ENDPOINT sends over OTLP/HTTP */
-        rc = join_parent(r, why, sizeof why);
-        if (rc != 0) {
-            ss_error("otlp: gRPC was started in pid %d and cannot be used in this forked child "
-                     "(pid %d); OTLP export disabled here (%s)",
-                     (int)parent, (int)getpid(), why);
-            ss_kept_fd_close(&r->door);
-            remote_free(r);
-            *err = -EIO;
-            return NULL;
-        }
-        track(r, true);
-        return (ss_grpc_client *)r;
-    }
 #ifdef SANITIZED
     if (rc == 0)
         rc = -ENOEXEC, snprintf(why, sizeof why, "a sanitizer build");
@@ -621,7 +629,6 @@ ss_grpc_client *ss_grpc_remote_create(const ss_otlp_endpoint *ep, const char *wh
         *err = rc;
         return NULL;
     }
-    atomic_store(&started_in, getpid());
     track(r, true);
     return (ss_grpc_client *)r;
 }
@@ -635,7 +642,6 @@ static void remote_client_destroy(ss_grpc_client *c) {
     remote *r = (remote *)c;
     track(r, false);
     stop_helper(r, END_WAIT_NS);
-    ss_kept_fd_close(&r->door); /* a joined child's */
     remote_free(r);
 }
 

@@ -4,25 +4,29 @@
  * Private to exporters/otlp.
  *
  * One stream socket per client, one call at a time on each. The process
- * that started the helper (its owner) has the first; its forked children
- * join with sockets of their own, passed over the helper's door (a
- * SOCK_SEQPACKET socket the helper holds one end of and the owner's
- * process tree the other: one byte and the socket, SCM_RIGHTS). A frame
+ * that started the helper (its owner) has the first (a socket pair);
+ * the other processes of its session connect to the helper's name (a
+ * listening socket in the abstract namespace, grpc_remote.c). A frame
  * is an 8-byte header (payload length, u32 little-endian; type, one
  * byte; three zero bytes) and its payload: u32 and u64 little-endian,
  * strings and byte runs as a u32 length and the bytes (length 0xffffffff:
- * a NULL string). Both ends are built from one tree: no versioning.
+ * a NULL string). Both ends are built from one tree: no versioning (a
+ * helper's name holds its program's identity).
  *
  *   host -> helper   'E' endpoint     the client to make (ss_otlp_endpoint)
  *                    'S' start        u64 deadline (monotonic ns, 0 none),
  *                                     str method, bytes request
  *                    'X' cancel       the call in flight
-                    'Q' quit         the owner leaves (its door closed)
- *   helper -> host   'e' created      u32 0 or errno (the helper ends after
- *                                     a failure)
+ *                    'Q' quit         the owner leaves
+ *   helper -> host   'e' created      u32 0 or errno (the helper drops
+ *                                     the client after a failure), u32
+ *                                     the helper's pid
  *                    'D' done         the call's ss_grpc_result
  *                    'L' log          u32 level, str line: the helper's
  *                                     lines, written by the host's log
+ *                    'K' keeping on   after 'Q': other clients keep the
+ *                                     helper; the owner must not wait for
+ *                                     its end
  */
 #ifndef SS_OTLP_GRPC_WIRE_H
 #define SS_OTLP_GRPC_WIRE_H

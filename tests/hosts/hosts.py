@@ -123,6 +123,7 @@ cases:
 Exit 0 when every check holds, 77 when a program or privilege the case
 needs is missing, 1 otherwise (each failed check printed)."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -135,6 +136,7 @@ import time
 
 case, lib, bindir, tmp = sys.argv[1:5]
 lib = os.path.abspath(lib)  # (node runs in its case's directory)
+src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 failures = []
 
 
@@ -1022,11 +1024,28 @@ def case_postgres():
     postmasters = []
     # the third start at 1 s: the postmaster forks its background
     # processes before its own first round, and they start their agent
-    # from the loader (not as children of a running agent)
-    intervals = ("10", "10", "1000")
+    # from the loader (not as children of a running agent); the fourth at
+    # 1 s with the default exporter (otlp_logs over gRPC) to a real
+    # receiver: the postmaster and its background processes, each with an
+    # agent of its own, share one gRPC helper (found by its name)
+    intervals = ("10", "10", "1000", "grpc")
+    sink_js = os.path.join(src, "tests", "packaging", "otlp_sink.js")
+    sink = None
+    if shutil.which("node") and os.path.isdir(os.path.join(src, "tests", "otlp", "node",
+                                                           "node_modules")):
+        sink = subprocess.Popen(["node", sink_js], stdout=subprocess.PIPE, text=True)
+        sink_port = sink.stdout.readline().strip()
+    else:
+        intervals = intervals[:3]
+        print("no node or its packages: the gRPC start is left out")
+    helpers_seen = set()
     try:
         for start, interval in enumerate(intervals):
             env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval)
+            if interval == "grpc":
+                env = agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL="1000",
+                                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{sink_port}")
+                env.pop("STACKSHOT_EXPORTERS")  # the default
             r = pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-l", log, "-w", "-o",
                     f"-p {port} -k {base} -c listen_addresses=''", "start"], env)
             if not check(r.returncode == 0, f"server start {start + 1} ({r.stderr[-200:]})"):
@@ -1038,13 +1057,27 @@ def case_postgres():
                 check(r.returncode == 0, f"pgbench -i ({r.stderr[-200:]})")
             r = pg(bench + ["-C", "-c", "1", "-S", "-T", "3", "postgres"])
             check(r.returncode == 0, f"pgbench -C exits 0 ({r.stderr[-200:]})")
+            if interval == "grpc":
+                ps = subprocess.run(["ps", "-u", user if as_user else str(os.geteuid()), "-o",
+                                     "pid=,stat=,comm="], capture_output=True, text=True)
+                helpers_seen = {l.split()[0] for l in ps.stdout.splitlines()
+                                if l.split()[-1] == "stackshot-grpc" and "Z" not in l.split()[1]}
             m = re.search(r"number of transactions actually processed: (\d+)", r.stdout)
             connections += int(m.group(1)) if m else 0
             r = pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"])
             check(r.returncode == 0, f"server stop {start + 1}")
     finally:
         pg([os.path.join(PG_BIN, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"])
+        if sink:
+            sink.send_signal(signal.SIGTERM)
+            seen = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
     check(connections >= 20, f"pgbench connected and ran ({connections} connections)")
+    if sink:
+        pids = seen["pids"]
+        print(f"default exporter: records per process {pids}; gRPC helpers running {helpers_seen}")
+        check(pids.get(postmasters[-1], 0) >= 1, f"gRPC: the postmaster exported ({pids})")
+        check(len(pids) >= 4, f"gRPC: its background processes exported too ({pids})")
+        check(len(helpers_seen) == 1, f"gRPC: one helper for the server ({helpers_seen})")
     with open(log, errors="replace") as f:
         lines = agent_lines(f.read())
     check(len(lines) == len(postmasters),

@@ -49,11 +49,25 @@ function startCollector() {
 // Run a host with the agent preloaded (after the sanitizer runtime when
 // the build has one); {code, signal, stdout, stderr, ms}. At debug level:
 // the accounting lines at exit are printed only there when nothing was lost.
-function runPreloaded(program, args, env, timeoutMs) {
+// The process tree's stderr goes to a file, read back as res.stderr: a
+// pipe that this (loaded) test reads too slowly fills up with the debug
+// lines of a few dozen processes, and the agent's log drops a line rather
+// than wait (by design), so assertions on lines would fail for the test's
+// sake. /bin/sh (not preloaded) execs the program at once, preloaded.
+async function runPreloaded(program, args, env, timeoutMs) {
     const lib = require(path.join(OTLP_NODE, 'lib.js'));
     const pre = [process.env.SS_PRELOAD_PREFIX, process.env.STACKSHOT_LIB].filter(Boolean);
-    return lib.run(program, args, {LD_PRELOAD: pre.join(':'), STACKSHOT_LOG_LEVEL: 'debug', ...env},
-        {timeoutMs});
+    const errFile = path.join(require('os').tmpdir(),
+        `ss-forkload-${process.pid}-${Date.now()}.stderr`);
+    const res = await lib.run('/bin/sh', ['-c',
+        'LD_PRELOAD="$SS_FORKLOAD_PRELOAD" exec "$0" "$@" 2>"$SS_FORKLOAD_STDERR"', program, ...args],
+    {SS_FORKLOAD_PRELOAD: pre.join(':'), STACKSHOT_LOG_LEVEL: 'debug', SS_FORKLOAD_STDERR: errFile,
+        ...env}, {timeoutMs});
+    try {
+        res.stderr = fs.readFileSync(errFile, 'utf8') + res.stderr;
+        fs.unlinkSync(errFile);
+    } catch (e) { /* the shell could not start it: its own stderr says why */ }
+    return res;
 }
 
 // The text exporter's file of one process: <exe>.<pid>.txt

@@ -136,9 +136,11 @@ async function main() {
             // ~30 rounds expected; a child forked while the parent's
             // sampler was in a round starts with a cold symbol cache and
             // gets far fewer on a loaded machine (1 to 10, sometimes none:
-            // see docs/safety/forkload.md), so: its agent started, and
-            // every round it took is its own
-            assert.ok(res.stderr.includes(`started in pid ${pid} `), `child ${pid}: no agent`);
+            // see docs/safety/forkload.md), so: its agent started (its own
+            // file, opened at its start, and its accounting at exit below;
+            // not its start line: 25 processes' debug lines can fill the
+            // stderr pipe under load, and the log drops rather than waits),
+            // and every round it took is its own
             for (const r of rs) {
                 assert.equal(r.pid, pid, `child ${pid}'s file holds pid ${r.pid}`);
                 const names = r.threads.map((t) => t.name);
@@ -173,7 +175,7 @@ async function main() {
         assert.equal(refusals.length + new Set(otherRecs.map(h.resourcePid)).size, kids.length,
             'every child either exports over OTLP or says once why not');
         for (const r of otherRecs) assert.ok(kids.includes(h.resourcePid(r)));
-        const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(the parent's\))?/g)];
+        const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(joined\))?/g)];
         if (helpers.length > 0) {
             assert.deepEqual(refusals, [], 'children of a host with a gRPC helper join it');
             assert.equal(new Set(helpers.map((m) => m[1])).size, 1, 'one helper for the tree');

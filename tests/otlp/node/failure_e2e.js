@@ -394,10 +394,10 @@ cases.fork = async () => {
         return;
     }
     assert.deepEqual(lines, [], 'no refusal in the child');
-    const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(the parent's\))?/g)];
+    const helpers = [...res.stderr.matchAll(/gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(joined\))?/g)];
     assert.equal(helpers.length, 2, res.stderr);
     assert.equal(helpers[0][2], undefined, 'the parent started it');
-    assert.equal(helpers[1][2], " (the parent's)", 'the child joined it');
+    assert.equal(helpers[1][2], " (joined)", 'the child joined it');
     assert.equal(helpers[1][1], helpers[0][1], 'one helper for both');
     // the child's rounds (it restarted its agent and exported some) went
     // over the same helper: every record it counted as exported arrived
