@@ -1533,17 +1533,20 @@ def case_strict():
             rounds = txt.split("Full thread dump stackshot round ")[1:]
             sampled = [x for x in rounds
                        if len(re.findall(r'^"sx-worker-\d".*\n.*RUNNABLE\n\tat global\.worker\(',
-                                         x, re.M)) == 2]
+                                         x, re.M)) >= 1]
             counted = [h for h in heads if re.search(r"2 (blocking the signal|skipped)", h)]
             refused = [l for l in agent_lines(r.stderr) if "are counted, not sampled" in l]
-            print(f"{what}: workers sampled by the kernel in {len(sampled)}, counted in "
+            print(f"{what}: a worker sampled by the kernel in {len(sampled)}, counted in "
                   f"{len(counted)} of {len(heads)} rounds; {refused}")
             listed = re.findall(r'^"sx-worker-\d".*\n.*\n\tat (\S+)\(', txt, re.M)
             check(all(f == "global.worker" for f in listed),
                   f"{what}: every stack of a worker listed is its own, in worker(): "
                   f"{sorted(set(listed))}")
+            # a worker at least in most rounds: the kernel samples a thread
+            # while it runs, and on a loaded 2-CPU machine two computing
+            # workers are not both on a CPU in every round
             check(refused or len(sampled) >= len(heads) // 2,
-                  f"{what}: the two workers sampled by the kernel (in worker()) in most rounds")
+                  f"{what}: the workers sampled by the kernel (in worker()) in most rounds")
             check("__pthread_clockjoin_ex" in txt or "pthread_join" in txt,
                   f"{what}: the main thread's stack (in pthread_join)")
 

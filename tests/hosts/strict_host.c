@@ -1,9 +1,10 @@
 #define _GNU_SOURCE
 /* strict_host.c: a sandbox's shape: worker threads that put themselves in
  * seccomp's strict mode (read, write, _exit and rt_sigreturn only) and
- * compute there for about a second (a count measured on the clock before,
- * as a machine's speed goes), then write their result and end with a raw
- * _exit; the main thread joins them. `strict_host prctl` enters strict
+ * compute there for about two seconds (a count measured on the clock
+ * before, as a machine's speed goes; a calibration slowed by a loaded
+ * machine still leaves a second or so), then write their result and end
+ * with a raw _exit; the main thread joins them. `strict_host prctl` enters strict
  * mode through prctl, `strict_host syscall` through the seccomp system
  * call (no glibc wrapper). Used by hosts.py (case strict). */
 #include <linux/seccomp.h>
@@ -40,13 +41,13 @@ static unsigned long turns_per_second(void) {
 static void *worker(void *arg) {
     const char *name = arg;
     pthread_setname_np(pthread_self(), name);
-    unsigned long turns = turns_per_second();
+    unsigned long turns = 2 * turns_per_second();
     if (use_syscall)
         syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, NULL);
     else
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
     /* from here: read, write, _exit, rt_sigreturn */
-    /* about a second of computing; no clock: where the vDSO cannot read
+    /* about two seconds of computing; no clock: where the vDSO cannot read
      * the clock source it makes the system call, which would kill us */
     volatile unsigned long x = 0;
     for (unsigned long i = 0; i < turns; i++)
