@@ -1604,14 +1604,18 @@ static void emit_all(sampler *s, ss_round_builder *b, uint32_t planned, uint64_t
         else if (!p->asleep)
             p->k->last_cpu = p->cpu;
     }
+    /* repeated every round while it lasts: the first, then a count */
+    static ss_log_limit asleep_signalled, no_altstack;
     if (s->fallbacks_round)
-        ss_debug("native round %llu: %u threads asleep were signalled (their stack could not "
-                 "be read without)",
-                 (unsigned long long)s->rounds + 1, s->fallbacks_round);
+        ss_log_limited(&asleep_signalled, SS_LOG_DEBUG,
+                       "native round %llu: %u threads asleep were signalled (their stack could "
+                       "not be read without)",
+                       (unsigned long long)s->rounds + 1, s->fallbacks_round);
     if (s->no_altstack_round)
-        ss_debug("native round %llu: %u running threads not signalled: no alternate signal "
-                 "stack known (the signal would land on their own stack)",
-                 (unsigned long long)s->rounds + 1, s->no_altstack_round);
+        ss_log_limited(&no_altstack, SS_LOG_DEBUG,
+                       "native round %llu: %u running threads not signalled: no alternate "
+                       "signal stack known (the signal would land on their own stack)",
+                       (unsigned long long)s->rounds + 1, s->no_altstack_round);
     s->rounds++;
     ss_symbols_idle(s->symbols); /* libdw's tables go once no address missed for a while */
     s->skipped_total += *skipped;
