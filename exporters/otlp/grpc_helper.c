@@ -10,7 +10,7 @@
  * module (grpc_client.c, linked in), one call at a time per client.
  *
  * Its clients: the process that started it (the owner, on descriptor 3)
- * and the other processes of the owner's session, its forked children
+ * and the other processes configured as the owner is, its forked children
  * first, which connect to the socket listening on descriptor 4 (bound by
  * the owner to the helper's name: grpc_remote.c). A forking server's
  * children thus share one helper instead of one each (or none: gRPC

@@ -438,12 +438,13 @@ static bool peer_is_us(int fd) {
            cred.gid == getegid();
 }
 
-/* Connect to the session's helper: 0 (r->sock), -ECONNREFUSED (none
- * listens: start one), -EACCES (a process of another user listens), or
- * -errno with why. */
+/* Connect to the helper of our kind: 0 (r->sock), -ECONNREFUSED (none
+ * listens: start one), -EACCES (a process of another user listens, or
+ * the helper does not take new clients: its queue is full), or -errno
+ * with why. Never waits: a helper that hangs is not joined. */
 static int join_helper(remote *r, const struct sockaddr_un *sa, socklen_t len, char *why,
                        size_t why_len) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         snprintf(why, why_len, "socket: %s", strerror(errno));
         return -errno;
@@ -455,9 +456,10 @@ static int join_helper(remote *r, const struct sockaddr_un *sa, socklen_t len, c
         int e = errno;
         close(fd);
         snprintf(why, why_len, "connect: %s", strerror(e));
-        return e == ENOENT ? -ECONNREFUSED : -e;
+        return e == ENOENT ? -ECONNREFUSED : e == EAGAIN ? -EACCES : -e;
     }
-    if (!peer_is_us(fd)) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !peer_is_us(fd)) {
         close(fd); /* a name is no proof of who listens */
         snprintf(why, why_len, "the helper's name is taken by a process of another user");
         return -EACCES;
@@ -547,9 +549,10 @@ static int greet(remote *r, char *why, size_t why_len) {
     return rc == 0 ? -ETIMEDOUT : -ECHILD;
 }
 
-/* A helper for the next call: the session's, joined, or a new one of our
- * own when none listens (or one of another user holds the name: a helper
- * of our own, unnamed). 0, or -errno with why. */
+/* A helper for the next call: the one of our kind, joined, or a new one
+ * of our own when none listens (or when the name is another user's, or
+ * its helper takes nobody: a helper of our own, unnamed). 0, or -errno
+ * with why. */
 static int start_helper(remote *r, char *why, size_t why_len) {
     struct sockaddr_un sa;
     socklen_t len = helper_name(r, &sa);
