@@ -13,7 +13,10 @@ with no line of their own; the children's records go on
 arriving after the parent's exit, and their accounting has every record
 exported; the parent does not wait for (or kill) the helper its
 children use (it is told that the helper keeps on, and no second helper
-is started); once the whole tree has exited the helper ends. Exit 77 without node or the receiver's packages.
+is started); once the whole tree has exited the helper ends. Then a
+parent and two children share a helper the test kills mid-run: one of
+them starts the next by its name and the others join it, and all three
+go on exporting. Exit 77 without node or the receiver's packages.
 """
 import json
 import os
@@ -46,6 +49,75 @@ work(0.3)
 os.write(1, f"parent {os.getpid()} exits at {time.time()}\n".encode())
 sys.exit(0)
 """
+
+# The second run: a parent and two children export through one helper,
+# which the test kills mid-run.
+KILLED = r"""
+import os, time
+def work(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(i * i for i in range(2000))
+work(1.5)
+kids = []
+for _ in range(2):
+    kid = os.fork()
+    if kid == 0:
+        work(3)
+        os._exit(0)
+    kids.append(kid)
+work(3)
+for k in kids:
+    os.waitpid(k, 0)
+os.write(1, f"parent {os.getpid()} children {kids[0]} {kids[1]}\n".encode())
+"""
+
+NAMED = r"gRPC calls made by stackshot-grpc-helper, pid (\d+)( \(joined\))?"
+
+
+def run_killed(py, env, err_path):
+    """The second run; the helper killed once all three use it. Returns
+    (the host's stdout lines, its stderr, the killed pid)."""
+    killed = None
+    with open(err_path, "w") as err_file:
+        host = subprocess.Popen([py, "-c", KILLED], env=env, stdout=subprocess.PIPE,
+                                stderr=err_file, text=True)
+        deadline = time.time() + 20
+        while killed is None and time.time() < deadline and host.poll() is None:
+            with open(err_path) as f:
+                named = re.findall(NAMED, f.read())
+            if len(named) >= 3:
+                time.sleep(0.3)  # a call or two through it first
+                killed = int(named[0][0])
+                os.kill(killed, signal.SIGKILL)
+            time.sleep(0.05)
+        lines = host.communicate(timeout=60)[0].splitlines()
+    with open(err_path) as f:
+        text = f.read()
+    os.unlink(err_path)
+    return lines, text, killed
+
+
+def check_killed(lines, text, killed, seen, failures):
+    """After the kill: one of the three started the next helper by the
+    name, the two others joined it, and all went on exporting."""
+    parent = next((l.split() for l in lines if l.startswith("parent ")), None)
+    named = re.findall(NAMED, text)
+    after = [n for n in named if killed and int(n[0]) != killed]
+    print(f"killed helper {killed}; named after: {after}; records per pid: "
+          f"{ {p: seen['pids'].get(p, 0) for p in (parent[1], parent[3], parent[4])} if parent else None}")
+    if not parent or killed is None:
+        failures.append(f"the second run: host {lines}, helper killed: {killed}")
+        return
+    if len(after) != 3 or [n[1] for n in after].count("") != 1 or len({n[0] for n in after}) != 1:
+        failures.append(f"after the kill, one new helper started and joined by the two others: "
+                        f"{after}")
+    for pid in (parent[1], parent[3], parent[4]):
+        if seen["pids"].get(pid, 0) < 15:  # about 8 before the kill
+            failures.append(f"pid {pid}: {seen['pids'].get(pid, 0)} records received: the "
+                            f"exports stopped at the kill")
+    if re.search(r"cannot be used in this forked child|records \d+ dropped", text):
+        failures.append("a record was dropped or a child refused after the kill")
 
 
 def helper_state(pid):
@@ -101,8 +173,11 @@ def main():
         if states[-1] in ("gone", "Z"):
             break
         time.sleep(0.05)
+    killed_run = run_killed(py, env, err_path)
+    shutil.rmtree(out, ignore_errors=True)
     sink.send_signal(signal.SIGTERM)
     seen = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
+    check_killed(*killed_run, seen, failures)
 
     parent = next((l.split() for l in lines if l.startswith("parent ")), None)
     kids = [l.split()[1] for l in lines if l.startswith(("child ", "grandchild "))]
