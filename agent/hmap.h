@@ -94,13 +94,18 @@ static inline uint32_t ss_hash_fold(uint64_t h) {
     return (uint32_t)h;
 }
 
-/* FNV-1a 64 of n bytes, folded. */
-static inline uint32_t ss_hash_bytes(const void *p, size_t n) {
+/* FNV-1a 64 of n bytes, going on from h (SS_FNV1A64_SEED to begin). */
+#define SS_FNV1A64_SEED 0xcbf29ce484222325ull
+static inline uint64_t ss_fnv1a64(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ s[i]) * 0x100000001b3ull;
-    return ss_hash_fold(h);
+    return h;
+}
+
+/* FNV-1a 64 of n bytes, folded. */
+static inline uint32_t ss_hash_bytes(const void *p, size_t n) {
+    return ss_hash_fold(ss_fnv1a64(SS_FNV1A64_SEED, p, n));
 }
 
 /* The same, up to the NUL. */

@@ -85,19 +85,10 @@ __attribute__((constructor)) static void intern_atfork(void) {
     pthread_atfork(lock_for_fork, unlock_after_fork, forget_after_fork);
 }
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull; /* FNV-1a */
-    }
-    return h;
-}
-
 static uint64_t mix_str(uint64_t h, const char *s) {
     if (!s)
-        return mix(h, "\xff", 1);
-    return mix(h, s, strlen(s) + 1);
+        return ss_fnv1a64(h, "\xff", 1);
+    return ss_fnv1a64(h, s, strlen(s) + 1);
 }
 
 static bool str_eq(const char *a, const char *b) {
@@ -174,7 +165,7 @@ static size_t len0(const char *s) { return s ? strlen(s) + 1 : 0; }
 const char *ss_intern(const char *s) {
     if (!s)
         return NULL;
-    uint64_t h = mix_str(14695981039346656037ull, s);
+    uint64_t h = mix_str(SS_FNV1A64_SEED, s);
     pthread_mutex_lock(&lock);
     ss_hslot *slot;
     entry *e = find(h, 0, s, &slot);
@@ -200,7 +191,7 @@ const ss_funcinfo *ss_funcinfo_intern_sig(const char *ns, const char *name,
                                           ss_frame_kind kind, const char *signature) {
     ss_funcinfo key = {ns ? ns : "unknown", name ? name : "unknown",
                        file ? file : "unknown", module, (uint8_t)kind, signature};
-    uint64_t h = 14695981039346656037ull ^ (uint64_t)kind;
+    uint64_t h = SS_FNV1A64_SEED ^ (uint64_t)kind;
     h = mix_str(mix_str(mix_str(mix_str(h, key.ns), key.name), key.file), module);
     if (signature) /* unchanged hashes for functions without one */
         h = mix_str(h, signature);
@@ -231,7 +222,7 @@ const ss_mapping *ss_mapping_intern(const char *path, const char *build_id,
                                     uint64_t file_offset) {
     ss_mapping key = {path ? path : "unknown", build_id ? build_id : "", start,
                       limit, file_offset};
-    uint64_t h = mix(mix(mix(14695981039346656037ull, &start, 8), &limit, 8),
+    uint64_t h = ss_fnv1a64(ss_fnv1a64(ss_fnv1a64(SS_FNV1A64_SEED, &start, 8), &limit, 8),
                      &file_offset, 8);
     h = mix_str(mix_str(h, key.path), key.build_id);
     pthread_mutex_lock(&lock);

@@ -145,7 +145,7 @@ typedef struct open_fd {
 } open_fd;
 
 static uint64_t hash_str(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 14695981039346656037ull; /* FNV-1a (a module: not agent/hmap.h) */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
     return h;

@@ -18,6 +18,7 @@
  * holds its claim (a helper program started under the same LD_PRELOAD must
  * not take the pod's name over), and takes it over otherwise. */
 #include "agent/config.h"
+#include "agent/hmap.h"
 #include "agent/log.h"
 #include "proc/process.h"
 #include "agent/time.h"
@@ -50,9 +51,7 @@ static struct {
  * milliseconds at its end are what tell two processes apart):
  * 0, -EADDRINUSE, or -errno. */
 static int bind_claim(int fd, const char *pod) {
-    uint64_t h = 14695981039346656037ull; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)pod; *c; c++)
-        h = (h ^ *c) * 1099511628211ull;
+    uint64_t h = ss_fnv1a64(SS_FNV1A64_SEED, pod, strlen(pod));
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
