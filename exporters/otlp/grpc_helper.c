@@ -285,10 +285,7 @@ static void take_clients(void) {
                 continue;
             return;
         }
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-            cred.uid != geteuid() || cred.gid != getegid())
+        if (!ss_gw_peer_is_us(fd))
             close(fd);
         else
             add_client(fd);

@@ -62,6 +62,7 @@
  * The owner does not wait for a helper that others use when it stops (the
  * helper answers its 'Q' with 'K'); the helper ends with its last client. */
 #include "agent/config.h"
+#include "agent/hmap.h"
 #include "agent/kept_fd.h"
 #include "agent/log.h"
 #include "agent/thread.h"
@@ -143,7 +144,7 @@ static void forget_in_child(void) {
             continue;
         ss_kept_fd_close_inherited(&r->sock);
         ss_kept_fd_close_inherited(&r->pidfd);
-        r->in_call = false;
+        r->pid = 0;
         atomic_store_explicit(&live[i], NULL, memory_order_relaxed);
     }
 }
@@ -382,12 +383,6 @@ static int start_process(remote *r, int listener, char *why, size_t why_len) {
 
 /* ---- finding a helper by its name ---------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
-    return h;
-}
-
 /* The helper of this user and group, in this control group, mount
  * namespace and root, for this helper program, this configuration and
  * the environment gRPC reads: a process that differs in any of them
@@ -396,7 +391,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
  * no file, gone with the helper. Not the session: forking servers put
  * each child in a session of its own (PostgreSQL does). */
 static socklen_t helper_name(const remote *r, struct sockaddr_un *sa) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = SS_FNV1A64_SEED;
     char *const *env = ss_env_all();
     for (size_t i = 0; env && env[i]; i++) {
         const char *e = env[i];
@@ -406,14 +401,14 @@ static socklen_t helper_name(const remote *r, struct sockaddr_un *sa) {
             strncasecmp(e, "http_proxy=", 11) != 0 && strncasecmp(e, "https_proxy=", 12) != 0 &&
             strncasecmp(e, "no_proxy=", 9) != 0 && strncmp(e, "SSL_CERT_", 9) != 0)
             continue;
-        h += fnv(1469598103934665603ull, e, strlen(e) + 1); /* in any order */
+        h += ss_fnv1a64(SS_FNV1A64_SEED, e, strlen(e) + 1); /* in any order */
     }
     static const char *const places[] = {NULL, "/proc/self/ns/mnt", "/"};
     for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
         struct stat st;
         if (stat(places[i] ? places[i] : r->path, &st) == 0) {
             uint64_t id[3] = {st.st_dev, st.st_ino, (uint64_t)st.st_mtime};
-            h = fnv(h, id, places[i] ? 2 * sizeof id[0] : sizeof id);
+            h = ss_fnv1a64(h, id, places[i] ? 2 * sizeof id[0] : sizeof id);
         }
     }
     char cg[512];
@@ -422,20 +417,12 @@ static socklen_t helper_name(const remote *r, struct sockaddr_un *sa) {
     if (fd >= 0)
         close(fd);
     if (k > 0)
-        h = fnv(h, cg, (size_t)k);
+        h = ss_fnv1a64(h, cg, (size_t)k);
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
     int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "stackshot-grpc.%u.%u.%016llx",
                      (unsigned)geteuid(), (unsigned)getegid(), (unsigned long long)h);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
-/* Whether the process at the other end of fd is of our user and group. */
-static bool peer_is_us(int fd) {
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid() &&
-           cred.gid == getegid();
 }
 
 /* Connect to the helper of our kind: 0 (r->sock), -ECONNREFUSED (none
@@ -459,7 +446,7 @@ static int join_helper(remote *r, const struct sockaddr_un *sa, socklen_t len, c
         return e == ENOENT ? -ECONNREFUSED : e == EAGAIN ? -EACCES : -e;
     }
     int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !peer_is_us(fd)) {
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || !ss_gw_peer_is_us(fd)) {
         close(fd); /* a name is no proof of who listens */
         snprintf(why, why_len, "the helper's name is taken by a process of another user");
         return -EACCES;
@@ -470,15 +457,26 @@ static int join_helper(remote *r, const struct sockaddr_un *sa, socklen_t len, c
     return rc;
 }
 
+/* A socket that listens nowhere, for a helper of our own that nobody
+ * else may join (the name is another user's, or its helper takes
+ * nobody): the socket, or -errno with why. */
+static int no_name(char *why, size_t why_len) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, why_len, "socket: %s", strerror(errno));
+        return -errno;
+    }
+    return fd;
+}
+
 /* The name, bound and listened on for a helper of our own: the listening
  * socket, -EADDRINUSE (another process bound it first: join it), or
  * -errno with why. */
 static int claim_name(const struct sockaddr_un *sa, socklen_t len, char *why, size_t why_len) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 64) != 0) {
+    int fd = no_name(why, why_len);
+    if (fd >= 0 && (bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 64) != 0)) {
         int e = errno;
-        if (fd >= 0)
-            close(fd);
+        close(fd);
         snprintf(why, why_len, "its name: %s", strerror(e));
         return -e;
     }
@@ -569,12 +567,11 @@ static int start_helper(remote *r, char *why, size_t why_len) {
         }
         if (rc != -ECONNREFUSED && rc != -EACCES)
             return rc;
-        int listener = rc == -EACCES ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)
-                                     : claim_name(&sa, len, why, why_len);
+        int listener = rc == -EACCES ? no_name(why, why_len) : claim_name(&sa, len, why, why_len);
         if (listener == -EADDRINUSE)
             continue; /* another process is starting it: join that one */
         if (listener < 0)
-            return listener == -1 ? -errno : listener;
+            return listener;
         r->joined = false;
         rc = start_process(r, listener, why, why_len);
         close(listener); /* the helper has it */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define NULL_LEN 0xffffffffu
 
@@ -289,4 +290,11 @@ void ss_gw_consume(ss_buf *in, size_t payload_len) {
     size_t n = SS_GW_HEADER + payload_len;
     memmove(in->data, in->data + n, in->len - n);
     in->len -= n;
+}
+
+bool ss_gw_peer_is_us(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid() &&
+           cred.gid == getegid();
 }

@@ -99,4 +99,9 @@ int ss_gw_recv(int fd, ss_buf *in, uint64_t deadline_ns, int *type, size_t *payl
 /* Drop the first frame of in (after ss_gw_recv returned 1). */
 void ss_gw_consume(ss_buf *in, size_t payload_len);
 
+/* Whether the process at the other end of the unix socket fd (the one
+ * that connected, or that listens) is of our effective user and group:
+ * both ends check before they trust the other. */
+bool ss_gw_peer_is_us(int fd);
+
 #endif
