@@ -29,12 +29,16 @@ import time
 
 from verdict import verdict
 
-HOST = r"""
+# What the hosts' processes do between their forks: compute.
+WORK = r"""
 import os, sys, time
 def work(seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         sum(i * i for i in range(2000))
+"""
+
+HOST = WORK + r"""
 work(1.5)
 for _ in range(2):
     if os.fork() == 0:
@@ -52,12 +56,7 @@ sys.exit(0)
 
 # The second run: a parent and two children export through one helper,
 # which the test kills mid-run.
-KILLED = r"""
-import os, time
-def work(seconds):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        sum(i * i for i in range(2000))
+KILLED = WORK + r"""
 work(1.5)
 kids = []
 for _ in range(2):
