@@ -78,6 +78,15 @@ typedef struct fn_slot {
     Dwarf_Die die;
 } fn_slot;
 
+/* A run of code [lo, hi) every address of which resolves to the same
+ * frames (one line-table row, one chain of scopes): its frames live in the
+ * frame pool, as a cached address's. */
+typedef struct span {
+    uint64_t lo, hi;
+    uint32_t first; /* index into pool */
+    uint8_t n;
+} span;
+
 struct ss_symbols {
     Dwfl *dwfl; /* NULL: none (a fresh one could not be made) */
     Dwfl_Callbacks callbacks;
@@ -92,6 +101,8 @@ struct ss_symbols {
     ss_frame *pool;
     size_t pool_used, pool_size;
     fn_slot *fns;
+    span *spans; /* sorted by lo, none overlapping (see "spans") */
+    size_t n_spans, max_spans;
     ss_remap *remaps; /* distant second mappings of a file */
     size_t n_remaps;
     ss_perfmap *perfmap;
@@ -144,6 +155,7 @@ static uint64_t mix64_block(uint64_t pc) { return mix64(pc >> 8); }
 
 static void cache_clear(ss_symbols *s) {
     memset(s->slots, 0, (s->mask + 1) * sizeof *s->slots);
+    s->n_spans = 0; /* their frames are in the pool */
     s->pool_used = 0;
     s->c.entries = 0;
 }
@@ -489,6 +501,7 @@ static const ss_funcinfo *intern_die_fn(Dwarf_Die *die, Dwarf_Die *cudie,
 typedef struct resolved {
     ss_frame f[SS_SYMBOLS_MAX_INLINE];
     int n;
+    uint64_t run_lo, run_hi; /* pcs resolving the same (see "spans"); empty: none */
 } resolved;
 
 /* The function and inlined-instance DIEs that contain a pc, outermost
@@ -607,6 +620,186 @@ static Dwarf_Die *cu_at(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *bias, Dwarf
     return NULL;
 }
 
+/* ---- spans ------------------------------------------------------------
+ *
+ * A running thread's leaf address is wherever it was interrupted: a loop
+ * of a few lines shows a new address every few rounds. Each one missed
+ * the cache, and after a release made libdw read the module's tables
+ * again and hold them for the next delay (while held, every fork() of
+ * the host copies their page tables). The frames of an address depend
+ * only on its line-table row and on the DWARF scopes (the function, the
+ * inlined calls) that hold it, so a miss also records the run of code
+ * around the address with the same row and the same scopes, and a later
+ * address in that run is served from it without libdw. The run is the
+ * row's code [its address, the next row's), within the range of every
+ * scope of the chain that holds the address, cut at every inlined call
+ * and nested function below the innermost scope (entering one changes
+ * the chain). In a module without any DWARF the symbol table names an
+ * address: the run is the symbol's extent. Remapped and JIT addresses,
+ * and anything less certain, get no run. */
+
+/* A row of the same source line as (src, line): its code names pc alike. */
+static bool same_place(Dwarf_Line *row, const char *src, int line) {
+    bool end;
+    int l;
+    return dwarf_lineendsequence(row, &end) == 0 && !end && dwarf_lineno(row, &l) == 0 &&
+           l == line && dwarf_linesrc(row, NULL, NULL) == src;
+}
+
+static bool line_addr(Dwarf_Lines *lines, size_t i, Dwarf_Addr *a) {
+    return dwarf_lineaddr(dwarf_onesrcline(lines, i), a) == 0;
+}
+
+#define SS_SYMBOLS_RUN_ROWS 256 /* rows looked at each way */
+
+/* The code of pc's source line around pc: dwarf_getsrc_die gives an
+ * address the last row at or below it (several rows may share an
+ * address: the last one counts), so every address up to the next row's
+ * gets the same row, and the rows before and after of the same file and
+ * line (optimised code has several per line: columns, views) give the
+ * same name too. */
+static bool row_run(Dwarf_Die *cudie, Dwarf_Line *dl, Dwarf_Addr pc, Dwarf_Addr *lo,
+                    Dwarf_Addr *hi) {
+    Dwarf_Lines *lines;
+    size_t n;
+    Dwarf_Addr a, b;
+    int line;
+    const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    if (!src || dwarf_lineno(dl, &line) != 0 || !same_place(dl, src, line) ||
+        dwarf_getsrclines(cudie, &lines, &n) != 0 || dwarf_lineaddr(dl, &a) != 0 || a > pc)
+        return false;
+    size_t l = 0, h = n; /* the first row past address a */
+    while (l < h) {
+        size_t m = l + (h - l) / 2;
+        if (!line_addr(lines, m, &b))
+            return false;
+        if (b <= a)
+            l = m + 1;
+        else
+            h = m;
+    }
+    if (l == 0 || l >= n || dwarf_onesrcline(lines, l - 1) != dl || !line_addr(lines, l, &b) ||
+        pc >= b)
+        return false;
+    *lo = a;
+    *hi = b;
+    /* backwards: the first row met at a lower address is the last at it */
+    for (size_t k = l - 1, seen = 0; k-- > 0 && seen < SS_SYMBOLS_RUN_ROWS; seen++) {
+        if (!line_addr(lines, k, &b) || b > *lo)
+            break;
+        if (b == *lo)
+            continue; /* a later row at this address counts */
+        if (!same_place(dwarf_onesrcline(lines, k), src, line))
+            break;
+        *lo = b;
+    }
+    /* forwards: the last row at *hi decides up to the next address */
+    for (size_t i = l, seen = 0; i < n && seen < SS_SYMBOLS_RUN_ROWS; seen++) {
+        size_t last = i;
+        while (last + 1 < n && line_addr(lines, last + 1, &b) && b == *hi)
+            last++;
+        if (last + 1 >= n || !same_place(dwarf_onesrcline(lines, last), src, line) ||
+            !line_addr(lines, last + 1, &b) || b <= *hi)
+            break;
+        *hi = b;
+        i = last + 1;
+    }
+    return true;
+}
+
+/* [*lo, *hi) narrowed to the range of `die` that holds pc. */
+static bool within_ranges(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi) {
+    Dwarf_Addr base, b, e;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(die, off, &base, &b, &e)) > 0)
+        if (b <= pc && pc < e) {
+            *lo = b > *lo ? b : *lo;
+            *hi = e < *hi ? e : *hi;
+            return true;
+        }
+    return false;
+}
+
+/* [*lo, *hi) cut short of every range of `die` (none of which may hold
+ * pc: that would be a scope the chain lacks). */
+static bool outside_ranges(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi) {
+    Dwarf_Addr base, b, e;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(die, off, &base, &b, &e)) > 0) {
+        if (b <= pc && pc < e)
+            return false;
+        if (e <= pc && e > *lo)
+            *lo = e;
+        if (b > pc && b < *hi)
+            *hi = b;
+    }
+    return off == 0;
+}
+
+/* Cut [*lo, *hi) at the inlined calls and nested functions under `die`,
+ * through its lexical blocks. */
+static bool cut_inner_scopes(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi,
+                             int depth) {
+    Dwarf_Die child;
+    int rc = depth > 64 ? -1 : dwarf_child(die, &child);
+    if (rc != 0)
+        return rc > 0; /* no children: nothing to cut */
+    do {
+        switch (dwarf_tag(&child)) {
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine:
+            if (!outside_ranges(&child, pc, lo, hi))
+                return false;
+            break;
+        case DW_TAG_lexical_block:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+            if (!cut_inner_scopes(&child, pc, lo, hi, depth + 1))
+                return false;
+            break;
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return true;
+}
+
+/* The run of module addresses around pc that resolve as pc did, from its
+ * row and its chain of scopes (outermost first). */
+static bool dwarf_run(Dwarf_Die *cudie, Dwarf_Line *dl, const scope_chain *c, Dwarf_Addr pc,
+                      Dwarf_Addr *lo, Dwarf_Addr *hi) {
+    if (c->n == 0 || c->n >= (int)(sizeof c->d / sizeof *c->d) || !row_run(cudie, dl, pc, lo, hi))
+        return false;
+    for (int i = 0; i < c->n; i++)
+        if (!within_ranges((Dwarf_Die *)&c->d[i], pc, lo, hi))
+            return false;
+    return cut_inner_scopes((Dwarf_Die *)&c->d[c->n - 1], pc, lo, hi, 0) && *lo <= pc &&
+           pc < *hi;
+}
+
+/* The extent of the symbol naming pc, in a module without DWARF. */
+static bool symbol_run(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi) {
+    Dwarf_Addr bias;
+    mod_info *mi = module_info(mod);
+    if (!mi || !mi->syms || dwfl_module_getdwarf(mod, &bias))
+        return false;
+    size_t l = 0, h = mi->nsyms; /* first entry with start > pc */
+    while (l < h) {
+        size_t m = l + (h - l) / 2;
+        if (mi->syms[m].start <= pc)
+            l = m + 1;
+        else
+            h = m;
+    }
+    if (l == 0 || pc - mi->syms[l - 1].start >= mi->syms[l - 1].size)
+        return false;
+    *lo = mi->syms[l - 1].start;
+    *hi = *lo + mi->syms[l - 1].size;
+    if (l < mi->nsyms && mi->syms[l].start < *hi)
+        *hi = mi->syms[l].start; /* the next symbol's code is named after it */
+    return true;
+}
+
 /* A module's DWARF is read by libdw on the first address resolved in it
  * (dwfl_module_addrdie), never before: modules no stack passes through
  * cost only their entry in the module list. The first time, the pages of
@@ -670,6 +863,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
     memset(r, 0, sizeof *r);
     Dwfl_Module *mod = module_at(s, pc);
     const ss_mapping *map = NULL;
+    bool rm_used = false; /* pc is a remapped address's place in the load */
     if (!mod) {
         if (perfmap_check(s)) {
             cache_clear(s); /* unknown addresses may have a name now */
@@ -692,6 +886,7 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
         map = rm->map;
         mod = loaded;
         pc += rm->delta;
+        rm_used = true;
     }
     s->holds = true; /* libdw opens the module's files now */
     if (!map)
@@ -717,8 +912,17 @@ static void resolve_uncached(ss_symbols *s, uint64_t addr, bool ret, resolved *r
      * table scan, and the linkage name of C++ methods), else the symbol
      * table's. */
     const ss_funcinfo *fn = sub ? intern_die_fn(sub, cudie, file) : NULL;
+    Dwarf_Addr lo = 0, hi = 0;
+    if (fn && !rm_used && dwarf_run(cudie, dl, &c, pc - bias, &lo, &hi)) {
+        r->run_lo = lo + bias;
+        r->run_hi = hi + bias;
+    }
     if (!fn) {
         fn = intern_fn(symbol_name(mod, pc), file);
+        if (fn && !cudie && !rm_used && symbol_run(mod, pc, &lo, &hi)) {
+            r->run_lo = lo;
+            r->run_hi = hi;
+        }
     }
     ss_frame *f = &r->f[r->n++];
     f->fn = fn ? fn : &unknown_fn;
@@ -740,6 +944,39 @@ static cache_slot *cache_find(ss_symbols *s, uint64_t key) {
     }
 }
 
+/* The span holding pc, or NULL. */
+static const span *span_find(const ss_symbols *s, uint64_t pc) {
+    size_t l = 0, h = s->n_spans; /* the first span with lo > pc */
+    while (l < h) {
+        size_t m = l + (h - l) / 2;
+        if (s->spans[m].lo <= pc)
+            l = m + 1;
+        else
+            h = m;
+    }
+    return l > 0 && pc < s->spans[l - 1].hi ? &s->spans[l - 1] : NULL;
+}
+
+/* Remember [lo, hi) as resolving to the n frames at pool[first]; left out
+ * when full (until the cache's next reset) or overlapping one known. */
+static void span_put(ss_symbols *s, uint64_t lo, uint64_t hi, uint32_t first, uint8_t n) {
+    if (s->n_spans >= s->max_spans || lo >= hi)
+        return;
+    size_t l = 0, h = s->n_spans; /* the first span starting at lo or above */
+    while (l < h) {
+        size_t m = l + (h - l) / 2;
+        if (s->spans[m].lo < lo)
+            l = m + 1;
+        else
+            h = m;
+    }
+    if ((l > 0 && s->spans[l - 1].hi > lo) || (l < s->n_spans && s->spans[l].lo < hi))
+        return;
+    memmove(&s->spans[l + 1], &s->spans[l], (s->n_spans - l) * sizeof *s->spans);
+    s->spans[l] = (span){lo, hi, first, n};
+    s->n_spans++;
+}
+
 static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
     if (s->c.entries >= s->max_entries || s->pool_used + (size_t)r->n > s->pool_size) {
         cache_clear(s);
@@ -752,6 +989,8 @@ static void cache_put(ss_symbols *s, uint64_t key, const resolved *r) {
     memcpy(s->pool + s->pool_used, r->f, (size_t)r->n * sizeof *r->f);
     s->pool_used += (size_t)r->n;
     s->c.entries++;
+    if (r->run_hi && s->max_spans)
+        span_put(s, r->run_lo, r->run_hi, sl->first, sl->n);
 }
 
 /* ---- the API ---------------------------------------------------------- */
@@ -804,6 +1043,8 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
     s->slots = calloc(slots, sizeof *s->slots);
     s->pool = calloc(s->pool_size, sizeof *s->pool);
     s->fns = calloc(SS_SYMBOLS_FN_SLOTS, sizeof *s->fns);
+    s->max_spans = s->max_entries / 2;
+    s->spans = calloc(s->max_spans, sizeof *s->spans);
     s->callbacks.find_elf = find_elf_unkept;
     /* libdw keeps each separate debuginfo file open as long as its module:
      * none under a small RLIMIT_NOFILE (proc/threads.h) */
@@ -812,7 +1053,7 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
                                       ? ss_find_debuginfo
                                       : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
-    bool mem = s->slots && s->pool && s->fns;
+    bool mem = s->slots && s->pool && s->fns && s->spans;
     if (mem)
         s->dwfl = dwfl_begin(&s->callbacks);
     if (!s->dwfl) {
@@ -842,6 +1083,7 @@ void ss_symbols_destroy(ss_symbols *s) {
     free(s->slots);
     free(s->pool);
     free(s->fns);
+    free(s->spans);
     ss_remaps_free(s->remaps, s->n_remaps);
     ss_perfmap_destroy(s->perfmap);
     free(s);
@@ -899,6 +1141,11 @@ static void note_miss(ss_symbols *s) {
 
 void ss_symbols_set_idle(ss_symbols *s, uint64_t idle_ns) { s->idle_ns = idle_ns; }
 
+void ss_symbols_set_spans(ss_symbols *s, bool on) {
+    s->max_spans = on ? s->max_entries / 2 : 0;
+    s->n_spans = 0;
+}
+
 static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *out,
                   int max) {
     if (return_address && addr == 0)
@@ -927,6 +1174,16 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
             memcpy(out, s->pool + sl->first, (size_t)n * sizeof *out);
             return n;
         }
+    }
+    const span *sp = s->n_spans ? span_find(s, return_address ? addr - 1 : addr) : NULL;
+    if (sp) {
+        s->c.hits++;
+        s->c.span_hits++;
+        int n = sp->n < max ? sp->n : max;
+        memcpy(out, s->pool + sp->first, (size_t)n * sizeof *out);
+        for (int i = 0; i < n; i++)
+            out[i].addr = addr;
+        return n;
     }
     s->c.misses++;
     resolved r;

@@ -15,7 +15,8 @@
 #define SS_SYMBOLS_CACHE_ENTRIES 4096
 
 typedef struct ss_symbols_counters {
-    uint64_t hits;       /* served from the address cache */
+    uint64_t hits;       /* served from the address cache (or a span) */
+    uint64_t span_hits;  /* of those, an address new to the cache in a known run of code */
     uint64_t misses;     /* resolved with libdw */
     uint64_t resets;     /* cache full: emptied and started again */
     uint64_t flushes;    /* cache emptied because modules were loaded/unloaded */
@@ -36,6 +37,10 @@ void ss_symbols_counters_get(const ss_symbols *s, ss_symbols_counters *out);
 /* How long no lookup may miss before libdw's tables are released (0:
  * never); doubled by each reload. Default 5 s. */
 void ss_symbols_set_idle(ss_symbols *s, uint64_t idle_ns);
+
+/* Runs of code that resolve alike (symbols.c, "spans"): on by default;
+ * off, every new address is resolved by libdw (a reference for tests). */
+void ss_symbols_set_spans(ss_symbols *s, bool on);
 
 /* ---- symbols_maps.c: /proc/self/maps to libdwfl, by load ------------- */
 

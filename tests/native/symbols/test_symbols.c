@@ -214,7 +214,19 @@ static void test_cache(void **state) {
     assert_int_equal(hits, 1);
     assert_int_equal(misses, 1);
     assert_memory_equal(&f1, &f2, sizeof f1);
-    /* Same address as a return address is another key (addr - 1). */
+    /* The same pc as a return address is another key (addr - 1), served
+     * from the run of code the first miss found: no miss */
+    ss_symbols_resolve(s, a + 1, true, &f2, 1);
+    ss_symbols_stats(s, &hits, &misses);
+    assert_int_equal(misses, 1);
+    assert_ptr_equal(f1.fn, f2.fn);
+    assert_int_equal(f2.addr, a + 1);
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.span_hits, 1);
+    assert_int_equal(c.entries, 1);
+    /* without spans, it is a miss of its own */
+    ss_symbols_set_spans(s, false);
     ss_symbols_resolve(s, a + 1, true, &f2, 1);
     ss_symbols_stats(s, &hits, &misses);
     assert_int_equal(misses, 2);
@@ -816,8 +828,17 @@ static void test_release(void **state) {
     assert_int_equal(c.misses, misses);
     assert_int_equal(c.reloads, 0);
 
-    /* new addresses: the modules open again, same names and lines */
-    m = ss_symbols_resolve(s, own - 1, false, g, 8); /* the same pc, another key: a miss */
+    /* the same pc, another key: served from its run of code, libdw not
+     * asked (nothing opened again) */
+    m = ss_symbols_resolve(s, own - 1, false, g, 8);
+    assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
+    assert_int_equal(g[m - 1].line, line);
+    ss_symbols_counters_get(s, &c);
+    assert_int_equal(c.misses, misses);
+    assert_int_equal(c.reloads, 0);
+    /* new code: the modules open again, same names and lines */
+    ss_symbols_set_spans(s, false);
+    m = ss_symbols_resolve(s, own - 1, false, g, 8);
     assert_fn(&g[m - 1], "global", "known_static_fn", "test_symbols.c");
     assert_int_equal(g[m - 1].line, line);
     n = ss_symbols_resolve(s, libc_a + 1, false, f2, 8);
@@ -836,6 +857,70 @@ static void test_release(void **state) {
     if (!in_maps("/libsym_a.so")) /* unloaded (not always under valgrind) */
         assert_true(g[0].map == NULL || strcmp(g[0].fn->name, "sym_a_func") != 0);
     ss_symbols_destroy(s);
+}
+
+/* Spans (symbols.c): every address of a stretch of code resolves, with
+ * runs of code remembered, to exactly what a resolver without them finds
+ * (libdw for each address): this file's functions, an -O2 inline chain, C++
+ * scopes, libc's malloc and qsort (with libc6-dbg: DWARF and inlined
+ * calls; without: its symbol table) and libcmocka (its symbol table). Leaf
+ * and return addresses. */
+static void assert_same_frames(ss_symbols *s, ss_symbols *ref, uint64_t a, bool ret) {
+    ss_frame f[SS_SYMBOLS_MAX_INLINE], g[SS_SYMBOLS_MAX_INLINE];
+    memset(f, 0, sizeof f);
+    memset(g, 0, sizeof g);
+    int n = ss_symbols_resolve(s, a, ret, f, SS_SYMBOLS_MAX_INLINE);
+    int m = ss_symbols_resolve(ref, a, ret, g, SS_SYMBOLS_MAX_INLINE);
+    if (n != m)
+        fail_msg("%#llx ret=%d: %d frames, %d without spans", (unsigned long long)a, ret, n, m);
+    for (int i = 0; i < n; i++)
+        if (f[i].fn != g[i].fn || f[i].line != g[i].line || f[i].inlined != g[i].inlined ||
+            f[i].map != g[i].map || f[i].addr != g[i].addr)
+            fail_msg("%#llx ret=%d frame %d: %s %s:%d (inlined %d) with spans, %s %s:%d "
+                     "(inlined %d) without",
+                     (unsigned long long)a, ret, i, f[i].fn->name, f[i].fn->file, f[i].line,
+                     f[i].inlined, g[i].fn->name, g[i].fn->file, g[i].line, g[i].inlined);
+}
+
+static void test_spans_agree(void **state) {
+    (void)state;
+    ss_symbols *s = ss_symbols_create(), *ref = ss_symbols_create();
+    assert_non_null(s);
+    assert_non_null(ref);
+    ss_symbols_set_spans(ref, false);
+    const struct {
+        uint64_t start;
+        size_t len;
+    } code[] = {
+        {(uint64_t)(uintptr_t)outer_caller, 256},
+        {(uint64_t)(uintptr_t)known_static_fn, 192},
+        {(uint64_t)(uintptr_t)cpp_call_scopes, 768},
+        {(uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "malloc"), 2048},
+        {(uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "qsort"), 1024},
+        /* a library without DWARF (no debuginfo package): its symbols */
+        {(uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_cmocka_run_group_tests"), 4096},
+    };
+    uint64_t total = 0;
+    for (size_t k = 0; k < sizeof code / sizeof code[0]; k++) {
+        assert_true(code[k].start != 0);
+        for (uint64_t a = code[k].start; a < code[k].start + code[k].len; a++) {
+            assert_same_frames(s, ref, a, false);
+            assert_same_frames(s, ref, a + 1, true);
+            total += 2;
+        }
+    }
+    ss_symbols_counters c, r;
+    ss_symbols_counters_get(s, &c);
+    ss_symbols_counters_get(ref, &r);
+    assert_int_equal(r.span_hits, 0);
+    assert_int_equal(r.misses, total);
+    /* most addresses were served by a run of code met before */
+    if (c.span_hits * 2 < total)
+        fail_msg("%llu of %llu addresses from spans", (unsigned long long)c.span_hits,
+                 (unsigned long long)total);
+    assert_int_equal(c.hits + c.misses, total);
+    ss_symbols_destroy(s);
+    ss_symbols_destroy(ref);
 }
 
 int main(void) {
@@ -859,6 +944,7 @@ int main(void) {
         cmocka_unit_test(test_local_debuginfo),
         cmocka_unit_test(test_dwarf_lazy),
         cmocka_unit_test(test_release),
+        cmocka_unit_test(test_spans_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
