@@ -28,8 +28,10 @@ void ss_agent_exec_failed(void);
 /* In a child with only the calling thread (fork: restart = true, the
  * agent starts again after a moment; clone: false, nothing starts). Run
  * by the core's own at-fork handler, or by the loader's when it has one
- * (ss_agent_set_loader_forks: the core then registers none). */
-void ss_agent_fork_child(bool restart);
+ * (ss_agent_set_loader_forks: the core then registers none).
+ * libdw_inherited: what libdw and libelf allocated in the parent came
+ * with the fork (false: a parent that forks often, core/core_heap.c). */
+void ss_agent_fork_child(bool restart, bool libdw_inherited);
 void ss_agent_set_loader_forks(bool yes);
 /* Running, or a forked child's restart is due. */
 bool ss_agent_active(void);

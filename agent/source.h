@@ -26,6 +26,11 @@ typedef struct ss_source_ops {
      * state without joining or locking. main_pthread is the thread that
      * forked (pthread_self() there). May be NULL. */
     void (*fork_forget)(uint64_t main_pthread);
+    /* In a forked child, in the at-fork handler, when the memory libdw and
+     * libelf allocated in the parent did not come with the fork (a parent
+     * that forks often: core/core_heap.c): what the source keeps of the
+     * parent's must forget its libdw tables unread. May be NULL. */
+    void (*fork_lost_libdw)(void);
 } ss_source_ops;
 
 #endif /* SS_AGENT_SOURCE_H */

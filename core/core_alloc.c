@@ -85,6 +85,7 @@ int ss_core_alloc_install(const ss_core_alloc *a) {
     atomic_store_explicit(&installed, true, memory_order_release);
 #ifndef SS_CORE_ALLOC_NO_FAMILY
     find_libelf_code();
+    ss_core_zone_note_forks(); /* a host that forks often: its children lack the zone */
 #endif
     return 0;
 }

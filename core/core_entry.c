@@ -12,6 +12,7 @@
 #include "proc/process.h"
 #include "agent/thread.h"
 #include "agent/main_arena.h"
+#include "core/core_heap.h"
 #include "samplers/ss_samplers.h"
 #include "samplers/signal_sampler.h" /* SS_SIG_COPY_STACK_NEED */
 #include "include/stackshot.h"
@@ -52,7 +53,7 @@ bool ss_core_deepbind(void) { return deepbind; }
  * ss_agent_fork_child allocates. */
 static void fork_child(bool restart) {
     ss_core_alloc_after_fork_child();
-    ss_agent_fork_child(restart);
+    ss_agent_fork_child(restart, ss_core_zone_inherited());
 }
 
 static void autostart(void) {

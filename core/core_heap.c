@@ -45,15 +45,34 @@
  * restart). A child starts with empty lists and a new lock, as the main
  * heap; it keeps the chunk list and the count of blocks in use, which a
  * fork cannot leave too low (an operation cut short leaves one block too
- * many at most, and the zone is then never emptied in that child). */
+ * many at most, and the zone is then never emptied in that child).
+ *
+ * A process that forks often (ZONE_FORKS_PER_S within a second, counted
+ * before each fork while the zone holds anything) pays for those tables
+ * at every fork: the kernel copies their page tables into the child and
+ * tears them down at its exit (about 900 pages with libc6-dbg: most of
+ * what a fork+exit costs with the agent running). Its children rarely
+ * live long (a forking server's connections, a build's compilers, a
+ * shell's commands), so from then until the zone is next emptied its
+ * mappings are MADV_DONTFORK: a child has none of them, its resolver
+ * forgets the parent's tables unread and keeps its cache of names
+ * (samplers/symbols.c, ss_symbols_adopt), and its zone starts empty under
+ * a mark of its own, so that a block of the parent's (its mark still in
+ * the inherited map, its memory not here) is never taken for one of its
+ * own. Such a child that meets an address new to its cache reads that
+ * module's DWARF again. The flag is set before the mappings are marked
+ * (a child forked in between forgets tables it has: harmless), and a
+ * mapping made meanwhile is marked before it is used. */
 #include "core/core_heap.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define UNIT_SHIFT 16
 #define UNIT ((uintptr_t)1 << UNIT_SHIFT)
@@ -89,11 +108,57 @@ typedef struct heap {
 } heap;
 
 #define MAIN_MARK 1
-#define ZONE_MARK 2
+#define ZONE_MARK_FIRST 2
 static heap main_heap = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static heap zone = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static _Atomic unsigned char zone_mark = ZONE_MARK_FIRST; /* this process's */
 static _Atomic size_t mapped; /* bytes of chunks and large mappings */
 static _Atomic uint64_t zone_emptied;
+
+/* Forks per second past which the zone is not inherited (see above). */
+#define ZONE_FORKS_PER_S 20
+/* The zone's large blocks (own mappings), for MADV_DONTFORK: past this
+ * many, the zone stays inherited. Under zone.lock. */
+#define ZONE_LARGE_MAX 256
+static struct {
+    unsigned char *at;
+    size_t len;
+} zone_large[ZONE_LARGE_MAX];
+static size_t n_zone_large;
+static _Atomic size_t zone_bytes; /* mapped for the zone (changed under zone.lock) */
+static _Atomic bool zone_unforked;    /* its mappings are MADV_DONTFORK */
+static _Atomic uint64_t zone_unforks; /* times the zone was made so */
+static bool zone_inherited = true;    /* in a child: the parent's zone came along */
+/* forks counted since (by the forking thread; reset when the zone empties) */
+static _Atomic uint64_t fork_window_ns;
+static _Atomic uint32_t fork_window_n;
+
+/* ---- the zone's mappings, for MADV_DONTFORK (under zone.lock) ---- */
+
+/* Past ZONE_LARGE_MAX, one not listed could not be marked: the zone is
+ * inherited again until it is next emptied. */
+static bool zone_large_overflow;
+
+static void zone_large_add(unsigned char *at, size_t len) {
+    zone_bytes += len;
+    if (n_zone_large == ZONE_LARGE_MAX) {
+        zone_large_overflow = true;
+        atomic_store(&zone_unforked, false);
+        return;
+    }
+    zone_large[n_zone_large].at = at;
+    zone_large[n_zone_large].len = len;
+    n_zone_large++;
+}
+
+static void zone_large_remove(unsigned char *at, size_t len) {
+    zone_bytes -= len;
+    for (size_t i = 0; i < n_zone_large; i++)
+        if (zone_large[i].at == at) {
+            zone_large[i] = zone_large[--n_zone_large];
+            return;
+        }
+}
 
 static size_t class_size(unsigned c) {
     size_t base = (size_t)32 << (c / 2);
@@ -148,7 +213,11 @@ static unsigned char mark_of(const void *p) {
 /* The heap a block is in; NULL for memory of neither. */
 static heap *heap_of(const void *p) {
     unsigned char m = mark_of(p);
-    return m == MAIN_MARK ? &main_heap : m == ZONE_MARK ? &zone : NULL;
+    if (m == MAIN_MARK)
+        return &main_heap;
+    if (m && m == atomic_load_explicit(&zone_mark, memory_order_relaxed))
+        return &zone;
+    return NULL; /* neither, or the zone of a parent, not inherited */
 }
 
 bool ss_core_heap_owns(const void *p) { return heap_of(p) != NULL; }
@@ -170,7 +239,9 @@ static void *map_units(size_t len, unsigned char v) {
     size_t tail = (size_t)((m + len + UNIT - 4096) - (a + len));
     if (tail)
         munmap(a + len, tail);
-    if (!mark((uintptr_t)a, len, v)) {
+    /* the zone's (v != MAIN_MARK, under zone.lock) while it is not inherited */
+    bool dontfork = v != MAIN_MARK && atomic_load_explicit(&zone_unforked, memory_order_relaxed);
+    if ((dontfork && madvise(a, len, MADV_DONTFORK) != 0) || !mark((uintptr_t)a, len, v)) {
         mark((uintptr_t)a, len, 0);
         munmap(a, len);
         errno = saved;
@@ -212,6 +283,8 @@ static unsigned char *small_block(heap *h, unsigned c, unsigned char v) {
             return NULL;
         *(unsigned char **)m = h->chunks;
         h->chunks = m;
+        if (h == &zone)
+            zone_bytes += CHUNK;
         h->bump = m + HDR; /* the rest of the previous chunk is left unused */
         h->bump_end = m + CHUNK;
     }
@@ -240,6 +313,8 @@ static void *heap_alloc(heap *h, unsigned char v, size_t size, size_t align) {
         cls = LARGE;
         len = (need + UNIT - 1) & ~(UNIT - 1);
         b = map_units(len, v);
+        if (b && h == &zone)
+            zone_large_add(b, len);
     }
     if (b)
         h->live++;
@@ -256,7 +331,8 @@ void *ss_core_heap_alloc(size_t size, size_t align) {
 }
 
 void *ss_core_zone_alloc(size_t size, size_t align) {
-    return heap_alloc(&zone, ZONE_MARK, size, align);
+    return heap_alloc(&zone, atomic_load_explicit(&zone_mark, memory_order_relaxed), size,
+                      align);
 }
 
 size_t ss_core_heap_usable(const void *p) { return (size_t)((const hdr *)p - 1)->size; }
@@ -274,8 +350,60 @@ static void zone_empty_locked(void) {
     }
     memset(zone.lists, 0, sizeof zone.lists);
     zone.bump = zone.bump_end = NULL;
+    zone_bytes = 0;
+    n_zone_large = 0;
+    zone_large_overflow = false;
+    atomic_store(&zone_unforked, false); /* judged again, afresh, when it fills */
+    atomic_store_explicit(&fork_window_n, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&zone_emptied, 1, memory_order_relaxed);
 }
+
+/* The flag first: a child forked before a mapping is marked forgets a
+ * zone it has (its copy of the flag says so), never uses one it lacks. */
+static void zone_unfork_locked(void) {
+    if (zone_large_overflow || atomic_load(&zone_unforked))
+        return;
+    atomic_store(&zone_unforked, true);
+    for (unsigned char *c = zone.chunks; c; c = *(unsigned char **)c)
+        madvise(c, CHUNK, MADV_DONTFORK);
+    for (size_t i = 0; i < n_zone_large; i++)
+        madvise(zone_large[i].at, zone_large[i].len, MADV_DONTFORK);
+    atomic_fetch_add_explicit(&zone_unforks, 1, memory_order_relaxed);
+}
+
+/* Before each fork, on the forking thread (the host's): counts forks while
+ * the zone holds anything, and past ZONE_FORKS_PER_S within a second makes
+ * it not inherited. Never waits: when an agent thread holds the zone's
+ * lock, a later fork does it. An empty zone costs a read. */
+static void zone_before_fork(void) {
+    if (!atomic_load_explicit(&zone_bytes, memory_order_relaxed) ||
+        atomic_load_explicit(&zone_unforked, memory_order_relaxed))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (now - atomic_load_explicit(&fork_window_ns, memory_order_relaxed) > 1000000000ull) {
+        atomic_store_explicit(&fork_window_ns, now, memory_order_relaxed);
+        atomic_store_explicit(&fork_window_n, 0, memory_order_relaxed);
+    }
+    if (atomic_fetch_add_explicit(&fork_window_n, 1, memory_order_relaxed) + 1 < ZONE_FORKS_PER_S ||
+        pthread_mutex_trylock(&zone.lock) != 0)
+        return;
+    zone_unfork_locked();
+    pthread_mutex_unlock(&zone.lock);
+}
+
+void ss_core_zone_note_forks(void) {
+    static _Atomic bool done;
+    if (!atomic_exchange(&done, true))
+        pthread_atfork(zone_before_fork, NULL, NULL);
+}
+
+uint64_t ss_core_zone_unforks(void) {
+    return atomic_load_explicit(&zone_unforks, memory_order_relaxed);
+}
+
+bool ss_core_zone_inherited(void) { return zone_inherited; }
 
 void ss_core_heap_free(void *p) {
     heap *h = heap_of(p);
@@ -287,7 +415,10 @@ void ss_core_heap_free(void *p) {
         return; /* not a header of ours: leaking is the only safe thing */
     pthread_mutex_lock(&h->lock);
     if (hd->cls == LARGE) {
-        unmap_units(block, HDR + hd->off + (size_t)hd->size);
+        size_t len = HDR + hd->off + (size_t)hd->size;
+        if (h == &zone)
+            zone_large_remove(block, len);
+        unmap_units(block, len);
     } else {
         *(void **)block = h->lists[hd->cls];
         h->lists[hd->cls] = block;
@@ -327,6 +458,21 @@ void ss_core_heap_after_fork_child(void) {
 void ss_core_zone_after_fork_child(void) {
     leaves_forget();
     heap_forget(&zone);
+    zone_inherited = !atomic_load(&zone_unforked);
+    if (zone_inherited)
+        return;
+    /* The parent's zone is not here (MADV_DONTFORK): this child's starts
+     * empty under a mark of its own. */
+    zone.chunks = NULL;
+    zone.live = 0;
+    atomic_fetch_sub_explicit(&mapped, atomic_exchange(&zone_bytes, 0), memory_order_relaxed);
+    n_zone_large = 0;
+    zone_large_overflow = false;
+    atomic_store(&zone_unforked, false);
+    atomic_store_explicit(&fork_window_n, 0, memory_order_relaxed);
+    unsigned char m = atomic_load_explicit(&zone_mark, memory_order_relaxed);
+    atomic_store_explicit(&zone_mark, m == UCHAR_MAX ? ZONE_MARK_FIRST : (unsigned char)(m + 1),
+                          memory_order_relaxed);
 }
 
 int ss_core_heap_init(void) {

@@ -555,7 +555,7 @@ static void forget_parent(void) {
  * log's lock, the registry of the agent's threads (the set*id wrappers
  * look there), and the parent's /proc descriptors, closed before the
  * host's code runs again. */
-void ss_agent_fork_child(bool restart) {
+void ss_agent_fork_child(bool restart, bool libdw_inherited) {
     /* Only this thread exists now. Locks of the parent's agent threads may
      * be held forever: reinitialise ours, forget the rest. A parent that
      * was itself a child still waiting for its restart passes it on (and
@@ -563,6 +563,8 @@ void ss_agent_fork_child(bool restart) {
     pthread_mutex_init(&lifecycle_lock, NULL);
     ss_cond_init_mono(&restart_cv);
     restart_thread_joinable = false; /* the parent's, not here */
+    if (!libdw_inherited && source && source->fork_lost_libdw)
+        source->fork_lost_libdw();
     lazy_forget(); /* a parent's timer is not inherited: its handler is */
     ss_log_after_fork();
     if (!atomic_load(&running) && !atomic_load(&restart_pending)) {
@@ -601,7 +603,7 @@ void ss_agent_fork_child(bool restart) {
         spawn_restart_locked();
 }
 
-static void child_after_fork(void) { ss_agent_fork_child(true); }
+static void child_after_fork(void) { ss_agent_fork_child(true, true); }
 
 void ss_agent_set_loader_forks(bool yes) { loader_forks = yes; }
 

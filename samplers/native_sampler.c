@@ -213,6 +213,11 @@ static _Atomic bool in_round;
  * sampler, and what its fork fell into (said when that sampler starts). */
 static ss_symbols *inherited_symbols;
 static enum { FORK_QUIET, FORK_IN_ROUND, FORK_IN_LOOKUP } fork_fell;
+/* The parent's libdw tables did not come with the fork (a parent that
+ * forks often): the resolver kept from it forgets them at the child's
+ * start. Stays set until then, so that a child of this child (forked
+ * before that start) forgets them too. */
+static bool libdw_lost;
 
 static const ss_funcinfo *copy_cut_fn; /* the frame that marks a stack cut at the copy */
 static const ss_funcinfo *page_cut_fn; /* ... cut at SP's page end, the stack's end unknown */
@@ -2106,6 +2111,19 @@ static void native_fork_forget(uint64_t main_pthread) {
     pthread_mutex_init(&lock, NULL);
     thread_running = false;
     stopping = false;
+    /* first: whatever is kept or destroyed below must not reach the
+     * parent's libdw tables when they are not here */
+    if (libdw_lost) {
+        ss_debug("pid %d: the parent's libdw tables did not come with the fork (it forks "
+                 "often); its names stay, a new address reads DWARF again",
+                 (int)getpid());
+        /* its cache of names stays: only a new address reads DWARF again */
+        if (inherited_symbols)
+            (void)ss_symbols_adopt(inherited_symbols);
+        if (active)
+            (void)ss_symbols_adopt(active->symbols);
+        libdw_lost = false;
+    }
     /* A sampler caught between rounds left its state consistent: keep
      * it, the warm symbol cache above all (a cold start costs the child
      * hundreds of milliseconds of DWARF reading). The parent's threads
@@ -2123,12 +2141,15 @@ static void native_fork_forget(uint64_t main_pthread) {
     ss_sig_after_fork();
 }
 
+static void native_fork_lost_libdw(void) { libdw_lost = true; }
+
 const ss_source_ops ss_native_source = {
     .name = "native",
     .start = native_start,
     .stop = native_stop,
     .after_fork_child = native_after_fork_child,
     .fork_forget = native_fork_forget,
+    .fork_lost_libdw = native_fork_lost_libdw,
 };
 
 /* ---- synchronous use (benchmarks, tests) -------------------------- */

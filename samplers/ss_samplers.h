@@ -126,6 +126,14 @@ int ss_symbols_resolve(ss_symbols *s, uint64_t addr, bool return_address,
  * mappings, the same addresses). */
 bool ss_symbols_busy(const ss_symbols *s);
 
+/* In a forked child whose parent's libdw tables did not come with the
+ * fork (core/core_heap.c: a parent that forks often), before any other use
+ * of a resolver made by the parent: those tables are forgotten unread (a
+ * fresh Dwfl opens modules again on a miss); the cache of names stays.
+ * True when s may be used (false for NULL, or no fresh Dwfl: one is tried
+ * again at the next lookup). */
+bool ss_symbols_adopt(ss_symbols *s);
+
 /* Once per round: when no address has missed the cache for a while (5 s,
  * longer after each reload), close what libdw read (decompressed DWARF,
  * line tables, symbol indexes); the cache keeps every name. NULL: no-op. */

@@ -88,7 +88,8 @@ typedef struct span {
 } span;
 
 struct ss_symbols {
-    Dwfl *dwfl; /* NULL: none (a fresh one could not be made) */
+    Dwfl *dwfl;    /* NULL: none (a fresh one could not be made) */
+    Dwfl *parents; /* a parent's, forgotten unread (ss_symbols_adopt) */
     Dwfl_Callbacks callbacks;
     char *debuginfo_path;
     unsigned long long adds, subs; /* loader counters at the last report */
@@ -1076,6 +1077,13 @@ ss_symbols *ss_symbols_create(void) {
 void ss_symbols_destroy(ss_symbols *s) {
     if (!s)
         return;
+    /* a parent's Dwfl forgotten by ss_symbols_adopt (its memory not here,
+     * or a copy nothing frees): kept referenced, never read */
+    static Dwfl *volatile parents_kept;
+    if (s->parents) {
+        parents_kept = s->parents;
+        (void)parents_kept;
+    }
     if (s->dwfl) {
         dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
         dwfl_end(s->dwfl);
@@ -1117,6 +1125,15 @@ static void release_dwarf(ss_symbols *s) {
     dwfl_end(s->dwfl);
     fresh_dwfl(s);
     s->c.releases++;
+}
+
+bool ss_symbols_adopt(ss_symbols *s) {
+    if (!s)
+        return false;
+    if (s->dwfl)
+        s->parents = s->dwfl;
+    fresh_dwfl(s);
+    return s->dwfl != NULL;
 }
 
 /* Called once per round by the sampler (a settled thread's stack is

@@ -2,7 +2,8 @@
  * serves libdw and libelf is given back whole when its last block is
  * freed; a forked child inherits both heaps, goes on with the blocks its
  * parent had (a resolver it keeps) and empties its own copy of the zone
- * without touching the parent's. */
+ * without touching the parent's; the children of a process that forks
+ * often lack the zone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,11 +117,101 @@ static void test_child_goes_on_with_parent_blocks(void **state) {
     ss_core_heap_free(m);
 }
 
+/* A process that forks often (20 forks within a second while the zone
+ * holds anything): from then on its children lack the zone (MADV_DONTFORK:
+ * no page table of it copied); a child's zone starts empty under a mark of
+ * its own, the parent's blocks (still marked in the inherited map) are not
+ * taken for its own, and the parent's zone is untouched. Emptied, the zone
+ * is inherited again. */
+static void test_forking_parent_keeps_zone_to_itself(void **state) {
+    (void)state;
+    ss_core_zone_note_forks();
+    void *z = ss_core_zone_alloc(4000, 16);
+    void *large = ss_core_zone_alloc(100 << 10, 16); /* a mapping of its own */
+    assert_non_null(z);
+    assert_non_null(large);
+    memset(z, 7, 4000);
+    memset(large, 5, 100 << 10);
+    uint64_t unforks = ss_core_zone_unforks();
+    /* a few forks: inherited */
+    for (int i = 0; i < 3; i++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            ss_core_zone_after_fork_child();
+            _exit(ss_core_zone_inherited() && mapped(z) && mapped(large) &&
+                          ss_core_heap_in_zone(z) ? 0 : 1);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_int_equal(ss_core_zone_unforks(), unforks);
+    /* many: not inherited from then on */
+    for (int i = 0; i < 20; i++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(0);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+    }
+    assert_int_equal(ss_core_zone_unforks(), unforks + 1);
+    void *later = ss_core_zone_alloc(200 << 10, 16); /* mapped since: not inherited either */
+    assert_non_null(later);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ss_core_zone_after_fork_child();
+        int bad = 0;
+        if (ss_core_zone_inherited())
+            bad |= 1;
+        if (mapped(z) || mapped(large) || mapped(later))
+            bad |= 2;
+        if (ss_core_heap_in_zone(z) || ss_core_heap_owns(large))
+            bad |= 4;
+        void *mine = ss_core_zone_alloc(4000, 16);
+        if (!mine || !mapped(mine) || !ss_core_heap_in_zone(mine))
+            bad |= 8;
+        memset(mine, 3, 4000);
+        uint64_t emptied = ss_core_zone_emptied();
+        ss_core_heap_free(mine); /* its own last block: its zone emptied */
+        if (ss_core_zone_emptied() != emptied + 1)
+            bad |= 16;
+        _exit(bad);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* the parent's are untouched */
+    assert_true(ss_core_heap_in_zone(z) && ss_core_heap_in_zone(large));
+    assert_int_equal(((unsigned char *)z)[3999], 7);
+    assert_int_equal(((unsigned char *)large)[(100 << 10) - 1], 5);
+    uint64_t emptied = ss_core_zone_emptied();
+    ss_core_heap_free(later);
+    ss_core_heap_free(large);
+    ss_core_heap_free(z);
+    assert_int_equal(ss_core_zone_emptied(), emptied + 1);
+    /* emptied: inherited again */
+    void *again = ss_core_zone_alloc(64, 16);
+    assert_non_null(again);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ss_core_zone_after_fork_child();
+        _exit(ss_core_zone_inherited() && mapped(again) && ss_core_heap_in_zone(again) ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ss_core_heap_free(again);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zone_blocks_are_the_zones),
         cmocka_unit_test(test_zone_given_back_when_empty),
         cmocka_unit_test(test_child_goes_on_with_parent_blocks),
+        cmocka_unit_test(test_forking_parent_keeps_zone_to_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
