@@ -2092,14 +2092,6 @@ static void inherit_symbols(sampler *s) {
     s->symbols = NULL;
 }
 
-/* In the at-fork handler: only what cannot wait for the child's start. */
-static void native_after_fork_child(void) {
-    /* the kept /proc descriptors name the parent's threads: closed here,
-     * before the host's code runs again in the child (the parent's copies:
-     * one found taken over is not the child's loss, not counted) */
-    ss_proc_close_inherited();
-}
-
 /* At the child's start, not in its at-fork handler: a child that exits
  * or execs before its restart (most children of a forking server) never
  * writes the pages this touches (each write there, a copy of a page the
@@ -2111,6 +2103,12 @@ static void native_fork_forget(uint64_t main_pthread) {
     pthread_mutex_init(&lock, NULL);
     thread_running = false;
     stopping = false;
+    /* The kept /proc descriptors name the parent's threads: closed now,
+     * not at fork (most children exit or exec first: close-on-exec; each
+     * is an identity check and a close, three per thread of the host, in
+     * every fork). The parent's copies: one the host took over meanwhile
+     * is left alone and not counted. */
+    ss_proc_close_inherited();
     /* first: whatever is kept or destroyed below must not reach the
      * parent's libdw tables when they are not here */
     if (libdw_lost) {
@@ -2147,7 +2145,6 @@ const ss_source_ops ss_native_source = {
     .name = "native",
     .start = native_start,
     .stop = native_stop,
-    .after_fork_child = native_after_fork_child,
     .fork_forget = native_fork_forget,
     .fork_lost_libdw = native_fork_lost_libdw,
 };

@@ -70,15 +70,13 @@ static bool filter_seen;           /* a seccomp filter is never removed */
 static bool said_refused;
 static _Atomic uint64_t n_proc, n_vm, n_refused, n_reopened;
 
-/* In a forked child (one thread: fstat and close only): the copy names
- * the parent's memory. Closed at once, so the child does not pin the
- * parent's mm; a number the host took over meanwhile is left alone (the
- * identity check); mem_fd() opens the child's own at its next read. */
-static void on_fork_child(void) {
-    if (mem.fd >= 0 && mem_pid != getpid())
-        ss_kept_fd_close_inherited(&mem); /* the parent's copy: not our loss */
-    atomic_store_explicit(&forked, true, memory_order_relaxed);
-}
+/* In a forked child: the copy names the parent's memory. Closed at the
+ * child's first read (its agent's start), not here: most children exit or
+ * exec first (close-on-exec), and the check and the close are two system
+ * calls of every fork of the host. Until then it holds the parent's
+ * mm_struct (not its memory). A number the host took over meanwhile is
+ * left alone (the identity check); mem_fd() opens the child's own. */
+static void on_fork_child(void) { atomic_store_explicit(&forked, true, memory_order_relaxed); }
 
 static int open_mem(void) {
     int fd = open("/proc/thread-self/mem", O_RDONLY | O_CLOEXEC);
@@ -92,9 +90,11 @@ static bool seccomp_filtered(void);
 /* The mem file of this process, or -1 (open_errno says why). */
 static int mem_fd(void) {
     if (atomic_load_explicit(&forked, memory_order_relaxed)) {
-        /* on_fork_child closed the parent's file: a failed open of the
-         * parent's is not the child's to wait out */
+        /* the parent's file goes; a failed open of the parent's is not the
+         * child's to wait out */
         atomic_store_explicit(&forked, false, memory_order_relaxed);
+        if (mem.fd >= 0 && mem_pid != getpid())
+            ss_kept_fd_close_inherited(&mem); /* the parent's copy: not our loss */
         open_failed_at = 0;
     }
     if (ss_proc_fds_tight() && !seccomp_filtered()) {

@@ -8,7 +8,7 @@
  *     host's file is neither read (its offset and contents unchanged) nor
  *     closed; the takeover is counted and the mem file opened again;
  *   - a forked child reads its own memory, not its parent's (its copy of
- *     the descriptor names the parent's, and is closed at the fork);
+ *     the descriptor names the parent's, and is closed at its first read);
  *   - without /proc (a mount namespace with an empty /proc over it; root
  *     only, skipped otherwise): process_vm_readv while there is no
  *     seccomp filter; under a filter that kills on it, the read fails
@@ -62,23 +62,32 @@ static void reads_memory(void **state) {
     munmap(m, (size_t)page);
 }
 
-/* The descriptor the agent keeps on its mem file: the one whose link
- * names .../mem. */
-static int find_mem_fd(void) {
+/* The descriptors on a mem file (their links name .../mem): how many, and
+ * the last one's number in *last (-1: none). */
+static int count_mem_fds(int *last) {
     DIR *d = opendir("/proc/self/fd");
+    *last = -1;
     if (!d)
-        return -2;
-    int found = -1;
+        return -1;
+    int n_found = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         char path[300], target[256];
         snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
         ssize_t n = readlink(path, target, sizeof target - 1);
-        if (n > 4 && memcmp(target + n - 4, "/mem", 4) == 0)
-            found = atoi(e->d_name);
+        if (n > 4 && memcmp(target + n - 4, "/mem", 4) == 0) {
+            *last = atoi(e->d_name);
+            n_found++;
+        }
     }
     closedir(d);
-    return found;
+    return n_found;
+}
+
+/* The descriptor the agent keeps on its mem file. */
+static int find_mem_fd(void) {
+    int last;
+    return count_mem_fds(&last) < 0 ? -2 : last;
 }
 
 static void host_takes_the_number(void **state) {
@@ -130,18 +139,24 @@ static void fork_reads_its_own(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        /* the parent's descriptor was closed by the fork (at-fork handler) */
-        if (find_mem_fd() >= 0)
-            _exit(5);
+        /* the copy of the parent's descriptor is still here (closed at the
+         * child's first read, not by the fork: most children exit or exec) */
+        int last;
+        if (count_mem_fds(&last) != 1)
+            _exit(6);
         forked_value = 2; /* the parent's stays 1 */
         uint64_t got = 0;
         long r = ss_uw_read_memory(&got, (uint64_t)(uintptr_t)&forked_value, 8);
+        /* one mem descriptor now: the child's own (the parent's closed) */
+        if (count_mem_fds(&last) != 1)
+            _exit(5);
         _exit(r == 8 && got == 2 ? 0 : got == 1 ? 3 : 4);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0); /* 3: it read its parent's memory; 5: kept its fd */
+    /* 3: it read its parent's memory; 5: kept the parent's descriptor too */
+    assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 /* Deny process_vm_readv (kill) on this thread. */
