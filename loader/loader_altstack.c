@@ -22,6 +22,13 @@
  *     registry, disables our stack if it is still the thread's, and keeps
  *     it for the next thread (up to 64 kept) or unmaps it (never while
  *     the thread runs on it);
+ *   - the stacks are MADV_DONTFORK: a forked child has only the thread
+ *     that forked, whose stack is made inheritable for its fork (at-fork
+ *     handlers of our own); a fork of a host with many threads no longer
+ *     copies two mappings per thread. A child made by a raw clone()
+ *     without CLONE_VM (no at-fork handler runs) lacks the stack its
+ *     thread's alternate stack names: a signal with SA_ONSTACK there
+ *     would kill it (the agent's own never goes there);
  *   - sigaltstack is interposed: a host that installs its own large
  *     enough stack keeps it (the thread is marked HOST), one that disables
  *     it or installs one too small makes the thread unsafe;
@@ -162,8 +169,24 @@ static void *map_stack(void) {
         munmap(base, page_size + alt_size);
         return NULL;
     }
+    /* not copied by fork: the child has only the forking thread, whose
+     * stack is made inheritable around the fork (fork_prepare); two
+     * mappings fewer per thread for every fork to copy */
+    (void)madvise(base, page_size + alt_size, MADV_DONTFORK);
     return base;
 }
+
+/* Around a fork, on the forking thread: its stack of ours comes along
+ * (the child's thread keeps it as its alternate stack), then is not
+ * copied again. */
+static void fork_inherit_own(int advice) {
+    void *base = ss_altstack_enabled() ? pthread_getspecific(key) : NULL;
+    if (base && base != NOT_OURS)
+        (void)madvise(base, page_size + alt_size, advice);
+}
+
+static void fork_prepare(void) { fork_inherit_own(MADV_DOFORK); }
+static void fork_parent(void) { fork_inherit_own(MADV_DONTFORK); }
 
 /* A stack no thread uses any more (nor can: it is nobody's alternate
  * stack): kept for the next thread, or unmapped. */
@@ -260,6 +283,7 @@ void ss_altstack_enable(void) {
         return;
     atomic_store(&next_create, create);
     registry_len = len;
+    pthread_atfork(fork_prepare, fork_parent, NULL);
     atomic_store_explicit(&enabled, true, memory_order_release);
     settle(map_stack()); /* the main thread (the constructor runs on it) */
 }
@@ -309,6 +333,7 @@ void ss_altstack_after_fork_child(void) {
     /* another thread may have held it at the fork; the cache itself is
      * at worst one stack short (lost, never handed out twice) */
     pthread_mutex_init(&cache_lock, NULL);
+    n_cached = 0; /* not here (MADV_DONTFORK): leaked in the parent's count only */
     /* the parent's threads are not here; a private anonymous mapping
      * reads as zeros (NONE) again after MADV_DONTNEED */
     for (size_t i = 0; i < REG_PAGES; i++) {

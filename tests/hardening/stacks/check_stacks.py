@@ -14,6 +14,9 @@ cases:
   rust_work      (exit 77 without rustc)
   c_overflow     PROGRAM is stack_host (stack_host.c)
   c_keep
+  c_forks        a thread on the agent's alternate stack forks (plainly and
+                 from a handler on that stack): each child has that one stack
+                 of the agent's kind and is sampled on it
 noagent: the host alone, the same checks but the agent's (for comparison)."""
 import os
 import re
@@ -300,8 +303,28 @@ def c_keep():
         check(hits >= 3, "thread 'keeper' sampled running in %d rounds" % hits)
 
 
+def c_forks():
+    """A thread on the agent's alternate stack forks, plainly and from a
+    handler running on that stack: each child has that one stack of the
+    agent's kind (the other threads' are not copied: MADV_DONTFORK), keeps
+    running on it, and its agent samples it there."""
+    p, pid = _run([program, "forks"], agent, 20, 120, started)
+    print("%s: %s %s" % (exit_text(p.returncode), p.stdout.strip(), host_text(p.stderr)[-600:]))
+    check(p.returncode == 0 and "stack_host: forks ok" in p.stdout,
+          "%s: %r %r" % (exit_text(p.returncode), p.stdout, host_text(p.stderr)[-600:]))
+    m = re.search(r"the parent: (\d+) alternate stacks", p.stdout)
+    check(m and int(m.group(1)) >= 6, "the parent holds one alternate stack per thread: %s"
+          % (m and m.group(1)))
+    kids = [int(k) for k in re.findall(r"stack_host: child (\d+)", p.stdout)]
+    check(len(kids) == 2, "two children: %s" % kids)
+    if agent:
+        for k in kids:
+            rounds, hits = sampled(k, "forker", "stack_host.c")
+            check(hits >= 3, "child %d: thread 'forker' sampled running in %d rounds" % (k, hits))
+
+
 cases = {"go_http": go_http, "rust_overflow": rust_overflow, "rust_work": rust_work,
-         "c_overflow": c_overflow, "c_keep": c_keep}
+         "c_overflow": c_overflow, "c_keep": c_keep, "c_forks": c_forks}
 if case not in cases:
     print(__doc__)
     sys.exit(2)

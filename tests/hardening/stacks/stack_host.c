@@ -28,7 +28,20 @@
  *                              half-way and its child (the agent restarts
  *                              there) checks the same for the rest.
  *                              "stack_host: keep ok ..." and 0, or
- *                              "stack_host: keep FAILED ..." and 1. */
+ *                              "stack_host: keep FAILED ..." and 1.
+ *        stack_host forks      once a line (or end of file) is read from
+ *                              stdin, four idle threads wait while thread
+ *                              "forker" (on the agent's alternate stack)
+ *                              forks twice: plainly, and from a handler
+ *                              running on that stack (SA_ONSTACK). Each
+ *                              child counts the alternate stacks of the
+ *                              agent's kind in its maps (only the forking
+ *                              thread's is inherited: the others are not
+ *                              there), prints "stack_host: child <pid>",
+ *                              computes 1.5 s (its agent samples it, its
+ *                              signal landing on the inherited stack) and
+ *                              exits 0. "stack_host: forks ok ..." and 0,
+ *                              or "stack_host: forks FAILED ..." and 1. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -279,12 +292,118 @@ static int keep(double ms) {
     return 0;
 }
 
+/* ---- forks ----------------------------------------------------------- */
+
+/* Mappings of the size of the calling thread's alternate stack right
+ * after a PROT_NONE page (the agent's kind), by /proc/self/maps. */
+static int count_altstacks(size_t size) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512], prev_perm[8] = "";
+    unsigned long prev_hi = 0;
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perm[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3)
+            continue;
+        if (hi - lo == size && strcmp(perm, "rw-p") == 0 && strcmp(prev_perm, "---p") == 0 &&
+            prev_hi == lo)
+            n++;
+        prev_hi = hi;
+        snprintf(prev_perm, sizeof prev_perm, "%s", perm);
+    }
+    fclose(f);
+    return n;
+}
+
+static volatile int forks_ok = 1;
+static int parent_stacks;
+
+/* In a child: one alternate stack of the agent's kind (the forking
+ * thread's, which is its own), then work to be sampled. */
+static void child_of_forker(const char *how, size_t size) {
+    int n = count_altstacks(size);
+    printf("stack_host: child %d (%s): %d alternate stacks, the parent %d\n", (int)getpid(), how,
+           n, parent_stacks);
+    uint64_t x = spin(1500, (uint64_t)getpid());
+    _exit(n == 1 && x != 1 ? 0 : 1);
+}
+
+static size_t own_size;
+
+static void on_usr2(int sig) {
+    (void)sig;
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || !(ss.ss_flags & SS_ONSTACK))
+        forks_ok = 0; /* not on the alternate stack */
+    pid_t pid = fork();
+    if (pid == 0)
+        child_of_forker("from a handler on the alternate stack", own_size);
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        forks_ok = 0;
+}
+
+static void *idle_thread(void *arg) {
+    (void)arg;
+    pause();
+    return NULL;
+}
+
+static void *forker(void *arg) {
+    (void)arg;
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_DISABLE)) {
+        say("stack_host: forks FAILED: forker has no alternate stack\n");
+        forks_ok = 0;
+        return NULL;
+    }
+    own_size = ss.ss_size;
+    parent_stacks = count_altstacks(own_size);
+    spin(300, 1);
+    pid_t pid = fork();
+    if (pid == 0)
+        child_of_forker("plain", own_size);
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        forks_ok = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr2;
+    sa.sa_flags = SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR2, &sa, NULL) != 0 || raise(SIGUSR2) != 0)
+        forks_ok = 0;
+    return NULL;
+}
+
+static int forks(void) {
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        (void)0; /* end of file: go on */
+    pthread_t idle[4], t;
+    for (int i = 0; i < 4; i++)
+        if (pthread_create(&idle[i], NULL, idle_thread, NULL) != 0)
+            return 1;
+    if (pthread_create(&t, NULL, forker, NULL) != 0)
+        return 1;
+    pthread_setname_np(t, "forker");
+    pthread_join(t, NULL);
+    printf("stack_host: forks %s (the parent: %d alternate stacks)\n", forks_ok ? "ok" : "FAILED",
+           parent_stacks);
+    return forks_ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 2 && strcmp(argv[1], "forks") == 0)
+        return forks();
     if (argc == 2 && strcmp(argv[1], "overflow") == 0)
         return overflow();
     if (argc == 3 && strcmp(argv[1], "keep") == 0)
         return keep(atof(argv[2]));
-    fprintf(stderr, "usage: stack_host overflow | keep MS\n");
+    fprintf(stderr, "usage: stack_host overflow | keep MS | forks\n");
     return 2;
 }
