@@ -354,6 +354,19 @@ static void index_symbols(Dwfl_Module *mod, mod_info *mi) {
     mi->nsyms = u;
 }
 
+/* The index of the first symbol starting above pc (binary search). */
+static size_t syms_after(const mod_info *mi, Dwarf_Addr pc) {
+    size_t lo = 0, hi = mi->nsyms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (mi->syms[mid].start <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The function symbol containing pc: binary search of the index (every
  * entry has a size: see sizeless_extent). */
 static const char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc) {
@@ -365,17 +378,10 @@ static const char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc) {
         GElf_Sym sym;
         return dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
     }
-    size_t lo = 0, hi = mi->nsyms; /* first entry with start > pc */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (mi->syms[mid].start <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
+    size_t after = syms_after(mi, pc);
+    if (after == 0)
         return NULL;
-    const sym_entry *e = &mi->syms[lo - 1];
+    const sym_entry *e = &mi->syms[after - 1];
     return pc - e->start < e->size ? e->name : NULL;
 }
 
@@ -784,14 +790,7 @@ static bool symbol_run(Dwfl_Module *mod, Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Ad
     mod_info *mi = module_info(mod);
     if (!mi || !mi->syms || dwfl_module_getdwarf(mod, &bias))
         return false;
-    size_t l = 0, h = mi->nsyms; /* first entry with start > pc */
-    while (l < h) {
-        size_t m = l + (h - l) / 2;
-        if (mi->syms[m].start <= pc)
-            l = m + 1;
-        else
-            h = m;
-    }
+    size_t l = syms_after(mi, pc);
     if (l == 0 || pc - mi->syms[l - 1].start >= mi->syms[l - 1].size)
         return false;
     *lo = mi->syms[l - 1].start;
