@@ -553,8 +553,8 @@ static void forget_parent(void) {
  * the rest (forget_parent, at the child's start). What stays here is what
  * a host thread of the child may use before then: the lifecycle lock, the
  * log's lock, the registry of the agent's threads (the set*id wrappers
- * look there), and the parent's /proc descriptors, closed before the
- * host's code runs again. */
+ * look there). The parent's /proc descriptors are closed at the start
+ * too (the source's fork_forget). */
 void ss_agent_fork_child(bool restart, bool libdw_inherited) {
     /* Only this thread exists now. Locks of the parent's agent threads may
      * be held forever: reinitialise ours, forget the rest. A parent that

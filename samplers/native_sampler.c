@@ -2115,7 +2115,6 @@ static void native_fork_forget(uint64_t main_pthread) {
         ss_debug("pid %d: the parent's libdw tables did not come with the fork (it forks "
                  "often); its names stay, a new address reads DWARF again",
                  (int)getpid());
-        /* its cache of names stays: only a new address reads DWARF again */
         if (inherited_symbols)
             (void)ss_symbols_adopt(inherited_symbols);
         if (active)

@@ -944,9 +944,9 @@ static cache_slot *cache_find(ss_symbols *s, uint64_t key) {
     }
 }
 
-/* The span holding pc, or NULL. */
-static const span *span_find(const ss_symbols *s, uint64_t pc) {
-    size_t l = 0, h = s->n_spans; /* the first span with lo > pc */
+/* The index of the first span starting above pc (binary search). */
+static size_t spans_after(const ss_symbols *s, uint64_t pc) {
+    size_t l = 0, h = s->n_spans;
     while (l < h) {
         size_t m = l + (h - l) / 2;
         if (s->spans[m].lo <= pc)
@@ -954,6 +954,12 @@ static const span *span_find(const ss_symbols *s, uint64_t pc) {
         else
             h = m;
     }
+    return l;
+}
+
+/* The span holding pc, or NULL. */
+static const span *span_find(const ss_symbols *s, uint64_t pc) {
+    size_t l = spans_after(s, pc);
     return l > 0 && pc < s->spans[l - 1].hi ? &s->spans[l - 1] : NULL;
 }
 
@@ -962,14 +968,7 @@ static const span *span_find(const ss_symbols *s, uint64_t pc) {
 static void span_put(ss_symbols *s, uint64_t lo, uint64_t hi, uint32_t first, uint8_t n) {
     if (s->n_spans >= s->max_spans || lo >= hi)
         return;
-    size_t l = 0, h = s->n_spans; /* the first span starting at lo or above */
-    while (l < h) {
-        size_t m = l + (h - l) / 2;
-        if (s->spans[m].lo < lo)
-            l = m + 1;
-        else
-            h = m;
-    }
+    size_t l = spans_after(s, lo); /* the one before starts at lo or below */
     if ((l > 0 && s->spans[l - 1].hi > lo) || (l < s->n_spans && s->spans[l].lo < hi))
         return;
     memmove(&s->spans[l + 1], &s->spans[l], (s->n_spans - l) * sizeof *s->spans);
