@@ -4,7 +4,11 @@
  *          also open the ELF files and parse the DWARF they need;
  *   miss   libdw warm (ELF and DWARF parsed) but the address not cached:
  *          a 16-entry cache that the working set keeps resetting;
- *   hot    every address cached: the steady state of a running program.
+ *   hot    every address cached: the steady state of a running program;
+ *   leaf sweep  every byte of 512 bytes of each function above, taken as
+ *          a leaf address (where a running thread is interrupted): how
+ *          many need libdw with runs of code (symbols.c, "spans") and
+ *          without, and the time of the sweep, with libdw warm.
  *
  * Baseline, measured in the same run: glibc's dladdr() on the same
  * addresses (a dynamic-symbol lookup, no files or lines). Figures are
@@ -55,6 +59,24 @@ static void collect(void) {
 }
 
 /* Resident memory in kB (VmRSS), to see what libdw keeps of the files. */
+/* Every byte of 512 bytes of each function the addresses start in, as
+ * leaf addresses, once: seconds taken, and the resolver's misses. */
+static double sweep(ss_symbols *s, uint64_t *misses) {
+    double t0 = now();
+    ss_frame f[SS_SYMBOLS_MAX_INLINE];
+    for (size_t i = 0; i < naddrs; i++) {
+        if (i > 0 && addrs[i] - addrs[i - 1] == 4)
+            continue; /* the same function as the one before */
+        for (uint64_t a = addrs[i]; a < addrs[i] + 512; a++)
+            ss_symbols_resolve(s, a, false, f, SS_SYMBOLS_MAX_INLINE);
+    }
+    double secs = now() - t0;
+    ss_symbols_counters c;
+    ss_symbols_counters_get(s, &c);
+    *misses = c.misses;
+    return secs;
+}
+
 static long rss_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -175,6 +197,26 @@ int main(void) {
     printf("  cache: %llu hits, %llu misses, %llu entries, %llu resets\n",
            (unsigned long long)c.hits, (unsigned long long)c.misses,
            (unsigned long long)c.entries, (unsigned long long)c.resets);
+    /* fresh resolvers, libdw already warm in this process's page cache */
+    ss_symbols *runs = ss_symbols_create(), *plain = ss_symbols_create();
+    ss_symbols_set_spans(plain, false);
+    run(runs, 1);
+    run(plain, 1); /* both open the same modules first */
+    ss_symbols_counters r0, p0;
+    ss_symbols_counters_get(runs, &r0);
+    ss_symbols_counters_get(plain, &p0);
+    uint64_t rm, pm;
+    double ps = sweep(plain, &pm), rs = sweep(runs, &rm);
+    rm -= r0.misses;
+    pm -= p0.misses;
+    printf("  leaf sweep, with runs of code    %8llu misses %8.1f ms\n", (unsigned long long)rm,
+           rs * 1e3);
+    printf("  leaf sweep, without (a miss each) %7llu misses %8.1f ms  %.2fx the misses, "
+           "%.2fx the time\n",
+           (unsigned long long)pm, ps * 1e3, rm ? (double)pm / (double)rm : 0.0,
+           rs > 0 ? ps / rs : 0.0);
+    ss_symbols_destroy(runs);
+    ss_symbols_destroy(plain);
     ss_symbols_destroy(small);
     ss_symbols_destroy(cold);
     bench_big_symtab();
