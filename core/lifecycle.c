@@ -47,6 +47,7 @@
  * thread, decides what a uid change keeps), it stops and starts again. */
 #include "agent/config.h"
 #include "agent/exporter.h"
+#include "agent/fork_timer.h"
 #include "agent/lifecycle.h"
 #include "agent/log.h"
 #include "agent/mem.h"
@@ -59,11 +60,8 @@
 #include "loader/ss_core_api.h"
 #include "include/stackshot.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
 #include <signal.h>
-#include <ucontext.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -244,270 +242,21 @@ static void spawn_restart_locked(void) {
 
 /* ---- a forked child's restart without a thread at fork -------------------
  *
- * A thread created in the child at fork, even one that only waits, costs
- * the child's exit a scheduling: exit_group kills the other threads, and
- * the parent's wait returns only once every one of them has run to its
- * end. A thread that has never run yet (the common case on a host whose
- * CPUs are busy) waits for a CPU first. So a child of a running agent
- * creates no thread at fork: it arms a timer on the forking thread's own
- * CPU clock (CLOCK_THREAD_CPUTIME_ID, after 2 ms and then every 5 ms of CPU
- * it uses; the kernel checks such timers at its tick, while the thread
- * runs) whose
- * signal goes to that thread. A CPU-time signal arrives while the thread
- * is running, never in a sleep (it would end nanosleep, poll or
- * epoll_wait with EINTR, as a signal sent to a sleeping thread would): the
- * same window as the sampler's own signal, which only goes to threads
- * read running. Once the restart is due (100 ms after the fork) the
- * handler creates the restart thread, at a moment where that is safe:
- *
- *  - the interrupted instruction is not in glibc (libc.so, the dynamic
- *    linker), in this agent's code, nor in the module that defines the
- *    process's malloc: pthread_create allocates and takes glibc's locks
- *    (the stack cache, malloc's arenas), which only code there can hold;
- *    a host whose malloc is its main program (jemalloc linked in: Redis)
- *    keeps the thread at fork, as before;
- *  - the thread's signal mask is the one it had at the fork: inside a
- *    handler of the host (its signal blocked) the code it interrupted may
- *    hold those locks;
- *  - lifecycle_lock is free (trylock).
- *
- * Otherwise the next tick tries again. The handler replaces the sampler's
- * on the sampler's signal (this process's agent signal, checked free by
- * the parent's sampler) until the thread exists, and puts it back then
- * (the child's sampler finds its own handler). Exit, exec and stepping
- * aside disarm it. A forking thread that never uses CPU again (it only
- * waits) leaves the child without an agent until then; a child whose
- * forking thread blocks that signal too. Sanitizer builds keep the thread
- * at fork (their runtimes' interceptors are no safe point). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define LAZY_RESTART 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define LAZY_RESTART 0
-#endif
-#endif
-#if !defined(LAZY_RESTART) && (defined(__x86_64__) || defined(__aarch64__))
-#define LAZY_RESTART 1
-#endif
-#ifndef LAZY_RESTART
-#define LAZY_RESTART 0
-#endif
+ * The restart thread is created late, from a timer on the forking
+ * thread's CPU clock (agent/fork_timer.c); where that cannot be armed, at
+ * fork, due 100 ms later. */
 
-#if LAZY_RESTART
-#define MAX_UNSAFE 24
-typedef struct code_range {
-    uintptr_t lo, hi;
-} code_range;
-/* Filled once in the parent (lazy_scan), read by the child's handler. */
-static code_range unsafe_code[MAX_UNSAFE];
-static int n_unsafe;
-static code_range own_code[4]; /* this library's code: the sampler's handler */
-static int n_own;
-static int lazy_scanned; /* 0 not yet, 1 usable, -1 not (malloc in the main program...) */
-static _Atomic bool lazy_armed;
-static int lazy_sig;
-static int lazy_timer;
-static struct sigaction lazy_saved; /* the sampler's handler, put back after */
-static sigset_t lazy_mask;          /* the forking thread's mask at the fork */
-
-typedef struct scan_ctx {
-    uintptr_t malloc_at, self_at;
-    int index;
-    bool malloc_in_main, full;
-} scan_ctx;
-
-static bool in_ranges(const code_range *r, int n, uintptr_t pc) {
-    for (int i = 0; i < n; i++)
-        if (pc - r[i].lo < r[i].hi - r[i].lo)
-            return true;
-    return false;
-}
-
-static bool unsafe_module(const char *name) {
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    return strncmp(base, "libc.so", 7) == 0 || strncmp(base, "ld-linux", 8) == 0 ||
-           strncmp(base, "ld64.so", 7) == 0 || strncmp(base, "libpthread", 10) == 0 ||
-           strncmp(base, "libstackshot", 12) == 0;
-}
-
-static int scan_module(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    scan_ctx *c = arg;
-    bool is_main = c->index++ == 0;
-    bool has_malloc = false, has_self = false;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        has_malloc |= c->malloc_at - lo < hi - lo;
-        has_self |= c->self_at - lo < hi - lo;
+/* From the timer's handler, at a safe point, the restart due. */
+static bool restart_fire(void) {
+    if (pthread_mutex_trylock(&lifecycle_lock) != 0)
+        return false;
+    if (ss_fork_timer_armed() && atomic_load(&restart_pending)) {
+        ss_fork_timer_disarm();
+        spawn_restart_locked();
     }
-    if (has_malloc && is_main)
-        c->malloc_in_main = true;
-    if (!has_malloc && !has_self && !unsafe_module(info->dlpi_name ? info->dlpi_name : ""))
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        code_range r = {info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
-        if (n_unsafe == MAX_UNSAFE) {
-            c->full = true;
-            return 0;
-        }
-        unsafe_code[n_unsafe++] = r;
-        if (has_self && n_own < 4)
-            own_code[n_own++] = r;
-    }
-    return 0;
-}
-
-/* In the parent, once (a normal context): the code where a handler must
- * not create a thread. The process's malloc is found in the global scope
- * (the main program's handle), not in ours: the core defines a malloc of
- * its own. */
-static void lazy_scan(void) {
-    if (lazy_scanned)
-        return;
-    lazy_scanned = -1;
-    void *main_handle = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
-    void *m = main_handle ? dlsym(main_handle, "malloc") : NULL;
-    if (main_handle)
-        dlclose(main_handle);
-    if (!m)
-        return;
-    scan_ctx c = {.malloc_at = (uintptr_t)m, .self_at = (uintptr_t)(void *)&lazy_scan};
-    dl_iterate_phdr(scan_module, &c);
-    if (!c.malloc_in_main && !c.full && n_own > 0)
-        lazy_scanned = 1;
-}
-
-static uintptr_t interrupted_pc(const void *ctx) {
-    const ucontext_t *uc = ctx;
-#if defined(__x86_64__)
-    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-#else
-    return (uintptr_t)uc->uc_mcontext.pc;
-#endif
-}
-
-static bool same_mask(const sigset_t *a, const sigset_t *b) {
-    for (int sig = 1; sig < 65; sig++)
-        if (sigismember(a, sig) != sigismember(b, sig))
-            return false;
+    pthread_mutex_unlock(&lifecycle_lock);
     return true;
 }
-
-/* Async-signal-safe: the timer ends, the sampler's handler is back. Under
- * lifecycle_lock (or in the child's at-fork handler: one thread). */
-static void lazy_disarm(void) {
-    if (!atomic_exchange(&lazy_armed, false))
-        return;
-    syscall(SYS_timer_delete, lazy_timer);
-    sigaction(lazy_sig, &lazy_saved, NULL);
-}
-
-/* A forked child of a child still waiting: the timer was its parent's
- * (timers are not inherited), the handler is here. */
-static void lazy_forget(void) {
-    if (atomic_exchange(&lazy_armed, false))
-        sigaction(lazy_sig, &lazy_saved, NULL);
-}
-
-/* Not from the handler: disarmed, and a signal of the timer still pending
- * on this thread (it blocks the signal) taken, so that none is left for an
- * exec'd image, where the signal's default action ends the process. */
-static void lazy_cancel(void) {
-    if (!atomic_load(&lazy_armed))
-        return;
-    int sig = lazy_sig;
-    lazy_disarm();
-    sigset_t pending, one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    struct timespec zero = {0, 0};
-    while (sigpending(&pending) == 0 && sigismember(&pending, sig) &&
-           sigtimedwait(&one, NULL, &zero) == sig)
-        ;
-}
-
-/* The restart thread is created here, from the handler (see above). */
-static void lazy_handler(int sig, siginfo_t *si, void *ctx) {
-    (void)sig;
-    if (si->si_code != SI_TIMER || !atomic_load(&lazy_armed))
-        return;
-    int saved = errno;
-    if (ss_mono_ns() >= restart_due_ns && !in_ranges(unsafe_code, n_unsafe, interrupted_pc(ctx)) &&
-        same_mask(&((const ucontext_t *)ctx)->uc_sigmask, &lazy_mask) &&
-        pthread_mutex_trylock(&lifecycle_lock) == 0) {
-        if (atomic_load(&lazy_armed) && atomic_load(&restart_pending)) {
-            lazy_disarm();
-            spawn_restart_locked();
-        }
-        pthread_mutex_unlock(&lifecycle_lock);
-    }
-    errno = saved;
-}
-
-/* The agent's signal here: the sampler's handler (in our code) is on it. */
-static int lazy_signal(void) {
-    int cands[2] = {config.signal, SIGRTMIN};
-    for (int i = 0; i < 2; i++) {
-        struct sigaction cur;
-        if (cands[i] > 0 && sigaction(cands[i], NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-            in_ranges(own_code, n_own, (uintptr_t)(void *)cur.sa_sigaction))
-            return cands[i];
-    }
-    return -1;
-}
-
-/* In the forked child (one thread): the timer and handler; false when the
- * restart needs its thread at fork. */
-static bool lazy_arm(void) {
-    if (lazy_scanned != 1 || atomic_load(&lazy_armed))
-        return false;
-    int sig = lazy_signal();
-    if (sig < 0)
-        return false;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = lazy_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigfillset(&sa.sa_mask);
-    struct sigevent ev;
-    memset(&ev, 0, sizeof ev);
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = sig;
-    ev._sigev_un._tid = ss_gettid();
-    int id = -1;
-    if (syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, &ev, &id) != 0)
-        return false;
-    pthread_sigmask(SIG_SETMASK, NULL, &lazy_mask);
-    if (sigaction(sig, &sa, &lazy_saved) != 0) {
-        syscall(SYS_timer_delete, id);
-        return false;
-    }
-    lazy_sig = sig;
-    lazy_timer = id;
-    atomic_store(&lazy_armed, true);
-    /* after 2 ms of the thread's CPU time, then every 5 ms: a thread that
-     * computes all the time is interrupted about 20 times before its
-     * restart is due, one that mostly waits finds it due at its first */
-    struct itimerspec its = {.it_interval = {0, 5000000}, .it_value = {0, 2000000}};
-    if (syscall(SYS_timer_settime, id, 0, &its, NULL) != 0) {
-        lazy_disarm();
-        return false;
-    }
-    return true;
-}
-#else
-static void lazy_scan(void) {}
-static void lazy_forget(void) {}
-static void lazy_cancel(void) {}
-static bool lazy_arm(void) { return false; }
-#endif
 
 /* With lifecycle_lock held: the restart thread leaves, without starting
  * anything; returns whether there is one to join (its handle in *t).
@@ -517,7 +266,7 @@ static bool lazy_arm(void) { return false; }
  * before its restart pays no context switch for a thread that has
  * nothing to do. */
 static bool cancel_restart_locked(pthread_t *t, bool wait) {
-    lazy_cancel();
+    ss_fork_timer_cancel();
     atomic_store(&restart_pending, false);
     restart_cancel = true;
     bool join = restart_thread_joinable;
@@ -565,7 +314,7 @@ void ss_agent_fork_child(bool restart, bool libdw_inherited) {
     restart_thread_joinable = false; /* the parent's, not here */
     if (!libdw_inherited && source && source->fork_lost_libdw)
         source->fork_lost_libdw();
-    lazy_forget(); /* a parent's timer is not inherited: its handler is */
+    ss_fork_timer_forget(); /* a parent's timer is not inherited: its handler is */
     ss_log_after_fork();
     if (!atomic_load(&running) && !atomic_load(&restart_pending)) {
         /* not started, or forked while starting: forget what the start
@@ -599,7 +348,8 @@ void ss_agent_fork_child(bool restart, bool libdw_inherited) {
     restart_due_ns = ss_mono_ns() + (uint64_t)RESTART_DELAY_MS * 1000000ull;
     restart_cancel = false;
     atomic_store(&restart_pending, true);
-    if (!lazy_arm())
+    int sampler_signals[2] = {config.signal, SIGRTMIN}; /* SIGRTMIN: a Go program's */
+    if (!ss_fork_timer_arm(restart_due_ns, sampler_signals, 2, restart_fire))
         spawn_restart_locked();
 }
 
@@ -625,7 +375,7 @@ int ss_agent_start(const ss_source_ops *src, const ss_config *cfg) {
     source = src;
     int rc = start_locked(START_FIRST);
     if (rc == 0)
-        lazy_scan();
+        (void)ss_fork_timer_scan();
     if (rc == 0 && !atfork_installed && !loader_forks) {
         pthread_atfork(NULL, NULL, child_after_fork);
         atfork_installed = true;

@@ -16,8 +16,9 @@
  * thread of the process: "thread <tid> <comm> internal=<0|1>" (the
  * tests check that gRPC's threads are registered as the agent's own).
  * With OTLP_DRIVER_FORK=1 it forks once the first round has gone: the
- * child (where the agent restarts itself) runs 500 ms, stops its agent and
- * exits; the parent goes on and waits for it.
+ * child (where the agent restarts itself: its restart thread is created
+ * from a timer on its CPU time, so it computes) runs 500 ms, stops its
+ * agent and exits; the parent goes on and waits for it.
  * After the last round it stops the agent (flush within
  * STACKSHOT_SHUTDOWN_TIMEOUT, counters printed) and exits 0.
  *
@@ -161,7 +162,10 @@ int main(int argc, char **argv) {
         ss_sleep_ns((uint64_t)cfg.interval_ms * 1500000ull);
         child = fork();
         if (child == 0) {
-            ss_sleep_ns(500000000ull);
+            uint64_t until = ss_mono_ns() + 500000000ull;
+            volatile unsigned long x = 1;
+            while (ss_mono_ns() < until)
+                x = x * 6364136223846793005ul + 1442695040888963407ul;
             ss_agent_stop();
             _exit(0);
         }
