@@ -56,9 +56,16 @@
  *
  * fork(): a child of an armed process arms again (its first round is due
  * when its parent's is, but not before 100 ms after the fork, whatever
- * the interval: a short-lived child leaves nothing). A child of a
- * started process is the core's business (agent/lifecycle.c), reached
- * through api->fork_child. */
+ * the interval: a short-lived child leaves nothing). Its start thread is
+ * created at fork, unless its parent forks often (more than OFTEN_FORKS
+ * times within a second: a shell, make, a fork loop): then once due, from
+ * a timer on the forking thread's CPU clock, at a safe point
+ * (agent/fork_timer.c), and a child that exits or execs first has had no
+ * thread of ours. The timer fires only while that thread computes: a
+ * daemon's few workers, idle after their fork, keep a thread at fork and
+ * have their agent while idle. A child of a started process is the core's
+ * business (agent/lifecycle.c), reached through api->fork_child. */
+#include "agent/fork_timer.h"
 #include "agent/ms_keys.h"
 #include "loader/ss_loader.h"
 #include "agent/main_arena.h"
@@ -505,6 +512,7 @@ static void spawn_locked(void) {
  * process single-threaded (unshare, setns, clone, the set*id family)
  * join it. */
 static start_state stop_thread_locked(bool join) {
+    ss_fork_timer_cancel(); /* a forked child whose thread is not created yet */
     uint64_t until = ss_loader_mono_ns() + shutdown_ns;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
                           .tv_nsec = (long)(until % 1000000000ull)};
@@ -535,6 +543,22 @@ static start_state stop_thread_locked(bool join) {
 
 #define FORK_WAIT_START_NS 500000000ull /* a fork waits this long at most */
 
+/* The forks of this armed process within the current second, counted by
+ * the prepare handler (glibc runs those one fork at a time); a child reads
+ * its parent's count (the fork copied it) and starts its own. */
+#define OFTEN_FORKS 8
+static _Atomic uint64_t forks_since_ns;
+static _Atomic unsigned forks_counted;
+
+static void count_fork(void) {
+    uint64_t now = ss_loader_mono_ns();
+    if (now - atomic_load_explicit(&forks_since_ns, memory_order_relaxed) >= 1000000000ull) {
+        atomic_store_explicit(&forks_since_ns, now, memory_order_relaxed);
+        atomic_store_explicit(&forks_counted, 0, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&forks_counted, 1, memory_order_relaxed);
+}
+
 /* A fork that comes while the start thread opens and starts the core
  * would copy a half-built agent (its locks held by a thread the child
  * does not have): it waits for the start to end, a bounded time (the
@@ -542,7 +566,10 @@ static start_state stop_thread_locked(bool join) {
  * this handler, if a library's constructor registered a handler). Only
  * the one fork that meets the start waits, once per process. */
 static void atfork_prepare(void) {
-    if (atomic_load(&state) != START_RUNNING)
+    start_state now = atomic_load(&state);
+    if (now == START_ARMED)
+        count_fork();
+    if (now != START_RUNNING)
         return;
     uint64_t until = ss_loader_mono_ns() + FORK_WAIT_START_NS;
     pthread_mutex_lock(&lock);
@@ -554,8 +581,36 @@ static void atfork_prepare(void) {
     pthread_mutex_unlock(&lock);
 }
 
+/* From the fork timer's handler, at a safe point, the start due. */
+static bool start_fire(void) {
+    if (pthread_mutex_trylock(&lock) != 0)
+        return false;
+    if (ss_fork_timer_armed()) {
+        ss_fork_timer_disarm();
+        if (state == START_ARMED && !thread_alive)
+            spawn_locked();
+    }
+    pthread_mutex_unlock(&lock);
+    return true;
+}
+
+/* A forked child's start, armed without a thread when its parent forks
+ * often: the timer creates it when due. false: the thread is to be
+ * created now. The count starts again for the child's own forks. */
+static bool arm_late(void) {
+    bool often = atomic_load_explicit(&forks_counted, memory_order_relaxed) > OFTEN_FORKS;
+    atomic_store_explicit(&forks_counted, 0, memory_order_relaxed);
+    atomic_store_explicit(&forks_since_ns, 0, memory_order_relaxed);
+    if (!often || !ss_fork_timer_arm(due_ns, NULL, 0, start_fire))
+        return false;
+    armed_pid = current_pid();
+    state = START_ARMED;
+    return true;
+}
+
 static void atfork_child(void) {
     ss_altstack_after_fork_child();
+    ss_fork_timer_forget(); /* a parent's timer is not inherited: its handler is */
     /* only this thread exists: our lock may have been held by another */
     pthread_mutex_init(&lock, NULL);
     init_cond();
@@ -587,7 +642,7 @@ static void atfork_child(void) {
             api->fork_child(true);
         if (started)
             state = START_DONE;
-        else
+        else if (!arm_late())
             spawn_locked();
         return;
     }
@@ -625,6 +680,7 @@ void ss_start_arm(int argc, char **argv) {
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
     shutdown_ns = (uint64_t)ms_from_env(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS, SS_SHUTDOWN_MAX_MS) * 1000000ull;
     ss_start_fork_handler();
+    (void)ss_fork_timer_scan(); /* for the children it forks before its start */
     pthread_mutex_lock(&lock);
     due_ns = ss_loader_mono_ns() + interval_ns;
     spawn_locked();
@@ -671,6 +727,7 @@ void ss_start_child_of_clone(void) {
      * program starts its own agent. */
     pthread_mutex_init(&lock, NULL);
     init_cond();
+    ss_fork_timer_forget();
     thread_alive = false;
     state = START_OFF;
     const ss_core_api *api = ss_loader_core();
@@ -685,6 +742,7 @@ bool ss_start_armed(void) {
 
 void ss_start_leave(void) {
     pthread_mutex_lock(&lock);
+    ss_fork_timer_cancel();
     if (state == START_ARMED && !thread_alive)
         state = START_OFF;
     pthread_mutex_unlock(&lock);

@@ -1282,6 +1282,48 @@ def case_children():
           f"naps: no sleep of a child ended with EINTR (100 + count): {counts}")
     check(sum(1 for c in counts if 1 < c < 100) >= 4,
           f"naps: children restarted their agent from the timer (threads): {counts}")
+    # Children that set every signal's action back to the default, then
+    # compute: the restart timer's ticks are SIGURG's, dropped by default
+    # (on the sampling signal, whose default action ends the process, the
+    # first tick killed the child)
+    out = fresh("children")
+    r = subprocess.run([spawner, "resetwork", "3", "300"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == 3,
+          f"resetwork: 3 children reset their signals, computed and exited 0 ({r.returncode}): "
+          f"{r.stdout[-200:]}")
+    # Children of a host whose agent is still armed (its first round not
+    # due: a 60 s interval), living 5 ms. A process that forks seldom (a
+    # daemon's workers) gives each child its start thread at fork: an idle
+    # child has its agent too. One that forks often (10 children first)
+    # does not: the child's thread would come from the timer (before, the
+    # loader created one in every child: 2 threads each).
+    for mode, want in (("armed-tasks", 2), ("armed-burst-tasks", 1)):
+        out = fresh("children")
+        r = subprocess.run([spawner, mode, "4", "5"], env=agent_env(out,
+                           SPLUNK_PROFILER_CALL_STACK_INTERVAL="60000"),
+                           capture_output=True, text=True, timeout=120)
+        counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
+        check(r.returncode == 0 and counts == [want] * 4,
+              f"{mode}: each child holds {want} threads at its exit: {counts} ({r.returncode})")
+        check(not agent_lines(r.stderr), f"{mode}: no line (nothing started): {agent_lines(r.stderr)}")
+    # ... and children of one that forks often that compute 1.5 s past
+    # their parent's first round (300 ms) get their start thread from the
+    # timer: rounds of their own
+    out = fresh("children")
+    r = subprocess.run([spawner, "armed-burst-work", "2", "1500"], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="300"),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == 2,
+          f"armed: work: 2 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
+    for c in children:
+        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
+        check(rounds >= 1, f"armed: work: child {c} started from the timer and took rounds: {rounds}")
+    starts = [l for l in agent_lines(r.stderr) if " started" in l]
+    check(len(starts) == 1, f"armed: work: one start line, the host's: {starts}")
     # A host whose malloc is its own program's (jemalloc linked in): a
     # handler must not create a thread there, so the restart thread is
     # created at fork, as before, and children still take rounds.

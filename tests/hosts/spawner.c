@@ -15,13 +15,21 @@
  * every descriptor >= 3 (as a daemon does; its agent's among them) and
  * computes 300 ms more (its agent meets them closed), `childclose` is
  * `work` in children that close every descriptor >= 3 first (the copies
- * of their parent's agent's among them). THREADS (default 0) threads compute
+ * of their parent's agent's among them), `resetwork` is `work` in children
+ * that first set every signal's action back to the default (as a daemon
+ * or code on its way to exec does). A MODE prefixed with `armed-`
+ * forks at once, without the 300 ms nor the wait: the children of a
+ * process whose agent is still armed (its first round not due yet); with
+ * `burst-` after that, 10 children that _exit(0) at once come first (a
+ * process that forks often).
+ * THREADS (default 0) threads compute
  * meanwhile (a busy host). Prints each child's pid ("child N", with
  * "tasks N" in `tasks` mode), then the mean cost of a child in
  * microseconds ("per child N us"); exits 0 when every child exited 0 (in
  * `tasks` mode: with a count). */
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -147,31 +155,45 @@ static void close_from_3(void) {
 int main(int argc, char **argv) {
     if (argc < 4)
         return 2;
+    bool armed = strncmp(argv[1], "armed-", 6) == 0;
+    if (armed)
+        argv[1] += 6;
+    bool burst = strncmp(argv[1], "burst-", 6) == 0;
+    if (burst)
+        argv[1] += 6;
     bool exec_mode = strcmp(argv[1], "exec") == 0;
     bool tasks_mode = strcmp(argv[1], "tasks") == 0;
     bool work_mode = strcmp(argv[1], "work") == 0;
     bool naps_mode = strcmp(argv[1], "naps") == 0;
     bool parent_close = strcmp(argv[1], "parentclose") == 0;
     bool child_close = strcmp(argv[1], "childclose") == 0;
-    work_mode |= parent_close || child_close;
+    bool reset_signals = strcmp(argv[1], "resetwork") == 0;
+    work_mode |= parent_close || child_close || reset_signals;
     int n = atoi(argv[2]);
     long ms = atol(argv[3]);
     int threads = argc > 4 ? atoi(argv[4]) : 0;
     pthread_t t[16];
     for (int i = 0; i < threads && i < 16; i++)
         pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
-    uint64_t until = now_ns() + 300000000ull;
+    uint64_t until = now_ns() + (armed ? 0 : 300000000ull);
     volatile unsigned long x = 1;
     while (now_ns() < until)
         for (int i = 0; i < 100000; i++)
             x = x * 6364136223846793005ul + 1442695040888963407ul;
     /* a preloaded agent has started (its start thread is gone): the
      * children are a running agent's, on a loaded machine too */
-    for (int i = 0; i < 500 && thread_named("stackshot-start"); i++)
+    for (int i = 0; !armed && i < 500 && thread_named("stackshot-start"); i++)
         sleep_ms(10);
     if (parent_close) {
         close_from_3();
         compute_ms(300);
+    }
+    for (int i = 0; burst && i < 10; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            _exit(0);
+        while (p > 0 && waitpid(p, NULL, 0) < 0)
+            ;
     }
     int failed = 0;
     uint64_t t0 = now_ns();
@@ -187,6 +209,8 @@ int main(int argc, char **argv) {
             }
             if (child_close)
                 close_from_3();
+            for (int sig = 1; reset_signals && sig < 65; sig++)
+                signal(sig, SIG_DFL);
             if (work_mode)
                 compute_ms(ms);
             else if (ms)

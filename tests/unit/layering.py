@@ -41,7 +41,7 @@ ALLOWED = {
 # The module ABI gathers the functions a module may call, from agent/ and
 # two proc/ headers.
 ABI_EXTRA = {("agent/module_abi.h", "proc/process.h"), ("agent/module_abi.h", "proc/threads.h")}
-LOADER_AGENT = {"agent/enabled.h", "agent/main_arena.h", "agent/ms_keys.h", "agent/otel_ctx.h", "agent/version.h"}
+LOADER_AGENT = {"agent/enabled.h", "agent/fork_timer.h", "agent/main_arena.h", "agent/ms_keys.h", "agent/otel_ctx.h", "agent/version.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
