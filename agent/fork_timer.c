@@ -78,7 +78,11 @@ static code_range unsafe_code[MAX_UNSAFE];
 static int n_unsafe;
 static code_range own_code[4]; /* this library's code: its handlers */
 static int n_own;
-static int scanned; /* 0 not yet, 1 usable, -1 not (malloc in the main program...) */
+/* 0 not yet, 1 usable, -1 not (malloc in the main program...); set once
+ * the ranges are written (another thread may scan: the loader's start
+ * thread, while the host forks) */
+static _Atomic int scanned;
+static atomic_flag scanning = ATOMIC_FLAG_INIT;
 static _Atomic bool armed;
 static int timer_sig;
 static int timer_id;
@@ -144,20 +148,21 @@ static int scan_module(struct dl_phdr_info *info, size_t size, void *arg) {
 /* The process's malloc is found in the global scope (the main program's
  * handle), not in ours: the core defines a malloc of its own. */
 bool ss_fork_timer_scan(void) {
-    if (scanned)
-        return scanned == 1;
-    scanned = -1;
+    int was = atomic_load_explicit(&scanned, memory_order_acquire);
+    if (was)
+        return was == 1;
+    if (atomic_flag_test_and_set(&scanning))
+        return false; /* under way on another thread */
     void *main_handle = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
     void *m = main_handle ? dlsym(main_handle, "malloc") : NULL;
     if (main_handle)
         dlclose(main_handle);
-    if (!m)
-        return false;
     scan_ctx c = {.malloc_at = (uintptr_t)m, .self_at = (uintptr_t)(void *)&ss_fork_timer_scan};
-    dl_iterate_phdr(scan_module, &c);
-    if (!c.malloc_in_main && !c.full && n_own > 0)
-        scanned = 1;
-    return scanned == 1;
+    if (m)
+        dl_iterate_phdr(scan_module, &c);
+    bool usable = m && !c.malloc_in_main && !c.full && n_own > 0;
+    atomic_store_explicit(&scanned, usable ? 1 : -1, memory_order_release);
+    return usable;
 }
 
 static uintptr_t interrupted_pc(const void *ctx) {
@@ -206,7 +211,7 @@ static bool usable_signal(int sig, bool default_ok, const sigset_t *mask) {
 
 bool ss_fork_timer_arm(uint64_t due_ns, const int *fallbacks, int n_fallbacks,
                        ss_fork_timer_fire fire) {
-    if (scanned != 1 || atomic_load(&armed))
+    if (atomic_load_explicit(&scanned, memory_order_acquire) != 1 || atomic_load(&armed))
         return false;
     sigset_t mask;
     pthread_sigmask(SIG_SETMASK, NULL, &mask);
@@ -280,6 +285,9 @@ void ss_fork_timer_cancel(void) {
 void ss_fork_timer_forget(void) {
     if (atomic_exchange(&armed, false))
         sigaction(timer_sig, &saved, NULL);
+    /* forked while another thread scanned: that thread is not here */
+    if (atomic_load(&scanned) == 0)
+        atomic_flag_clear(&scanning);
 }
 #else
 bool ss_fork_timer_scan(void) { return false; }

@@ -14,8 +14,8 @@
  * and, holding it, calls ss_fork_timer_disarm and creates its thread. */
 typedef bool (*ss_fork_timer_fire)(void);
 
-/* In the parent, in a normal context, once: where a handler must not
- * create a thread (glibc, the dynamic linker, this agent's libraries, the
+/* In the parent, in a normal context, once (false while another thread
+ * scans): where a handler must not create a thread (glibc, the dynamic linker, this agent's libraries, the
  * module of the process's malloc). false: the timer cannot be used in
  * this process (malloc in the main program, too many ranges, a sanitizer
  * build, another architecture); children get their thread at fork. */
@@ -42,7 +42,8 @@ void ss_fork_timer_disarm(void);
 void ss_fork_timer_cancel(void);
 
 /* A child of a child still waiting (timers are not inherited, the
- * handler is), or of a clone(): the action put back, nothing armed. */
+ * handler is), or of a clone(): the action put back, nothing armed; a
+ * scan the fork cut short may be made again. */
 void ss_fork_timer_forget(void);
 
 #endif

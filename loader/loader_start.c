@@ -369,6 +369,9 @@ static void *start_main(void *arg) {
     /* seen as a launcher once: it stays one until it has looked like
      * anything else for a second (see the header) */
     bool launched = false;
+    /* for the children the host forks before the start: here, not in the
+     * constructor (a process that only starts and exits pays nothing) */
+    (void)ss_fork_timer_scan();
     pthread_mutex_lock(&lock);
     for (;;) {
         while (mine == generation && ss_loader_mono_ns() < due_ns) {
@@ -680,7 +683,6 @@ void ss_start_arm(int argc, char **argv) {
     interval_ns = (uint64_t)interval_from_env() * 1000000ull;
     shutdown_ns = (uint64_t)ms_from_env(SS_SHUTDOWN_KEY, SS_SHUTDOWN_DEFAULT_MS, SS_SHUTDOWN_MIN_MS, SS_SHUTDOWN_MAX_MS) * 1000000ull;
     ss_start_fork_handler();
-    (void)ss_fork_timer_scan(); /* for the children it forks before its start */
     pthread_mutex_lock(&lock);
     due_ns = ss_loader_mono_ns() + interval_ns;
     spawn_locked();

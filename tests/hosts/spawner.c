@@ -18,7 +18,7 @@
  * of their parent's agent's among them), `resetwork` is `work` in children
  * that first set every signal's action back to the default (as a daemon
  * or code on its way to exec does). A MODE prefixed with `armed-`
- * forks at once, without the 300 ms nor the wait: the children of a
+ * forks after 100 ms asleep, without the 300 ms nor the wait: the children of a
  * process whose agent is still armed (its first round not due yet); with
  * `burst-` after that, 10 children that _exit(0) at once come first (a
  * process that forks often).
@@ -175,7 +175,11 @@ int main(int argc, char **argv) {
     pthread_t t[16];
     for (int i = 0; i < threads && i < 16; i++)
         pthread_create(&t[i], NULL, spin, (void *)(uintptr_t)(i + 1));
+    /* armed: 100 ms asleep, in which the loader's start thread reads what
+     * a fork timer needs (its first moments) */
     uint64_t until = now_ns() + (armed ? 0 : 300000000ull);
+    if (armed)
+        sleep_ms(100);
     volatile unsigned long x = 1;
     while (now_ns() < until)
         for (int i = 0; i < 100000; i++)
