@@ -1189,6 +1189,23 @@ def case_shortlived():
 
 # ---- children: no agent thread at fork, an agent once they live -----------
 
+def children_take_rounds(program, mode, n, ms, interval, label):
+    """`program mode n ms` under the agent at `interval` ms: every child
+    exits 0 and takes rounds of its own. Returns the run, the children's
+    pids and the output directory."""
+    out = fresh("children")
+    r = subprocess.run([program, mode, str(n), str(ms)], env=agent_env(out,
+                       SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                       capture_output=True, text=True, timeout=120)
+    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
+    check(r.returncode == 0 and len(children) == n,
+          f"{label}: {n} children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
+    for c in children:
+        rounds = sum(rounds_in(os.path.join(out, f)) for f in files(out) if f".{c}." in f)
+        check(rounds >= 1, f"{label}: child {c} took rounds of its own: {rounds}")
+    return r, children, out
+
+
 def case_children():
     spawner = os.path.join(bindir, "ss_hosts_spawner")
     out = fresh("children")
@@ -1205,17 +1222,10 @@ def case_children():
           f"tasks: a child holds only the thread that forked: {counts}")
     check(len(agent_lines(r.stderr)) == 1, f"tasks: one line, the host's: {agent_lines(r.stderr)}")
     for interval in ("10", "50"):
-        out = fresh("children")
-        r = subprocess.run([spawner, "work", "3", "1000"], env=agent_env(out,
-                           SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
-                           capture_output=True, text=True, timeout=120)
-        children = re.findall(r"^child (\d+)$", r.stdout, re.M)
-        check(r.returncode == 0 and len(children) == 3,
-              f"work at {interval} ms: 3 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
+        r, children, out = children_take_rounds(spawner, "work", 3, 1000, interval,
+                                                f"work at {interval} ms")
         for c in children:
             mine = [n for n in files(out) if f".{c}." in n]
-            rounds = sum(rounds_in(os.path.join(out, n)) for n in mine)
-            check(rounds >= 1, f"work at {interval} ms: child {c} took rounds of its own: {rounds}")
             # its main thread runs: copied to its stack's end, the first
             # round too (it was cut at its stack pointer's page end)
             cut = [m for n in mine for m in truncations(os.path.join(out, n))]
@@ -1233,16 +1243,7 @@ def case_children():
     # copies of the parent's agent's descriptors: not the child's to
     # lose). The children take rounds and say nothing.
     for mode in ("parentclose", "childclose"):
-        out = fresh("children")
-        r = subprocess.run([spawner, mode, "3", "1000"], env=agent_env(out,
-                           SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
-                           capture_output=True, text=True, timeout=120)
-        children = re.findall(r"^child (\d+)$", r.stdout, re.M)
-        check(r.returncode == 0 and len(children) == 3,
-              f"{mode}: 3 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
-        for c in children:
-            rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
-            check(rounds >= 1, f"{mode}: child {c} took rounds of its own: {rounds}")
+        r, children, _ = children_take_rounds(spawner, mode, 3, 1000, "10", mode)
         theirs = [l for l in agent_lines(r.stderr) if any(f"pid {c} " in l for c in children)]
         check(not theirs, f"{mode}: no line of a child's: {theirs}")
         if mode == "parentclose":
@@ -1312,16 +1313,8 @@ def case_children():
     # ... and children of one that forks often that compute 1.5 s past
     # their parent's first round (300 ms) get their start thread from the
     # timer: rounds of their own
-    out = fresh("children")
-    r = subprocess.run([spawner, "armed-burst-work", "2", "1500"], env=agent_env(out,
-                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="300"),
-                       capture_output=True, text=True, timeout=120)
-    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
-    check(r.returncode == 0 and len(children) == 2,
-          f"armed: work: 2 children ran and exited 0 ({r.returncode}): {r.stderr[-300:]}")
-    for c in children:
-        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
-        check(rounds >= 1, f"armed: work: child {c} started from the timer and took rounds: {rounds}")
+    r, _, _ = children_take_rounds(spawner, "armed-burst-work", 2, 1500, "300",
+                                   "armed: work from the timer")
     starts = [l for l in agent_lines(r.stderr) if " started" in l]
     check(len(starts) == 1, f"armed: work: one start line, the host's: {starts}")
     # A host whose malloc is its own program's (jemalloc linked in): a
@@ -1335,15 +1328,7 @@ def case_children():
     counts = [int(n) for n in re.findall(r"^child \d+ tasks (-?\d+)$", r.stdout, re.M)]
     check(r.returncode == 0 and counts == [2] * 4,
           f"own malloc: the restart thread is created at fork: {counts} ({r.returncode})")
-    out = fresh("children")
-    r = subprocess.run([own, "work", "2", "1000"], env=agent_env(out,
-                       SPLUNK_PROFILER_CALL_STACK_INTERVAL="10"),
-                       capture_output=True, text=True, timeout=120)
-    children = re.findall(r"^child (\d+)$", r.stdout, re.M)
-    check(r.returncode == 0 and len(children) == 2, f"own malloc: work: 2 children exited 0 ({r.returncode})")
-    for c in children:
-        rounds = sum(rounds_in(os.path.join(out, n)) for n in files(out) if f".{c}." in n)
-        check(rounds >= 1, f"own malloc: child {c} took rounds of its own: {rounds}")
+    children_take_rounds(own, "work", 2, 1000, "10", "own malloc: work")
 
 
 # ---- output files: rotation, retention, failing writes --------------------
