@@ -8,7 +8,9 @@
  *                       with STACKSHOT_EXPORTERS=text and with the default
  *                       (otlp_logs)
  *   fork()+_exit        a process forks N children that _exit at once,
- *                       with the agent armed (before its first round) and
+ *                       with the agent armed (before its first round: a
+ *                       loop that forks often, whose children get no start
+ *                       thread at fork after the 8th of a second) and
  *                       running (text, 100 ms interval); the floor: the
  *                       same process without the agent but with one idle
  *                       thread of its own (what any agent with a thread
