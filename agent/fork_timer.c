@@ -192,8 +192,9 @@ static void tick(int sig, siginfo_t *si, void *ctx) {
     if (si->si_code != SI_TIMER || !atomic_load(&armed))
         return;
     int saved_errno = errno;
-    if (mono_ns() >= due_at && !in_ranges(unsafe_code, n_unsafe, interrupted_pc(ctx)) &&
-        same_mask(&((const ucontext_t *)ctx)->uc_sigmask, &fork_mask))
+    /* the clock last: where the vDSO cannot read it, it is a system call */
+    if (same_mask(&((const ucontext_t *)ctx)->uc_sigmask, &fork_mask) &&
+        !in_ranges(unsafe_code, n_unsafe, interrupted_pc(ctx)) && mono_ns() >= due_at)
         fire_fn();
     errno = saved_errno;
 }

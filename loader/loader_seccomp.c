@@ -16,8 +16,12 @@
  *   - the thread blocks the agent's signal: a signal sent just before the
  *     mark was seen stays pending for good instead of being delivered in
  *     strict mode (the thread cannot change its mask again; nothing else
- *     takes a blocked signal). A forked child's restart timer, armed on
- *     the forking thread with that signal, is held back the same way.
+ *     takes a blocked signal);
+ *   - a forked child's fork timer (agent/fork_timer.c: the core's restart
+ *     or the loader's start, due on the forking thread) is held back the
+ *     same way: on the sampling signal that block does it, on SIGURG the
+ *     thread blocks SIGURG too when a handler of ours is on it (its tick
+ *     would create a thread there: mmap, and strict mode kills).
  * A call that fails leaves both: the thread is only sampled less.
  *
  * Not covered: a thread that enters strict mode through a raw system call
@@ -29,6 +33,7 @@
  * between two looks is signalled once more. See docs/safety/seccomp.md. */
 #include "loader/ss_loader.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -41,6 +46,21 @@
 
 typedef int (*prctl_fn)(int, unsigned long, unsigned long, unsigned long, unsigned long);
 
+static void before_strict(void);
+
+/* Is the handler on SIGURG ours, the loader's or the core's: a fork timer
+ * armed in this process? */
+static bool urg_ours(const ss_core_api *api) {
+    struct sigaction cur;
+    Dl_info handler, mine, core;
+    if (sigaction(SIGURG, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+        !dladdr((void *)cur.sa_sigaction, &handler) || !handler.dli_fbase)
+        return false;
+    if (dladdr((void *)&before_strict, &mine) && handler.dli_fbase == mine.dli_fbase)
+        return true;
+    return api && dladdr((const void *)api, &core) && handler.dli_fbase == core.dli_fbase;
+}
+
 /* Before the calling thread enters strict mode. */
 static void before_strict(void) {
     int saved = errno;
@@ -50,12 +70,13 @@ static void before_strict(void) {
                       api->sampling_signal
                   ? api->sampling_signal()
                   : 0;
-    if (sig > 0) {
-        sigset_t set;
-        sigemptyset(&set);
+    sigset_t set;
+    sigemptyset(&set);
+    if (sig > 0)
         sigaddset(&set, sig);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-    }
+    if (urg_ours(api))
+        sigaddset(&set, SIGURG);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     errno = saved;
 }
 

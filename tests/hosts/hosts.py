@@ -94,7 +94,9 @@ cases:
              and through the seccomp system call) compute for a second: the
              process exits 0 with every thread's line (before: SIGSEGV at the
              first round), the workers are counted as not taking the signal
-             and the main thread is sampled
+             and the main thread is sampled; a forked child that enters
+             strict mode at once and computes exits 0 (its agent's late
+             start held back), the agent running and armed
   mlock      a service that locks its memory (tests/hosts/mlock_host.c) as
              nobody under an 8 MiB RLIMIT_MEMLOCK: with MCL_FUTURE the agent
              leaves it (one line, no file) and it gets as many blocks as
@@ -1533,7 +1535,8 @@ def case_strict():
     than read, write, _exit and rt_sigreturn, and the sampling handler makes
     one (before: the process died of SIGSEGV at the first round). The
     thread is not signalled; it is sampled by the kernel (perf), and the
-    rest of the process as usual."""
+    rest of the process as usual. A forked child that enters strict mode at
+    once is not killed by its agent's late start either."""
     prog = os.path.join(bindir, "ss_hosts_strict")
     want = ["main done", "sx-worker-1 done", "sx-worker-2 done"]
     for how in ("prctl", "syscall"):
@@ -1576,6 +1579,16 @@ def case_strict():
                   f"{what}: the workers sampled by the kernel (in worker()) in most rounds")
             check("__pthread_clockjoin_ex" in txt or "pthread_join" in txt,
                   f"{what}: the main thread's stack (in pthread_join)")
+    # A forked child whose thread enters strict mode at once and computes
+    # there, in a host that forks often, running (10 ms) and armed (60 s):
+    # the fork timer (its tick would create the child's thread: mmap) is
+    # held back (before, on SIGURG, the child was killed at its tick)
+    for interval in ("10", "60000"):
+        out = fresh("strict")
+        r = subprocess.run([prog, "fork"], env=agent_env(out, SPLUNK_PROFILER_CALL_STACK_INTERVAL=interval),
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and r.stdout.splitlines() == ["child done", "child exit 0"],
+              f"fork at {interval} ms: the strict child computed and exited 0: {r.stdout!r}")
 
 
 # ---- mlock: a service that locks its memory under a limit -----------------

@@ -6,9 +6,17 @@
  * machine still leaves a second or so), then write their result and end
  * with a raw _exit; the main thread joins them. `strict_host prctl` enters strict
  * mode through prctl, `strict_host syscall` through the seccomp system
- * call (no glibc wrapper). Used by hosts.py (case strict). */
+ * call (no glibc wrapper). `strict_host fork`: the main thread computes
+ * 300 ms (a preloaded agent starts), forks 10 children that _exit at once
+ * (a process that forks often), then one that enters strict mode through
+ * prctl right after the fork and computes about a second there (where a
+ * forked child's agent would create its thread), writes "child done" and
+ * ends with a raw _exit; the parent prints "child exit N" (or "child
+ * signal N") and exits 0 when the child exited 0. Used by hosts.py (case
+ * strict). */
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -61,7 +69,46 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* The child of `strict_host fork`: strict mode at once, then a second of
+ * computing (no clock, no call but write and the raw _exit). */
+static void strict_child(unsigned long turns) {
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < turns; i++)
+        x += i;
+    write(1, "child done\n", 11);
+    syscall(SYS_exit, 0);
+}
+
+static int forking_host(void) {
+    unsigned long turns = turns_per_second();
+    count_to(turns * 3 / 10);
+    for (int i = 0; i < 10; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            _exit(0);
+        if (p > 0)
+            waitpid(p, NULL, 0);
+    }
+    fflush(stdout);
+    pid_t p = fork();
+    if (p < 0)
+        return 2;
+    if (p == 0)
+        strict_child(turns);
+    int st = 0;
+    while (waitpid(p, &st, 0) < 0)
+        ;
+    if (WIFEXITED(st))
+        printf("child exit %d\n", WEXITSTATUS(st));
+    else
+        printf("child signal %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "fork") == 0)
+        return forking_host();
     use_syscall = argc > 1 && strcmp(argv[1], "syscall") == 0;
     static char names[2][16] = {"sx-worker-1", "sx-worker-2"};
     pthread_t t[2];
