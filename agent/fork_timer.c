@@ -258,11 +258,19 @@ bool ss_fork_timer_arm(uint64_t due_ns, const int *fallbacks, int n_fallbacks,
 
 bool ss_fork_timer_armed(void) { return atomic_load(&armed); }
 
+/* The action before the arming, put back unless the host has set one of
+ * its own since (on SIGURG: a child that asks for out-of-band data). */
+static void put_back(int sig) {
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == tick)
+        sigaction(sig, &saved, NULL);
+}
+
 void ss_fork_timer_disarm(void) {
     if (!atomic_exchange(&armed, false))
         return;
     syscall(SYS_timer_delete, timer_id);
-    sigaction(timer_sig, &saved, NULL);
+    put_back(timer_sig);
 }
 
 void ss_fork_timer_cancel(void) {
@@ -285,7 +293,7 @@ void ss_fork_timer_cancel(void) {
 
 void ss_fork_timer_forget(void) {
     if (atomic_exchange(&armed, false))
-        sigaction(timer_sig, &saved, NULL);
+        put_back(timer_sig);
     /* forked while another thread scanned: that thread is not here */
     if (atomic_load(&scanned) == 0)
         atomic_flag_clear(&scanning);

@@ -33,7 +33,8 @@ bool ss_fork_timer_arm(uint64_t due_ns, const int *fallbacks, int n_fallbacks,
 
 bool ss_fork_timer_armed(void);
 
-/* Async-signal-safe: the timer deleted, the signal's action put back.
+/* Async-signal-safe: the timer deleted, the signal's action put back
+ * (unless the host set one of its own since).
  * Under the caller's lock, or with one thread (an at-fork handler). */
 void ss_fork_timer_disarm(void);
 

@@ -219,6 +219,18 @@ static void test_refused_fire_asked_again(void **state) {
     assert_int_equal(refusals, 3);
 }
 
+/* A handler the host sets on the signal while the timer is armed stays
+ * the host's when the timer goes. */
+static void test_host_handler_set_since_kept(void **state) {
+    NEED_TIMER();
+    assert_true(ss_fork_timer_arm(mono_ns() + 3600000000000ull, NULL, 0, fire));
+    set_action(SIGURG, ss_test_host_handler, false);
+    ss_fork_timer_cancel();
+    assert_false(ss_fork_timer_armed());
+    assert_ptr_equal(action_of(SIGURG), (void *)ss_test_host_handler);
+    set_action(SIGURG, NULL, true);
+}
+
 /* A child of a child still waiting: the handler put back, nothing armed. */
 static void test_forget(void **state) {
     NEED_TIMER();
@@ -241,6 +253,7 @@ int main(void) {
         cmocka_unit_test_setup(test_never_fires_in_unsafe_code, setup),
         cmocka_unit_test_setup(test_never_fires_under_another_mask, setup),
         cmocka_unit_test_setup(test_refused_fire_asked_again, setup),
+        cmocka_unit_test_setup(test_host_handler_set_since_kept, setup),
         cmocka_unit_test_setup(test_forget, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
