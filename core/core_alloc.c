@@ -66,13 +66,6 @@ static _Atomic bool own_heap; /* an RLIMIT_AS at the hand-over: core_heap.c */
 static void find_libelf_code(void);
 #endif
 
-void ss_core_alloc_libraries_changed(void) {
-#ifndef SS_CORE_ALLOC_NO_FAMILY
-    if (atomic_load_explicit(&installed, memory_order_acquire))
-        find_libelf_code();
-#endif
-}
-
 int ss_core_alloc_install(const ss_core_alloc *a) {
     if (!a || !a->malloc || !a->free || !a->calloc || !a->realloc)
         return -EINVAL;
@@ -175,16 +168,9 @@ static int note_code(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
-/* Where their code is: at the hand-over (no loader lock is held), and
- * again each time the resolver's module (libstackshot-dw.so, which brings
- * them in) is opened or closed (ss_core_alloc_libraries_changed). A range
- * is cleared before the scan: closed, its addresses may hold other code
- * later. */
-static void find_libelf_code(void) {
-    for (int i = 0; i < 2; i++)
-        atomic_store(&code_lo[i], 0);
-    dl_iterate_phdr(note_code, NULL);
-}
+/* At the hand-over (libelf and libdw are mapped with the core, no loader
+ * lock is held): where their code is. */
+static void find_libelf_code(void) { dl_iterate_phdr(note_code, NULL); }
 
 static bool in_code(int which, const void *caller) {
     uintptr_t lo = atomic_load_explicit(&code_lo[which], memory_order_relaxed);

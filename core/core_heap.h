@@ -27,9 +27,5 @@ uint64_t ss_core_zone_unforks(void);               /* times made not inherited *
 /* In a forked child: whether the parent's zone came along (it does not
  * when the parent forked often: MADV_DONTFORK, core_heap.c). */
 bool ss_core_zone_inherited(void);
-/* core_alloc.c: libelf and libdw were mapped or unmapped (the resolver's
- * module opened or closed, core/module_dl.c): where their code is, read
- * again (their allocations go to the zone by the caller's address). */
-void ss_core_alloc_libraries_changed(void);
 
 #endif

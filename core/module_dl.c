@@ -18,8 +18,6 @@
  * them. */
 #include "agent/lifecycle.h"
 #include "agent/log.h"
-#include "agent/module.h"
-#include "core/core_heap.h"
 #include "exporters/common/common.h"
 #include "loader/ss_core_api.h"
 
@@ -45,34 +43,21 @@ static int core_dir(char *out, size_t n) {
     return len > 0 && (size_t)len < n ? 0 : -1;
 }
 
-static int module_path(const char *name, char *path, size_t n) {
-    char dir[PATH_MAX];
-    if (core_dir(dir, sizeof dir) != 0)
-        return -1;
-    int len = snprintf(path, n, "%s/libstackshot-%s.so", dir, name);
-    return len > 0 && (size_t)len < n ? 0 : -1;
-}
-
-static int open_flags(void) {
-    return RTLD_NOW | RTLD_LOCAL | (ss_core_deepbind() ? RTLD_DEEPBIND : 0);
-}
-
 const void *ss_module_open(const char *name, char *why, size_t why_len) {
     static bool exit_handler;
-    char path[PATH_MAX + 64], sym[96];
-    if (module_path(name, path, sizeof path) != 0) {
+    char dir[PATH_MAX], path[PATH_MAX + 64], sym[96];
+    if (core_dir(dir, sizeof dir) != 0) {
         snprintf(why, why_len, "the core's own path is unknown");
         return NULL;
     }
-    void *h = dlopen(path, open_flags());
+    snprintf(path, sizeof path, "%s/libstackshot-%s.so", dir, name);
+    int flags = RTLD_NOW | RTLD_LOCAL | (ss_core_deepbind() ? RTLD_DEEPBIND : 0);
+    void *h = dlopen(path, flags);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, why_len, "%s", e ? e : path);
         return NULL;
     }
-    /* libdw and libelf may have come with it: their allocations go to the
-     * core's zone by the caller's address (core_alloc.c) */
-    ss_core_alloc_libraries_changed();
     snprintf(sym, sizeof sym, "ss_module_%s_entry", name);
     const void *(*entry)(void) = (const void *(*)(void))dlsym(h, sym);
     const void *api = entry ? entry() : NULL;
@@ -84,24 +69,6 @@ const void *ss_module_open(const char *name, char *why, size_t why_len) {
         exit_handler = true;
     ss_debug("module %s loaded (%s)", name, path);
     return api;
-}
-
-/* The open's reference and the one taken here to find it: the module
- * (and what only it needed) is unmapped when they were the last. */
-bool ss_module_close(const char *name) {
-    char path[PATH_MAX + 64];
-    if (module_path(name, path, sizeof path) != 0)
-        return false;
-    void *h = dlopen(path, open_flags() | RTLD_NOLOAD);
-    if (!h)
-        return true;
-    dlclose(h);
-    dlclose(h);
-    ss_core_alloc_libraries_changed();
-    h = dlopen(path, open_flags() | RTLD_NOLOAD);
-    if (h)
-        dlclose(h); /* opened elsewhere too: stays */
-    return !h;
 }
 
 int ss_module_helper_path(const char *name, char *out, size_t n) {

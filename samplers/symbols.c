@@ -41,9 +41,11 @@
 #include "agent/time.h"
 #include "samplers/symbols_internal.h"
 #include "samplers/symbols_demangle.h"
-#include "samplers/symbols_dw.h"
 #include "proc/threads.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -86,13 +88,13 @@ typedef struct span {
 } span;
 
 struct ss_symbols {
-    Dwfl *dwfl;    /* NULL: none (no miss since the release, or libdw unavailable) */
+    Dwfl *dwfl;    /* NULL: none (a fresh one could not be made) */
     Dwfl *parents; /* a parent's, forgotten unread (ss_symbols_adopt) */
     Dwfl_Callbacks callbacks;
     char *debuginfo_path;
-    unsigned long long adds, subs; /* loader counters at the last check (less the resolver's own) */
-    bool counted;                  /* adds and subs have been read */
-    bool rereport;                 /* report the module list to the Dwfl at the next miss */
+    unsigned long long adds, subs; /* loader counters at the last report */
+    bool reported;                 /* the module list has been read */
+    bool rereport;                 /* a fresh Dwfl: report the modules to it */
 
     cache_slot *slots;
     size_t mask;        /* slots - 1 (power of two) */
@@ -183,6 +185,8 @@ static int module_forget(Dwfl_Module *mod, void **user, const char *name,
 /* Read /proc/self/maps into the Dwfl. Modules still mapped at the same
  * place keep what libdw already parsed of them. */
 static int report_modules(ss_symbols *s) {
+    struct loader_counts lc = {0, 0, false};
+    dl_iterate_phdr(read_counts, &lc);
     /* Modules that go away free their DWARF: forget remembered DIEs. */
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     ss_demangle_reset();
@@ -193,55 +197,30 @@ static int report_modules(ss_symbols *s) {
     int rc = ss_maps_report(s->dwfl, &s->remaps, &s->n_remaps);
     if (dwfl_report_end(s->dwfl, module_removed, NULL) != 0 && rc == 0)
         rc = -1;
+    s->adds = lc.adds;
+    s->subs = lc.subs;
+    s->reported = true;
     s->c.refreshes++;
     if (rc != 0)
         ss_debug("symbols: reading /proc/self/maps failed (%d)", rc);
     return rc == 0 ? 0 : -EIO;
 }
 
-/* Forget cached addresses when the loader added or removed a module since
- * the last check (the resolver's own module aside: symbols_dw.c), and read
- * the module list again at the next miss. Cheap when nothing changed:
- * dl_iterate_phdr stops at its first entry. */
+/* Re-read the module list (and forget cached addresses) when the loader
+ * added or removed a module since the last read. Cheap when nothing
+ * changed: dl_iterate_phdr stops at its first entry. */
 static void check_loader(ss_symbols *s) {
     struct loader_counts lc = {0, 0, false};
     dl_iterate_phdr(read_counts, &lc);
-    unsigned long long own_adds, own_subs;
-    ss_dw_own_changes(&own_adds, &own_subs);
-    unsigned long long adds = lc.adds - own_adds, subs = lc.subs - own_subs;
-    if (s->counted && lc.ok && adds == s->adds && subs == s->subs)
+    bool same = lc.ok && lc.adds == s->adds && lc.subs == s->subs;
+    if (s->reported && same && !s->rereport)
         return;
-    if (s->counted) {
+    if (s->reported && !same) {
         cache_clear(s);
         s->c.flushes++;
     }
-    s->adds = adds;
-    s->subs = subs;
-    s->counted = true;
-    s->rereport = true;
-}
-
-/* A Dwfl with the module list reported to it, made at a miss (holding
- * libdw: symbols_dw.c); false when libdw is unavailable. */
-static bool dwfl_ready(ss_symbols *s) {
-    if (!s->dwfl) {
-        if (!ss_dw_hold())
-            return false;
-        s->dwfl = dwfl_begin(&s->callbacks);
-        if (!s->dwfl) {
-            ss_error("symbols: dwfl_begin failed: %s; native frames stay unnamed",
-                     dwfl_errmsg(-1));
-            ss_dw_drop();
-            return false;
-        }
-        memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
-        s->rereport = true;
-    }
-    if (s->rereport) {
-        s->rereport = false;
-        report_modules(s);
-    }
-    return true;
+    s->rereport = false;
+    report_modules(s);
 }
 
 /* ---- names ------------------------------------------------------------ */
@@ -1073,11 +1052,17 @@ ss_symbols *ss_symbols_create_sized(size_t entries) {
                                       ? ss_find_debuginfo
                                       : no_debuginfo;
     s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: the default */
-    if (!s->slots || !s->pool || !s->fns || !s->spans) {
+    bool mem = s->slots && s->pool && s->fns && s->spans;
+    if (mem)
+        s->dwfl = dwfl_begin(&s->callbacks);
+    if (!s->dwfl) {
+        if (mem)
+            ss_error("symbols: dwfl_begin failed: %s; native frames stay unnamed",
+                     dwfl_errmsg(-1));
         ss_symbols_destroy(s);
         return NULL;
     }
-    s->rereport = true; /* libdw is opened at the first miss (symbols_dw.c) */
+    report_modules(s);
     return s;
 }
 
@@ -1100,7 +1085,6 @@ void ss_symbols_destroy(ss_symbols *s) {
     if (s->dwfl) {
         dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
         dwfl_end(s->dwfl);
-        ss_dw_drop();
     }
     free(s->slots);
     free(s->pool);
@@ -1116,16 +1100,14 @@ void ss_symbols_destroy(ss_symbols *s) {
  * steady program stops showing new addresses after its first rounds, and
  * from then on every round is served from the cache, whose frames hold
  * only interned names: so once no lookup has missed for idle_ns, the
- * Dwfl is ended, and the next miss makes a new one, which opens a module
+ * Dwfl is closed and a fresh one takes its place, which opens a module
  * again only when an address in it misses. That gives back libc6-dbg's
- * ~12 MiB for as long as no new address shows up, and libdw itself: with
- * the last Dwfl the module that maps it is closed (symbols_dw.c). A
- * reload costs what the first lookup in the module cost (tens of
- * milliseconds for libc with libc6-dbg); each one doubles the delay (up
- * to SS_SYMBOLS_IDLE_MAX_NS), so a program that keeps meeting new
- * addresses keeps its tables. */
-static void no_dwfl(ss_symbols *s) {
-    s->dwfl = NULL;
+ * ~12 MiB for as long as no new address shows up. A reload costs what the
+ * first lookup in the module cost (tens of milliseconds for libc with
+ * libc6-dbg); each one doubles the delay (up to SS_SYMBOLS_IDLE_MAX_NS),
+ * so a program that keeps meeting new addresses keeps its tables. */
+static void fresh_dwfl(ss_symbols *s) {
+    s->dwfl = dwfl_begin(&s->callbacks);
     memset(s->fns, 0, SS_SYMBOLS_FN_SLOTS * sizeof *s->fns);
     s->rereport = true; /* read the module list again, keeping the cache */
     if (s->holds) {
@@ -1134,34 +1116,28 @@ static void no_dwfl(ss_symbols *s) {
     }
 }
 
-/* With nothing of libdw's left, the core's zone gives its memory back
- * (core/core_heap.c), and the module is closed with the last hold. */
+/* Ended before the fresh one is made: with nothing of libdw's left, the
+ * core's zone gives its memory back (core/core_heap.c). */
 static void release_dwarf(ss_symbols *s) {
-    if (s->holds)
-        s->c.releases++;
     dwfl_getmodules(s->dwfl, module_forget, NULL, 0);
     dwfl_end(s->dwfl);
-    no_dwfl(s);
-    ss_dw_drop();
+    fresh_dwfl(s);
+    s->c.releases++;
 }
 
 bool ss_symbols_adopt(ss_symbols *s) {
     if (!s)
         return false;
-    bool held = s->dwfl != NULL;
-    if (held)
+    if (s->dwfl)
         s->parents = s->dwfl;
-    no_dwfl(s);
-    if (held) /* the parent's hold, inherited: libdw closes here with this child's last */
-        ss_dw_drop();
-    return true;
+    fresh_dwfl(s);
+    return s->dwfl != NULL;
 }
 
 /* Called once per round by the sampler (a settled thread's stack is
- * reused without a lookup, so an idle host makes none at all). A Dwfl
- * that opened no module (every miss outside them: JIT code) goes too. */
+ * reused without a lookup, so an idle host makes none at all). */
 void ss_symbols_idle(ss_symbols *s) {
-    if (!s || !s->dwfl || s->idle_ns == 0 || ss_mono_ns() - s->last_miss_ns < s->idle_ns)
+    if (!s || !s->dwfl || !s->holds || s->idle_ns == 0 || ss_mono_ns() - s->last_miss_ns < s->idle_ns)
         return;
     atomic_store(&s->busy, true); /* a child forked now must not use it */
     release_dwarf(s);
@@ -1189,6 +1165,15 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
                   int max) {
     if (return_address && addr == 0)
         return_address = false; /* no "call before" address 0 */
+    if (!s->dwfl) /* a release could not make a fresh one */
+        fresh_dwfl(s);
+    if (!s->dwfl) {
+        resolved r;
+        memset(&r, 0, sizeof r);
+        resolve_outside(s, addr, return_address ? addr - 1 : addr, &r);
+        memcpy(out, r.f, sizeof *out);
+        return 1;
+    }
     check_loader(s);
     uint64_t key = addr << 1 | (return_address ? 1 : 0);
     if (key != 0) {
@@ -1217,12 +1202,6 @@ static int lookup(ss_symbols *s, uint64_t addr, bool return_address, ss_frame *o
     }
     s->c.misses++;
     resolved r;
-    if (!dwfl_ready(s)) { /* libdw unavailable: asked again at a later miss */
-        memset(&r, 0, sizeof r);
-        resolve_outside(s, addr, return_address ? addr - 1 : addr, &r);
-        memcpy(out, r.f, sizeof *out);
-        return 1;
-    }
     resolve_uncached(s, addr, return_address, &r);
     note_miss(s);
     if (key != 0)

@@ -23,11 +23,13 @@
  * .gnu_debugaltlink (a path and that part's build id); libdwfl asks for it
  * through this callback too, and it is found the same way. */
 #include "samplers/symbols_internal.h"
-#include "samplers/symbols_dw.h"
 #include "agent/kept_fd.h"
 
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

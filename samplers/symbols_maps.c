@@ -17,8 +17,8 @@
  * The maps are read and parsed by proc_maps.c, as for the unwinder. */
 #include "proc/maps.h"
 #include "samplers/symbols_internal.h"
-#include "samplers/symbols_dw.h"
 
+#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

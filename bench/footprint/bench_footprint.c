@@ -11,16 +11,12 @@
  *                       with the agent armed (before its first round: a
  *                       loop that forks often, whose children get no start
  *                       thread at fork after the 8th of a second) and
- *                       running (text, 100 ms interval), and running
- *                       settled (the loop's stacks resolved, the host
- *                       asleep for 2.5 s: the resolver released libdw's
- *                       tables and closed libdw, then the measured loop;
- *                       against no agent doing the same); the floor: the
+ *                       running (text, 100 ms interval); the floor: the
  *                       same process without the agent but with one idle
  *                       thread of its own (what any agent with a thread
  *                       costs a single-threaded host's fork), and with the
- *                       libraries the agent maps while it resolves (libdw,
- *                       libelf, libunwind) and two idle threads; and
+ *                       libraries the agent's core maps and two idle
+ *                       threads (what its presence alone costs); and
  *                       running with the default exporter (otlp_logs over
  *                       gRPC, to a closed port) with gRPC in its helper
  *                       process and, STACKSHOT_GRPC_HELPER=false, in the
@@ -178,7 +174,7 @@ static void median_runs(char *const argv[], env *const cfg[4], int n, uint64_t m
 
 /* Sleep until ms from now, whatever interrupts (an EINTR is not ours to
  * measure here). */
-__attribute__((noinline)) static void sleep_ms(long ms) {
+static void sleep_ms(long ms) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += ms / 1000;
@@ -191,8 +187,8 @@ __attribute__((noinline)) static void sleep_ms(long ms) {
         ;
 }
 
-/* ns per fork()+_exit+waitpid over n of them */
-__attribute__((noinline)) static uint64_t fork_n(int n) {
+static int child_fork_loop(int n) {
+    sleep_ms(400); /* the agent starts and runs */
     uint64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
         pid_t p = fork();
@@ -201,45 +197,7 @@ __attribute__((noinline)) static uint64_t fork_n(int n) {
         int st;
         waitpid(p, &st, 0);
     }
-    return (now_ns() - t0) / (uint64_t)n;
-}
-
-static int child_fork_loop(int n) {
-    sleep_ms(400); /* the agent starts and runs */
-    printf("%llu\n", (unsigned long long)fork_n(n));
-    return 0;
-}
-
-/* Is libdw mapped in this process now? */
-static int libdw_mapped(void) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, "/libdw") != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
-/* A host that forks steadily, the agent settled: a first pass of forks
- * (the resolver meets the loop's stacks), a sleep from the same call site
- * as the start's (a stack it knows: nothing misses, and 1 s later it
- * releases libdw's tables, and libdw with them), then again, and the
- * measured pass. Prints ns per fork of the last pass and whether libdw
- * was mapped after it (a leaf new to the resolver's cache in the passes
- * loads it again). */
-/* noinline: the same return addresses in every pass */
-__attribute__((noinline)) static uint64_t settled_pass(int n, long ms) {
-    sleep_ms(ms);
-    return fork_n(n);
-}
-
-static int child_fork_loop_settled(int n) {
-    uint64_t per = 0;
-    for (volatile int pass = 0; pass < 4; pass++) /* one call site: not unrolled */
-        per = settled_pass(n, pass == 0 ? 400 : 2500);
-    printf("%llu %d\n", (unsigned long long)per, libdw_mapped());
+    printf("%llu\n", (unsigned long long)((now_ns() - t0) / (uint64_t)n));
     return 0;
 }
 
@@ -276,12 +234,11 @@ static int child_fork_loop_exited(int n) {
     return child_fork_loop(n);
 }
 
-/* The rest of what the agent's presence costs a fork while it resolves,
- * without the agent: the libraries it maps then (libdw, libelf, libunwind
- * and what they need: libz, liblzma, libbz2; the core maps libunwind and
- * libz always, the others only while its resolver holds libdw's tables)
- * and two idle threads (the sampler and the exporter). What the running
- * agent costs beyond this is its own memory and its at-fork work. */
+/* The rest of what the agent's presence alone costs a fork, without the
+ * agent: the libraries its core maps (libdw, libelf, libunwind and what
+ * they need: libz, liblzma, libbz2) and two idle threads (the sampler and
+ * the exporter). What the running agent costs beyond this is its own
+ * memory and its at-fork work. */
 static int child_fork_loop_libs(int n) {
     static const char *const libs[] = {"libdw.so.1", "libelf.so.1", "libunwind.so.8"};
     for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
@@ -423,8 +380,6 @@ int main(int argc, char **argv) {
         return child_fork_loop_exited(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--fork-loop-libs") == 0)
         return child_fork_loop_libs(atoi(argv[2]));
-    if (argc > 2 && strcmp(argv[1], "--fork-loop-settled") == 0)
-        return child_fork_loop_settled(atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "--busy-children") == 0)
         return child_busy_children(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 0);
     if (argc < 2) {
@@ -551,7 +506,6 @@ int main(int argc, char **argv) {
     char *floor_argv[] = {self, "--fork-loop-thread", nbuf, NULL};
     char *libs_argv[] = {self, "--fork-loop-libs", nbuf, NULL};
     char *exited_argv[] = {self, "--fork-loop-exited", nbuf, NULL};
-    char *fork_settled_argv[] = {self, "--fork-loop-settled", nbuf, NULL};
     env before_armed;
     env_agent(&before_armed, before ? before : lib, "text", out);
     env_add(&before_armed, "SPLUNK_PROFILER_CALL_STACK_INTERVAL=3600000");
@@ -564,27 +518,22 @@ int main(int argc, char **argv) {
     /* 6: no agent, one idle thread of the host's (the floor); 8: no agent,
      * the agent's libraries and two idle threads; 9: no agent, a thread
      * that ended; 4 and 7: the library of before, running and armed; 10
-     * and 11: the default exporter, gRPC in its helper and in the host;
-     * 12 and 13: running, settled (this library and the one of before),
-     * 14: no agent, settled (its own passes and sleeps) */
-    env *fcfg[15] = {&none, &armed, &running, &nodebug, &before_running,
-                     &empty, &none, &before_armed, &none, &none, &grpc_helper, &grpc_host,
-                     &running, &before_running, &none};
-    char **fargv[15] = {fork_argv, fork_argv, fork_argv, fork_argv, fork_argv,
+     * and 11: the default exporter, gRPC in its helper and in the host */
+    env *fcfg[12] = {&none, &armed, &running, &nodebug, &before_running,
+                     &empty, &none, &before_armed, &none, &none, &grpc_helper, &grpc_host};
+    char **fargv[12] = {fork_argv, fork_argv, fork_argv, fork_argv, fork_argv,
                         fork_argv, floor_argv, fork_argv, libs_argv, exited_argv,
-                        fork_argv, fork_argv, fork_settled_argv, fork_settled_argv, fork_settled_argv};
-    uint64_t fk[15][64], mf[15] = {0};
-    int dw_mapped[15] = {0};
+                        fork_argv, fork_argv};
+    uint64_t fk[12][64], mf[12] = {0};
     for (int r = 0; r < n; r++)
-        for (int c = 0; c < 15; c++) {
-            if (!before && (c == 4 || c == 7 || c == 13))
+        for (int c = 0; c < 12; c++) {
+            if (!before && (c == 4 || c == 7))
                 continue;
-            char buf[64], *end;
+            char buf[64];
             run(fargv[c], fcfg[c]->v, buf, sizeof buf);
-            fk[c][r] = strtoull(buf, &end, 10);
-            dw_mapped[c] += (int)strtol(end, NULL, 10);
+            fk[c][r] = strtoull(buf, NULL, 10);
         }
-    for (int c = 0; c < 15; c++)
+    for (int c = 0; c < 12; c++)
         mf[c] = median(fk[c], n);
 
     /* 3. resident memory, idle process, agent running with text; again
@@ -659,9 +608,6 @@ int main(int argc, char **argv) {
     for (int c = 1; c < 4; c++)
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", fname[c], mf[0] / 1e3, mf[c] / 1e3,
                (double)mf[c] / (double)mf[0], "1.50");
-    printf("%-34s %10.1f us %10.1f us %8.2f %8s  (libdw mapped after %d of %d)\n",
-           "  same, settled (libdw released)", mf[14] / 1e3, mf[12] / 1e3,
-           (double)mf[12] / (double)mf[14], "1.50", dw_mapped[12], n);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  same, otlp_logs, gRPC helper", mf[0] / 1e3,
            mf[10] / 1e3, (double)mf[10] / (double)mf[0]);
     printf("%-34s %10.1f us %10.1f us %8.2f\n", "  same, otlp_logs, gRPC in host", mf[0] / 1e3,
@@ -686,9 +632,6 @@ int main(int argc, char **argv) {
                mf[0] / 1e3, mf[4] / 1e3, (double)mf[4] / (double)mf[0], "1.50");
         printf("%-34s %10.1f us %10.1f us %8.2f %8s\n", "fork()+_exit+wait, armed, before",
                mf[0] / 1e3, mf[7] / 1e3, (double)mf[7] / (double)mf[0], "1.50");
-        printf("%-34s %10.1f us %10.1f us %8.2f %8s  (libdw mapped after %d of %d)\n",
-               "fork()+_exit+wait, settled, before", mf[14] / 1e3, mf[13] / 1e3,
-               (double)mf[13] / (double)mf[14], "1.50", dw_mapped[13], n);
     }
     static const char *const rname[2] = {"resident memory, text, idle", "  same, SYMBOLS_DEBUGINFO=false"};
     for (int c = 1; c < 3; c++)

@@ -16,7 +16,6 @@
 #define SS_EXPORTERS_COMMON_H
 
 #include "agent/kept_fd.h"
-#include "agent/module.h"
 #include "agent/buf.h"
 #include "agent/round.h"
 #include "agent/stack_memo.h"
@@ -131,7 +130,10 @@ int ss_gzip(const void *in, size_t n, ss_buf *out);
  * caller checks the table's version (its first field is its size). */
 const void *ss_module_api(const char *name, const char *user);
 
-/* ss_module_api opens modules with ss_module_open (agent/module.h). */
+/* ss_module_api's two backends, one per build of the core:
+ * module_dl.c (libstackshot-core.so: dlopen next to the core) and the
+ * generated modules_linked.c (the static core). NULL and *why on failure. */
+const void *ss_module_open(const char *name, char *why, size_t why_len);
 /* The path of the module's helper program, stackshot-<name>-helper next to
  * the core (exporters/otlp/grpc_helper.c), into out: 0 when it is there
  * and executable, else -errno (the static core has none: -ENOENT). */

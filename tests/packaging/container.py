@@ -111,13 +111,11 @@ def main():
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # gRPC is in the helper process (stackshot-grpc-helper, from the copy too),
         # found by the pidfd the host holds
-        # (libdw comes with the resolver's module while it holds libdw's
-        # tables: the maps of every poll are kept)
         maps, hmaps, hexe, deadline = "", "", "", time.monotonic() + 3.4
-        while time.monotonic() < deadline and ("libgrpc" not in hmaps or "/libdw" not in maps):
+        while time.monotonic() < deadline and "libgrpc" not in hmaps:
             time.sleep(0.2)
             try:
-                maps += open("/proc/%d/maps" % p.pid).read()
+                maps = open("/proc/%d/maps" % p.pid).read()
                 for fd in os.listdir("/proc/%d/fdinfo" % p.pid):
                     m = re.search(r"^Pid:\s+(\d+)$",
                                   open("/proc/%d/fdinfo/%s" % (p.pid, fd)).read(), re.M)

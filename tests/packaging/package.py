@@ -54,7 +54,6 @@ def checks(a, tmp, deb):
               "/usr/lib/libstackshot.so.0.1.0", "/usr/lib/libstackshot-core.so",
               "/usr/lib/libstackshot-grpc.so", "/usr/lib/libstackshot-http.so",
               "/usr/lib/libstackshot-qubership.so", "/usr/lib/libstackshot-zorka.so",
-              "/usr/lib/libstackshot-dw.so",
               "/usr/lib/stackshot-grpc-helper",
               "/usr/lib/pkgconfig/stackshot.pc", "/usr/lib/cmake/stackshot/stackshot-config.cmake",
               "/usr/share/man/man1/stackshot.1", "/usr/share/man/man7/stackshot.7",

@@ -3,21 +3,14 @@
 cache for 1 s (samplers/symbols.c, release_dwarf; it was 5 s), and reads
 it again for the next new address, with the same names and lines.
 
-The host is python3 (Debian's) at a 50 ms interval: for 3 s it sleeps
-150 ms and waits 150 ms in poll() in turn (its two stacks are resolved in
-the first rounds, libc's with libc6-dbg's DWARF, then are only looked up
-again: the cache serves them), reads its own maps, then waits 1 s in
-select() (a stack through libc code not resolved before) and reads its
-maps again. Those lookups after the release also check that the module's
-own closing is not taken for the host unloading a library (which would
-empty the cache: every address missed again and libdw was opened again). Checked:
+The host is python3 (Debian's) at a 50 ms interval: it sleeps 3 s (its
+stack is resolved in the first rounds, libc's with libc6-dbg's DWARF, then
+never changes), reads its own maps, then waits 1 s in select() (a stack
+through libc code not resolved before) and reads its maps again. Checked:
 after the sleep libc6-dbg's debug file is no longer mapped and libelf's
 shared buffers are gone; the select() frames are named with their source
 file and line from the debuginfo (select.c), so read again; the file is
-mapped again after it. libdw and libelf themselves (the module
-libstackshot-dw.so that brings them in, samplers/symbols_dw.c) are mapped
-while the tables are held and not after the release. Skipped (77) without
-python3 or libc6-dbg.
+mapped again after it. Skipped (77) without python3 or libc6-dbg.
 
 usage: check_release.py <libstackshot.so> <tmpdir>"""
 import glob
@@ -42,19 +35,13 @@ if shutil.which("python3") is None or shutil.which("readelf") is None or not lib
     sys.exit(77)
 
 HOST = r"""
-import re, select, time
+import select, time
 def maps():
     with open('/proc/self/maps') as f:
         m = f.read()
     shared = sum(1 for l in m.splitlines() if ' rw-s ' in l and '/dev/zero (deleted)' in l)
-    libs = [l.split()[-1] for l in m.splitlines() if '/' in l]
-    dw = sum(1 for n in set(libs) if re.search(r'/(libdw|libelf)[-.]|/libstackshot-dw\.so', n))
-    return int('/usr/lib/debug/' in m), shared, dw
-p = select.poll()
-end = time.monotonic() + 3.0
-while time.monotonic() < end:
-    time.sleep(0.15)
-    p.poll(150)
+    return int('/usr/lib/debug/' in m), shared
+time.sleep(3.0)
 print('idle', *maps(), flush=True)
 select.select([], [], [], 1.0)
 print('after', *maps(), flush=True)
@@ -77,18 +64,14 @@ def check(cond, what):
 
 
 check(p.returncode == 0, f"the host exits 0 ({p.stderr.strip()[-300:]})")
-idle = re.search(r"^idle (\d+) (\d+) (\d+)$", p.stdout, re.M)
-after = re.search(r"^after (\d+) (\d+) (\d+)$", p.stdout, re.M)
+idle = re.search(r"^idle (\d+) (\d+)$", p.stdout, re.M)
+after = re.search(r"^after (\d+) (\d+)$", p.stdout, re.M)
 check(idle is not None and idle.group(1) == "0",
       f"after 3 s idle libc6-dbg's file is not mapped ({idle.group(1) if idle else p.stdout!r})")
 check(idle is not None and idle.group(2) == "0",
       f"after 3 s idle no shared buffer of libelf is left ({idle.group(2) if idle else '?'})")
-check(idle is not None and idle.group(3) == "0",
-      f"after 3 s idle libdw, libelf and the module are not mapped ({idle.group(3) if idle else '?'})")
 check(after is not None and after.group(1) == "1",
       f"a new stack reads it again ({after.group(1) if after else p.stdout!r})")
-check(after is not None and after.group(3) == "3",
-      f"with libdw, libelf and the module mapped again ({after.group(3) if after else '?'} of 3)")
 text = ""
 for path in glob.glob(os.path.join(tmp, "*.txt")):
     with open(path, errors="replace") as f:
