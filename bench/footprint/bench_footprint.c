@@ -46,7 +46,9 @@
  * before a change), the busy host's children and fork()+_exit with the
  * agent running are measured with it too, interleaved in the same run.
  * The fork-per-connection host (pgbench -C) is bench/footprint/pgbench.sh.
- * Prints a table; never a test. */
+ * A run that has not ended within 120 s is killed with its process group,
+ * with one line on stderr (its figure then reads 0). Prints a table; never
+ * a test. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
@@ -59,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,6 +118,29 @@ static void env_agent(env *e, const char *lib, const char *exporters, const char
 
 /* ---- running a command ------------------------------------------------ */
 
+/* A run that has not ended after this long is killed with everything it
+ * started (its process group), with one line: a hung host (a child blocked
+ * for good in exit, say) must not hold the whole benchmark. */
+#ifndef RUN_TIMEOUT_S
+#define RUN_TIMEOUT_S 120
+#endif
+static volatile sig_atomic_t run_timed_out;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    run_timed_out = 1;
+}
+
+/* Called when a read or wait was interrupted: the group killed once. */
+static void kill_if_late(pid_t pid, char *const argv[], bool *killed) {
+    if (!run_timed_out || *killed)
+        return;
+    *killed = true;
+    fprintf(stderr, "bench_footprint: %s %s did not end within %d s: killed with its process group\n",
+            argv[0], argv[1] ? argv[1] : "", RUN_TIMEOUT_S);
+    kill(-pid, SIGKILL);
+}
+
 static int run(char *const argv[], char *const envp[], char *out, size_t out_len) {
     int fds[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
@@ -125,24 +151,40 @@ static int run(char *const argv[], char *const envp[], char *out, size_t out_len
         posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
         posix_spawn_file_actions_addclose(&fa, fds[0]);
     }
+    posix_spawnattr_t sa;
+    posix_spawnattr_init(&sa);
+    posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP); /* its own group: killed whole */
+    posix_spawnattr_setpgroup(&sa, 0);
+    run_timed_out = 0;
+    alarm(RUN_TIMEOUT_S);
     pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
+    int rc = posix_spawn(&pid, argv[0], &fa, &sa, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
+    posix_spawnattr_destroy(&sa);
+    if (rc != 0) {
+        alarm(0);
         return -1;
+    }
+    bool killed = false;
     if (out) {
         close(fds[1]);
         size_t got = 0;
         ssize_t r;
-        while (got < out_len - 1 && (r = read(fds[0], out + got, out_len - 1 - got)) > 0)
-            got += (size_t)r;
+        while (got < out_len - 1 && ((r = read(fds[0], out + got, out_len - 1 - got)) > 0 ||
+                                     (r < 0 && errno == EINTR))) {
+            if (r > 0)
+                got += (size_t)r;
+            else
+                kill_if_late(pid, argv, &killed);
+        }
         out[got] = '\0';
         close(fds[0]);
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        kill_if_late(pid, argv, &killed);
+    alarm(0);
+    return !killed && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -370,6 +412,8 @@ static void run_busy(char **argv, env **cfg, int nc, int n, uint64_t *wall, uint
 /* ---- main ------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
+    struct sigaction alrm = {.sa_handler = on_alarm}; /* no SA_RESTART: reads and waits end */
+    sigaction(SIGALRM, &alrm, NULL);
     if (argc > 2 && strcmp(argv[1], "--fork-loop") == 0)
         return child_fork_loop(atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "--rss") == 0)
